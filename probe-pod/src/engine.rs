@@ -1,0 +1,96 @@
+//! Runs a plan: every probe concurrently within the plan's concurrency limit and deadline, and
+//! exactly one result per probe, streamed as each finishes.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{Semaphore, mpsc};
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+use crate::probe;
+use crate::proto::{Outcome, Plan, ProbeResult};
+
+/// File descriptors kept back for stdio, the runtime and the resolver.
+const RESERVED_FDS: u64 = 64;
+/// The most sockets one probe holds at once.
+const FDS_PER_PROBE: u64 = 2;
+
+/// Raises the soft open-file limit to the hard one and returns how many probes fit in it.
+#[must_use]
+pub fn fd_budget() -> usize {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
+        return 256;
+    };
+    let limit = if hard > soft && setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_ok() {
+        hard
+    } else {
+        soft
+    };
+    let probes = limit.saturating_sub(RESERVED_FDS) / FDS_PER_PROBE;
+    usize::try_from(probes).unwrap_or(usize::MAX).max(1)
+}
+
+/// How many probes run at once: the plan's wish, capped by the descriptor budget.
+#[must_use]
+pub fn effective_concurrency(plan: &Plan, fd_budget: usize) -> usize {
+    usize::try_from(plan.concurrency.get())
+        .unwrap_or(usize::MAX)
+        .min(fd_budget)
+        .max(1)
+}
+
+/// Runs `plan`, sending each result to `out` as it completes. Returns when every probe has one.
+pub async fn run_plan(plan: Plan, concurrency: usize, out: mpsc::Sender<ProbeResult>) {
+    let start = Instant::now();
+    let deadline = start + Duration::from_millis(plan.deadline_ms.get());
+    let default_timeout = Duration::from_millis(plan.probe_timeout_ms.get());
+    let sem = Arc::new(Semaphore::new(concurrency));
+    let mut tasks = JoinSet::new();
+    let mut ids = HashMap::new();
+    let mut specs = plan.probes.into_iter();
+    while let Some(spec) = specs.next() {
+        let permit = tokio::select! {
+            p = sem.clone().acquire_owned() => p.expect("the semaphore is never closed"),
+            () = tokio::time::sleep_until(deadline) => {
+                let late = std::iter::once(spec).chain(specs.by_ref());
+                for s in late {
+                    let detail = format!("plan deadline of {} ms reached before this probe could start", plan.deadline_ms);
+                    let _ = out.send(ProbeResult::new(s.id, Outcome::Error, detail)).await;
+                }
+                break;
+            }
+        };
+        let timeout = spec
+            .timeout_ms
+            .map_or(default_timeout, |t| Duration::from_millis(t.get()));
+        let probe_deadline = deadline.min(Instant::now() + timeout);
+        let tx = out.clone();
+        let id = spec.id.clone();
+        let handle = tasks.spawn(async move {
+            let result = probe::run(&spec, probe_deadline).await;
+            drop(permit);
+            let _ = tx.send(result).await;
+        });
+        ids.insert(handle.id(), id);
+    }
+    while let Some(joined) = tasks.join_next_with_id().await {
+        match joined {
+            Ok((task, ())) => {
+                ids.remove(&task);
+            }
+            Err(e) => {
+                if let Some(id) = ids.remove(&e.id()) {
+                    let why = if e.is_panic() {
+                        "the probe panicked (a bug: please report it)"
+                    } else {
+                        "the probe was cancelled"
+                    };
+                    let _ = out.send(ProbeResult::new(id, Outcome::Error, why)).await;
+                }
+            }
+        }
+    }
+}

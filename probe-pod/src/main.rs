@@ -1,0 +1,230 @@
+//! `probe-pod`: the prober agent. `serve` answers probes; `probe` runs a plan and prints results.
+
+use std::io::Read;
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use probe_pod::proto::{DEFAULT_AGENT_PORT, ProbeResult, parse_plan};
+use probe_pod::serve::{self, SniffMode, Stopped};
+use probe_pod::{engine, proto};
+use tokio::io::AsyncWriteExt;
+
+/// Plans larger than this are refused rather than read into memory.
+const MAX_PLAN_BYTES: u64 = 64 * 1024 * 1024;
+
+#[derive(Parser)]
+#[command(
+    name = "probe-pod",
+    version,
+    about = "The prober agent: answers probes and runs probe plans."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Answer probes: TCP and UDP echo and HTTP /healthz on one port, and sniff for crafted VXLAN
+    /// probes when a VXLAN device exists.
+    Serve(ServeArgs),
+    /// Run a plan (JSON) and print one JSON result per line to stdout as each probe finishes.
+    /// Exits 0 when the plan ran, whatever the outcomes; 2 when the plan is invalid.
+    Probe(ProbeArgs),
+}
+
+#[derive(clap::Args)]
+struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long, env = "PROBE_POD_LISTEN", default_value = "0.0.0.0")]
+    listen: IpAddr,
+    /// Port for TCP echo, UDP echo and HTTP.
+    #[arg(long, env = "PROBE_POD_PORT", default_value_t = DEFAULT_AGENT_PORT)]
+    port: u16,
+    /// Sniff for crafted VXLAN probes: `auto` when a VXLAN device exists and `CAP_NET_RAW` is held.
+    #[arg(long, env = "PROBE_POD_SNIFF", value_enum, default_value_t = Sniff::Auto)]
+    sniff: Sniff,
+    /// VXLAN UDP ports the sniffer watches.
+    #[arg(long = "vxlan-port", env = "PROBE_POD_VXLAN_PORTS", value_delimiter = ',', default_values_t = [8472u16, 4789])]
+    vxlan_ports: Vec<u16>,
+    /// Exit by itself after this long (e.g. 90s, 30m, 2h; 0 = never): a dead-man switch so a
+    /// crashed coordinator cannot leave agents running.
+    #[arg(long, env = "PROBE_POD_TTL", default_value = "0", value_parser = parse_duration)]
+    ttl: Duration,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Sniff {
+    Auto,
+    Always,
+    Never,
+}
+
+#[derive(clap::Args)]
+struct ProbeArgs {
+    /// Plan file, or `-` for standard input.
+    #[arg(long, env = "PROBE_POD_PLAN")]
+    plan: PathBuf,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("{s:?}: expected a number and a unit, like 90s, 30m or 2h"))?;
+    let secs = match unit {
+        "" | "s" => n,
+        "m" => n.saturating_mul(60),
+        "h" => n.saturating_mul(3600),
+        "ms" => return Ok(Duration::from_millis(n)),
+        _ => return Err(format!("{s:?}: unknown unit {unit:?}; use ms, s, m or h")),
+    };
+    Ok(Duration::from_secs(secs))
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("PROBE_POD_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_ansi(false)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("probe-pod: cannot start the runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    runtime.block_on(async {
+        match cli.command {
+            Command::Serve(args) => serve_cmd(args).await,
+            Command::Probe(args) => probe_cmd(&args).await,
+        }
+    })
+}
+
+async fn serve_cmd(args: ServeArgs) -> ExitCode {
+    let config = serve::Config {
+        listen: args.listen,
+        port: args.port,
+        sniff: match args.sniff {
+            Sniff::Auto => SniffMode::Auto,
+            Sniff::Always => SniffMode::Always,
+            Sniff::Never => SniffMode::Never,
+        },
+        vxlan_ports: args.vxlan_ports,
+        ttl: (!args.ttl.is_zero()).then_some(args.ttl),
+    };
+    match serve::run(config, shutdown_signal()).await {
+        Ok(Stopped::Signal) => {
+            tracing::info!("stopping on signal");
+            ExitCode::SUCCESS
+        }
+        Ok(Stopped::Ttl) => {
+            tracing::info!("ttl expired; exiting");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("probe-pod serve: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let Ok(mut term) = signal(SignalKind::terminate()) else {
+        let _ = tokio::signal::ctrl_c().await;
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}
+
+fn read_plan(path: &PathBuf) -> Result<String, String> {
+    let mut text = String::new();
+    let res = if path.as_os_str() == "-" {
+        std::io::stdin()
+            .take(MAX_PLAN_BYTES)
+            .read_to_string(&mut text)
+    } else {
+        std::fs::File::open(path).and_then(|f| f.take(MAX_PLAN_BYTES).read_to_string(&mut text))
+    };
+    let from = if path.as_os_str() == "-" {
+        "standard input".to_string()
+    } else {
+        path.display().to_string()
+    };
+    res.map_err(|e| format!("cannot read the plan from {from}: {e}"))?;
+    if text.len() as u64 >= MAX_PLAN_BYTES {
+        return Err(format!(
+            "the plan from {from} is larger than {MAX_PLAN_BYTES} bytes"
+        ));
+    }
+    Ok(text)
+}
+
+async fn probe_cmd(args: &ProbeArgs) -> ExitCode {
+    let text = match read_plan(&args.plan) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("probe-pod probe: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let plan: proto::Plan = match parse_plan(&text) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("probe-pod probe: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let concurrency = engine::effective_concurrency(&plan, engine::fd_budget());
+    tracing::debug!(probes = plan.probes.len(), concurrency, "running plan");
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<ProbeResult>(1024);
+    let writer = tokio::spawn(async move {
+        let mut out = tokio::io::stdout();
+        while let Some(r) = rx.recv().await {
+            let mut line = serde_json::to_vec(&r).unwrap_or_default();
+            line.push(b'\n');
+            if out.write_all(&line).await.is_err() || out.flush().await.is_err() {
+                // The reader went away (the coordinator gave up): nothing left to report to.
+                return;
+            }
+        }
+    });
+    engine::run_plan(plan, concurrency, tx).await;
+    let _ = writer.await;
+    ExitCode::SUCCESS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("90s").unwrap(), Duration::from_secs(90));
+        assert_eq!(parse_duration("30m").unwrap(), Duration::from_secs(1800));
+        assert_eq!(parse_duration("2h").unwrap(), Duration::from_secs(7200));
+        assert_eq!(parse_duration("0").unwrap(), Duration::ZERO);
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert!(parse_duration("5d").unwrap_err().contains("unknown unit"));
+        assert!(parse_duration("soon").is_err());
+    }
+}

@@ -1,0 +1,223 @@
+//! Classic BPF programs, so the kernel hands our raw and packet sockets only probe traffic: on a
+//! busy node, copying every VXLAN frame or every ICMP reply to user space would cost real CPU.
+
+use socket2::SockFilter;
+
+use crate::proto::MAGIC;
+
+use super::packet::{ICMP_MAGIC_OFFSET, VXLAN_MAGIC_OFFSET};
+
+const LD_H_ABS: u16 = 0x28;
+const LD_B_ABS: u16 = 0x30;
+const LD_W_IND: u16 = 0x40;
+const LD_H_IND: u16 = 0x48;
+const LD_B_IND: u16 = 0x50;
+const LDX_B_MSH: u16 = 0xb1;
+const JEQ_K: u16 = 0x15;
+const JSET_K: u16 = 0x45;
+const RET_K: u16 = 0x06;
+
+/// One instruction before jump targets are resolved.
+#[derive(Debug, Clone, Copy)]
+enum Ins {
+    Stmt(u16, u32),
+    Jump(u16, u32, Target, Target),
+    Label(&'static str),
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Target {
+    Next,
+    To(&'static str),
+}
+
+/// A resolved instruction: (code, jt, jf, k), as the kernel's `struct sock_filter`.
+pub type Insn = (u16, u8, u8, u32);
+
+fn assemble(prog: &[Ins]) -> Vec<Insn> {
+    let mut labels = std::collections::HashMap::new();
+    let mut pc = 0usize;
+    for ins in prog {
+        match ins {
+            Ins::Label(name) => {
+                labels.insert(*name, pc);
+            }
+            _ => pc += 1,
+        }
+    }
+    let mut out = Vec::with_capacity(pc);
+    for ins in prog {
+        let here = out.len();
+        let off = |t: Target| -> u8 {
+            match t {
+                Target::Next => 0,
+                Target::To(name) => {
+                    let to = labels[name];
+                    u8::try_from(to - here - 1).expect("BPF jump fits in 8 bits")
+                }
+            }
+        };
+        match *ins {
+            Ins::Stmt(code, k) => out.push((code, 0, 0, k)),
+            Ins::Jump(code, k, jt, jf) => out.push((code, off(jt), off(jf), k)),
+            Ins::Label(_) => {}
+        }
+    }
+    out
+}
+
+/// For a cooked (`SOCK_DGRAM`, `ETH_P_IP`) packet socket, whose data starts at the IPv4 header:
+/// accept crafted VXLAN datagrams to one of `ports` and decapsulated probe ICMP echoes, both
+/// recognised by the probe magic at a fixed offset; drop everything else in the kernel.
+#[must_use]
+pub fn sniffer_program(ports: &[u16]) -> Vec<Insn> {
+    use Target::{Next, To};
+    let magic = u32::from_be_bytes(MAGIC);
+    let mut p = vec![
+        Ins::Stmt(LD_H_ABS, 6),
+        Ins::Jump(JSET_K, 0x1fff, To("drop"), Next),
+        Ins::Stmt(LDX_B_MSH, 0),
+        Ins::Stmt(LD_B_ABS, 9),
+        Ins::Jump(JEQ_K, 1, To("icmp"), Next),
+        Ins::Jump(JEQ_K, 17, Next, To("drop")),
+        Ins::Stmt(LD_H_IND, 2),
+    ];
+    for &port in ports {
+        p.push(Ins::Jump(JEQ_K, u32::from(port), To("udp_magic"), Next));
+    }
+    p.extend([
+        Ins::Jump(JEQ_K, 0, To("drop"), To("drop")), // no port matched
+        Ins::Label("udp_magic"),
+        Ins::Stmt(LD_W_IND, VXLAN_MAGIC_OFFSET),
+        Ins::Jump(JEQ_K, magic, To("accept"), To("drop")),
+        Ins::Label("icmp"),
+        Ins::Stmt(LD_W_IND, ICMP_MAGIC_OFFSET),
+        Ins::Jump(JEQ_K, magic, To("accept"), To("drop")),
+        Ins::Label("accept"),
+        Ins::Stmt(RET_K, 0xffff),
+        Ins::Label("drop"),
+        Ins::Stmt(RET_K, 0),
+    ]);
+    assemble(&p)
+}
+
+/// For a raw `IPPROTO_ICMP` socket (data starts at the IPv4 header): accept only echo replies
+/// carrying our identifier.
+#[must_use]
+pub fn echo_reply_program(ident: u16) -> Vec<Insn> {
+    use Target::{Next, To};
+    assemble(&[
+        Ins::Stmt(LDX_B_MSH, 0),
+        Ins::Stmt(LD_B_IND, 0),
+        Ins::Jump(JEQ_K, 0, Next, To("drop")),
+        Ins::Stmt(LD_H_IND, 4),
+        Ins::Jump(JEQ_K, u32::from(ident), Next, To("drop")),
+        Ins::Stmt(RET_K, 0xffff),
+        Ins::Label("drop"),
+        Ins::Stmt(RET_K, 0),
+    ])
+}
+
+/// The program as the kernel's filter array.
+#[must_use]
+pub fn to_filter(prog: &[Insn]) -> Vec<SockFilter> {
+    prog.iter()
+        .map(|&(code, jt, jf, k)| SockFilter::new(code, jt, jf, k))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::net::packet::{VxlanProbe, echo_request, probe_payload, vxlan_datagram};
+    use std::net::Ipv4Addr;
+
+    /// Just enough of a cBPF interpreter for the instructions above, to check the jump layout.
+    fn run(prog: &[Insn], pkt: &[u8]) -> u32 {
+        let (mut a, mut x, mut pc) = (0u32, 0u32, 0usize);
+        let load = |off: usize, size: usize| -> Option<u32> {
+            let b = pkt.get(off..off + size)?;
+            Some(b.iter().fold(0u32, |acc, &v| (acc << 8) | u32::from(v)))
+        };
+        loop {
+            let (code, jt, jf, k) = prog[pc];
+            let ku = k as usize;
+            pc += 1;
+            let loaded = match code {
+                LD_H_ABS => Some(load(ku, 2)),
+                LD_B_ABS => Some(load(ku, 1)),
+                LD_W_IND => Some(load(x as usize + ku, 4)),
+                LD_H_IND => Some(load(x as usize + ku, 2)),
+                LD_B_IND => Some(load(x as usize + ku, 1)),
+                _ => None,
+            };
+            match (code, loaded) {
+                (_, Some(None)) => return 0, // out-of-bounds load aborts with 0, as the kernel does
+                (_, Some(Some(v))) => a = v,
+                (LDX_B_MSH, _) => x = u32::from(pkt[ku] & 0xf) * 4,
+                (JEQ_K, _) => pc += usize::from(if a == k { jt } else { jf }),
+                (JSET_K, _) => pc += usize::from(if a & k != 0 { jt } else { jf }),
+                (RET_K, _) => return k,
+                _ => panic!("unexpected opcode {code:#x}"),
+            }
+        }
+    }
+
+    fn ipv4(proto: u8, frag: u16, payload: &[u8]) -> Vec<u8> {
+        let mut p = vec![
+            0x45, 0, 0, 0, 0, 0, 0, 0, 64, proto, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2,
+        ];
+        p[6..8].copy_from_slice(&frag.to_be_bytes());
+        p.extend_from_slice(payload);
+        p
+    }
+
+    fn crafted(port: u16) -> Vec<u8> {
+        let inner = vxlan_datagram(&VxlanProbe {
+            vni: 1,
+            source_mac: [2, 0, 0, 0, 0, 1],
+            destination_mac: [2, 0, 0, 0, 0, 2],
+            inner_source: Ipv4Addr::new(10, 244, 1, 0),
+            inner_destination: Ipv4Addr::new(10, 244, 2, 0),
+            nonce: 5,
+        });
+        let mut udp = vec![0x9c, 0x40, 0, 0, 0, 0, 0, 0];
+        udp[2..4].copy_from_slice(&port.to_be_bytes());
+        udp.extend_from_slice(&inner);
+        ipv4(17, 0, &udp)
+    }
+
+    #[test]
+    fn sniffer_accepts_only_probe_traffic() {
+        let prog = sniffer_program(&[8472, 4789]);
+        assert_eq!(run(&prog, &crafted(8472)), 0xffff);
+        assert_eq!(run(&prog, &crafted(4789)), 0xffff);
+        assert_eq!(run(&prog, &crafted(53)), 0, "other port");
+        let probe_ping = ipv4(1, 0, &echo_request(1, 1, &probe_payload(5, 8)));
+        assert_eq!(run(&prog, &probe_ping), 0xffff);
+        let plain_ping = ipv4(1, 0, &echo_request(1, 1, b"abcdefgh"));
+        assert_eq!(run(&prog, &plain_ping), 0, "ping without magic");
+        let mut frag = crafted(8472);
+        frag[6..8].copy_from_slice(&0x0010u16.to_be_bytes());
+        assert_eq!(run(&prog, &frag), 0, "non-first fragment");
+        // Real VXLAN traffic (no magic where ours sits) is dropped in the kernel.
+        let mut other = crafted(8472);
+        let at = 20 + VXLAN_MAGIC_OFFSET as usize;
+        other[at] = b'X';
+        assert_eq!(run(&prog, &other), 0);
+        assert_eq!(run(&prog, &ipv4(6, 0, &[0; 20])), 0, "tcp");
+    }
+
+    #[test]
+    fn echo_filter_matches_ident() {
+        let prog = echo_reply_program(0xbeef);
+        let mut reply = echo_request(0xbeef, 1, b"PRB1xxxx");
+        reply[0] = 0;
+        assert_eq!(run(&prog, &ipv4(1, 0, &reply)), 0xffff);
+        let mut other = echo_request(0xbeee, 1, b"PRB1xxxx");
+        other[0] = 0;
+        assert_eq!(run(&prog, &ipv4(1, 0, &other)), 0);
+        let request = echo_request(0xbeef, 1, b"PRB1xxxx");
+        assert_eq!(run(&prog, &ipv4(1, 0, &request)), 0);
+    }
+}

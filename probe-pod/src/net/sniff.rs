@@ -1,0 +1,108 @@
+//! `AF_PACKET` capture of probe nonces on every interface of the namespace, filtered in the kernel by
+//! a BPF program: a crafted VXLAN datagram seen on the underlay but not on the VXLAN device means
+//! the host's own stack (its firewall, or a VNI mismatch) dropped it.
+
+use std::collections::HashMap;
+use std::io;
+
+use nix::sys::socket::{LinkAddr, recvfrom};
+use socket2::{Domain, Protocol, Socket, Type};
+use tokio::io::unix::AsyncFd;
+
+use super::bpf;
+use super::packet::{Captured, parse_captured};
+
+const PACKET_OUTGOING: u8 = 4;
+
+pub struct Sniffer {
+    fd: AsyncFd<Socket>,
+    ports: Vec<u16>,
+    names: HashMap<usize, String>,
+}
+
+/// One capture: the nonce, where it came from, and the interface it was seen on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Capture {
+    pub captured: Captured,
+    pub interface: String,
+}
+
+impl Sniffer {
+    /// Opens a cooked IPv4 packet socket on all interfaces. Needs `CAP_NET_RAW`.
+    pub fn open(vxlan_ports: &[u16]) -> io::Result<Self> {
+        let eth_p_ip = u16::try_from(libc::ETH_P_IP).expect("0x0800");
+        let proto = Protocol::from(i32::from(eth_p_ip.to_be()));
+        let sock = Socket::new(Domain::PACKET, Type::DGRAM, Some(proto))?;
+        sock.attach_filter(&bpf::to_filter(&bpf::sniffer_program(vxlan_ports)))?;
+        sock.set_nonblocking(true)?;
+        Ok(Self {
+            fd: super::async_fd(sock, tokio::io::Interest::READABLE)?,
+            ports: vxlan_ports.to_vec(),
+            names: HashMap::new(),
+        })
+    }
+
+    /// Waits for the next incoming probe packet.
+    pub async fn next(&mut self) -> io::Result<Capture> {
+        let mut buf = [0u8; 2048];
+        loop {
+            let mut guard = self.fd.readable().await?;
+            let got = guard.try_io(|s| {
+                recvfrom::<LinkAddr>(std::os::fd::AsRawFd::as_raw_fd(s.get_ref()), &mut buf)
+                    .map_err(io::Error::from)
+            });
+            let Ok(res) = got else { continue };
+            let (n, addr) = res?;
+            let Some(addr) = addr else { continue };
+            if addr.pkttype() == PACKET_OUTGOING {
+                continue;
+            }
+            let Some(captured) = parse_captured(&buf[..n.min(buf.len())], &self.ports) else {
+                continue;
+            };
+            let interface = self.name(addr.ifindex());
+            return Ok(Capture {
+                captured,
+                interface,
+            });
+        }
+    }
+
+    fn name(&mut self, ifindex: usize) -> String {
+        if let Some(n) = self.names.get(&ifindex) {
+            return n.clone();
+        }
+        let name = u32::try_from(ifindex)
+            .ok()
+            .and_then(|i| nix::net::if_::if_indextoname(i).ok())
+            .map_or_else(
+                || format!("if{ifindex}"),
+                |c| c.to_string_lossy().into_owned(),
+            );
+        // Interface indexes are reused after deletion; a bounded cache keeps names mostly right
+        // without a netlink watch.
+        if self.names.len() > 256 {
+            self.names.clear();
+        }
+        self.names.insert(ifindex, name.clone());
+        name
+    }
+}
+
+/// Names of VXLAN devices in this namespace (sysfs `DEVTYPE=vxlan`).
+#[must_use]
+pub fn vxlan_devices() -> Vec<String> {
+    let Ok(dir) = std::fs::read_dir("/sys/class/net") else {
+        return Vec::new();
+    };
+    let mut out: Vec<String> = dir
+        .filter_map(Result::ok)
+        .filter(|e| {
+            std::fs::read_to_string(e.path().join("uevent"))
+                .is_ok_and(|u| u.lines().any(|l| l == "DEVTYPE=vxlan"))
+        })
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    out.sort();
+    out
+}

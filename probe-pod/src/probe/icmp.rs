@@ -1,0 +1,58 @@
+//! ICMP echo (also used for VXLAN tunnel endpoints) and the DF-set echo that finds MTU black holes.
+
+use std::net::Ipv4Addr;
+
+use tokio::time::Instant;
+
+use super::{Fail, micros};
+use crate::net::icmp::{EchoKind, EchoSocket};
+use crate::net::packet::probe_payload;
+use crate::net::random_u32;
+use crate::proto::{Outcome, ProbeResult};
+
+const IP_AND_ICMP_HEADERS: usize = 28;
+
+pub async fn echo(id: &str, addr: Ipv4Addr, deadline: Instant) -> ProbeResult {
+    send(id, addr, None, deadline).await
+}
+
+/// Echo of exactly `size` bytes of IPv4 packet with DF set.
+pub async fn mtu(id: &str, addr: Ipv4Addr, size: u16, deadline: Instant) -> ProbeResult {
+    send(id, addr, Some(size), deadline).await
+}
+
+async fn send(id: &str, addr: Ipv4Addr, size: Option<u16>, deadline: Instant) -> ProbeResult {
+    let start = Instant::now();
+    let what = match size {
+        Some(s) => format!("icmp echo {addr} size {s} DF"),
+        None => format!("icmp echo {addr}"),
+    };
+    let sock = match EchoSocket::open(addr, size.is_some()) {
+        Ok(s) => s,
+        Err(e) => return Fail::Local(e.to_string()).into_result(id, &what, start.elapsed()),
+    };
+    let nonce = random_u32();
+    let len = size.map_or(16, |s| usize::from(s).saturating_sub(IP_AND_ICMP_HEADERS));
+    let seq = u16::try_from(nonce & 0xffff).unwrap_or(1);
+    let via = match sock.kind() {
+        EchoKind::Ping => "ping socket",
+        EchoKind::Raw => "raw socket",
+    };
+    let mut r = match sock
+        .ping(seq, &probe_payload(nonce, len), nonce, deadline)
+        .await
+    {
+        Ok(Some(rtt)) => {
+            let mut r = ProbeResult::new(id, Outcome::Ok, format!("{what}: reply ({via})"));
+            r.rtt_micros = Some(micros(rtt));
+            r
+        }
+        Ok(None) => Fail::Timeout.into_result(id, &what, start.elapsed()),
+        Err(f) => Fail::Net(f).into_result(id, &what, start.elapsed()),
+    };
+    r.nonce = Some(nonce);
+    if size.is_some() {
+        r.path_mtu = sock.path_mtu();
+    }
+    r
+}

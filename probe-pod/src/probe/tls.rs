@@ -1,0 +1,316 @@
+//! The API-server probe: TCP, a TLS handshake that accepts any certificate but records whether it
+//! verified against the given CA and name, then one HTTP GET, optionally with a bearer token.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use rustls::client::WebPkiServerVerifier;
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::{CryptoProvider, WebPkiSupportedAlgorithms};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::time::Instant;
+use tokio_rustls::TlsConnector;
+
+use super::{Fail, micros, tcp};
+use crate::proto::{Outcome, Probe, ProbeResult, TlsInfo};
+
+const MAX_RESPONSE_HEAD: usize = 16 * 1024;
+
+/// Accepts every certificate, but records what a verifying client would have concluded.
+#[derive(Debug)]
+struct RecordingVerifier {
+    inner: Option<Arc<WebPkiServerVerifier>>,
+    algorithms: WebPkiSupportedAlgorithms,
+    verdict: Mutex<Option<Result<(), String>>>,
+}
+
+impl ServerCertVerifier for RecordingVerifier {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        let verdict = match &self.inner {
+            None => Err("no CA bundle given".to_string()),
+            Some(v) => v
+                .verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
+                .map(|_| ())
+                .map_err(|e| e.to_string()),
+        };
+        if let Ok(mut slot) = self.verdict.lock() {
+            *slot = Some(verdict);
+        }
+        Ok(ServerCertVerified::assertion())
+    }
+
+    // Signatures are still checked: "any certificate" must not mean "any peer can forge the
+    // handshake".
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.algorithms.supported_schemes()
+    }
+}
+
+fn provider() -> Arc<CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+fn verifier(ca_file: Option<&Path>) -> Result<Arc<RecordingVerifier>, String> {
+    let provider = provider();
+    let inner = match ca_file {
+        None => None,
+        Some(path) => {
+            let mut roots = RootCertStore::empty();
+            let certs = CertificateDer::pem_file_iter(path)
+                .map_err(|e| format!("cannot read CA bundle {}: {e}", path.display()))?;
+            for cert in certs {
+                let cert = cert.map_err(|e| format!("CA bundle {}: {e}", path.display()))?;
+                roots
+                    .add(cert)
+                    .map_err(|e| format!("CA bundle {}: {e}", path.display()))?;
+            }
+            if roots.is_empty() {
+                return Err(format!("CA bundle {} holds no certificate", path.display()));
+            }
+            let v = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+                .build()
+                .map_err(|e| format!("CA bundle {}: {e}", path.display()))?;
+            Some(v)
+        }
+    };
+    Ok(Arc::new(RecordingVerifier {
+        inner,
+        algorithms: provider.signature_verification_algorithms,
+        verdict: Mutex::new(None),
+    }))
+}
+
+fn read_token(path: &Path) -> Result<String, String> {
+    let t = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read token file {}: {e}", path.display()))?;
+    let t = t.trim().to_string();
+    if t.is_empty() || t.contains(['\r', '\n', ' ']) {
+        return Err(format!(
+            "token file {} does not hold one token",
+            path.display()
+        ));
+    }
+    Ok(t)
+}
+
+/// The status code of an HTTP/1.x response head.
+fn parse_status(head: &[u8]) -> Option<u16> {
+    let line_end = head
+        .iter()
+        .position(|&b| b == b'\r' || b == b'\n')
+        .unwrap_or(head.len());
+    let line = std::str::from_utf8(&head[..line_end]).ok()?;
+    let mut parts = line.split(' ');
+    if !parts.next()?.starts_with("HTTP/1.") {
+        return None;
+    }
+    parts.next()?.parse().ok()
+}
+
+/// Sends `request` and reads the response head (bounded).
+async fn exchange<S: AsyncReadExt + AsyncWriteExt + Unpin>(
+    tls: &mut S,
+    request: &str,
+) -> std::io::Result<Vec<u8>> {
+    tls.write_all(request.as_bytes()).await?;
+    let mut head = Vec::with_capacity(1024);
+    let mut chunk = [0u8; 2048];
+    while head.len() < MAX_RESPONSE_HEAD && !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = tls.read(&mut chunk).await?;
+        if n == 0 {
+            break;
+        }
+        head.extend_from_slice(&chunk[..n]);
+    }
+    Ok(head)
+}
+
+pub async fn probe(id: &str, probe: &Probe, deadline: Instant) -> ProbeResult {
+    let Probe::Tls {
+        address,
+        port,
+        server_name,
+        ca_file,
+        require_verified,
+        path,
+        token_file,
+    } = probe
+    else {
+        unreachable!("dispatched by kind");
+    };
+    let start = Instant::now();
+    let addr = SocketAddr::new(*address, port.get());
+    let what = format!("tls {addr}");
+    let name = server_name.clone().unwrap_or_else(|| address.to_string());
+    let Ok(sni) = ServerName::try_from(name.clone()) else {
+        return Fail::Local(format!("{name:?} is not a valid server name")).into_result(
+            id,
+            &what,
+            start.elapsed(),
+        );
+    };
+    let token = match token_file.as_deref().map(read_token).transpose() {
+        Ok(t) => t,
+        Err(e) => return Fail::Local(e).into_result(id, &what, start.elapsed()),
+    };
+    let verifier = match verifier(ca_file.as_deref()) {
+        Ok(v) => v,
+        Err(e) => return Fail::Local(e).into_result(id, &what, start.elapsed()),
+    };
+    let config = match ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+    {
+        Ok(b) => b
+            .dangerous()
+            .with_custom_certificate_verifier(verifier.clone())
+            .with_no_client_auth(),
+        Err(e) => return Fail::Local(e.to_string()).into_result(id, &what, start.elapsed()),
+    };
+    let (tcp, _) = match tcp::connect(addr, deadline).await {
+        Ok(s) => s,
+        Err(f) => return f.into_result(id, &format!("{what}: tcp connect"), start.elapsed()),
+    };
+    let handshake = TlsConnector::from(Arc::new(config)).connect(sni, tcp);
+    let mut tls = match tokio::time::timeout_at(deadline, handshake).await {
+        Err(_) => {
+            return Fail::Timeout.into_result(
+                id,
+                &format!("{what}: tls handshake"),
+                start.elapsed(),
+            );
+        }
+        Ok(Err(e)) => {
+            return ProbeResult::new(
+                id,
+                Outcome::TlsError,
+                format!("{what}: handshake failed: {e}"),
+            );
+        }
+        Ok(Ok(s)) => s,
+    };
+    let verdict = verifier.verdict.lock().ok().and_then(|mut v| v.take());
+    let info = TlsInfo {
+        verified: matches!(verdict, Some(Ok(()))),
+        verify_error: match verdict {
+            Some(Err(e)) => Some(e),
+            Some(Ok(())) => None,
+            None => Some("no certificate presented".into()),
+        },
+        version: tls.get_ref().1.protocol_version().map(|v| format!("{v:?}")),
+    };
+    if *require_verified && !info.verified {
+        let mut r = ProbeResult::new(
+            id,
+            Outcome::TlsError,
+            format!(
+                "{what}: certificate not trusted: {}",
+                info.verify_error.clone().unwrap_or_default()
+            ),
+        );
+        r.tls = Some(info);
+        return r;
+    }
+    let host = match address {
+        IpAddr::V6(a) if server_name.is_none() => format!("[{a}]"),
+        _ => name,
+    };
+    let mut request = format!(
+        "GET {path} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: probe-pod/{}\r\nAccept: application/json\r\nConnection: close\r\n",
+        env!("CARGO_PKG_VERSION")
+    );
+    if let Some(t) = &token {
+        request.push_str("Authorization: Bearer ");
+        request.push_str(t);
+        request.push_str("\r\n");
+    }
+    request.push_str("\r\n");
+    let exchange = exchange(&mut tls, &request);
+    let get = format!("{what}: GET {path}");
+    let mut r = match tokio::time::timeout_at(deadline, exchange).await {
+        Err(_) => Fail::Timeout.into_result(id, &get, start.elapsed()),
+        Ok(Err(e)) => ProbeResult::new(id, Outcome::HttpError, format!("{get}: {e}")),
+        Ok(Ok(head)) => match parse_status(&head) {
+            None => ProbeResult::new(
+                id,
+                Outcome::HttpError,
+                format!("{get}: not an HTTP response"),
+            ),
+            Some(status) => {
+                let outcome = match status {
+                    401 if token.is_some() => Outcome::Unauthorized,
+                    200..=299 | 401 | 403 => Outcome::Ok,
+                    _ => Outcome::HttpError,
+                };
+                let auth = if token.is_some() { " with token" } else { "" };
+                let mut r = ProbeResult::new(id, outcome, format!("{get}{auth}: HTTP {status}"));
+                r.http_status = Some(status);
+                r.rtt_micros = Some(micros(start.elapsed()));
+                r
+            }
+        },
+    };
+    r.tls = Some(info);
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_lines() {
+        assert_eq!(parse_status(b"HTTP/1.1 200 OK\r\n\r\n"), Some(200));
+        assert_eq!(parse_status(b"HTTP/1.0 401 Unauthorized\r\n"), Some(401));
+        assert_eq!(parse_status(b"SSH-2.0-OpenSSH\r\n"), None);
+        assert_eq!(parse_status(b""), None);
+        assert_eq!(parse_status(b"HTTP/1.1 abc"), None);
+    }
+
+    #[test]
+    fn token_file_must_hold_one_token() {
+        let dir = std::env::temp_dir().join(format!("probe-pod-token-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let good = dir.join("good");
+        std::fs::write(&good, "abc.def.ghi\n").unwrap();
+        assert_eq!(read_token(&good).unwrap(), "abc.def.ghi");
+        let bad = dir.join("bad");
+        std::fs::write(&bad, "two tokens\n").unwrap();
+        let err = read_token(&bad).unwrap_err();
+        assert!(!err.contains("tokens"), "must not echo file content: {err}");
+        assert!(
+            read_token(&dir.join("missing"))
+                .unwrap_err()
+                .contains("missing")
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,753 @@
+//! Wire types shared by the agent and the coordinator: plans in, results out (JSON, camelCase).
+
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::num::{NonZeroU16, NonZeroU32, NonZeroU64};
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// The port every agent listens on unless told otherwise.
+pub const DEFAULT_AGENT_PORT: u16 = 9917;
+/// The port the kernel's VXLAN device of flannel and cilium owns.
+pub const DEFAULT_VXLAN_PORT: u16 = 8472;
+/// The four bytes that open every probe payload (TCP echo, UDP echo, ICMP echo, crafted VXLAN).
+pub const MAGIC: [u8; 4] = *b"PRB1";
+
+/// A TCP or UDP port, never 0.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "u16", into = "u16")]
+pub struct Port(NonZeroU16);
+
+impl Port {
+    #[must_use]
+    pub const fn new(port: u16) -> Option<Self> {
+        match NonZeroU16::new(port) {
+            Some(p) => Some(Self(p)),
+            None => None,
+        }
+    }
+
+    #[must_use]
+    pub const fn get(self) -> u16 {
+        self.0.get()
+    }
+}
+
+impl TryFrom<u16> for Port {
+    type Error = String;
+    fn try_from(value: u16) -> Result<Self, Self::Error> {
+        Self::new(value).ok_or_else(|| "port 0 is not a port: expected 1-65535".to_string())
+    }
+}
+
+impl From<Port> for u16 {
+    fn from(p: Port) -> u16 {
+        p.get()
+    }
+}
+
+impl fmt::Display for Port {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// A VXLAN network identifier (24 bits).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "u32", into = "u32")]
+pub struct Vni(u32);
+
+impl Vni {
+    #[must_use]
+    pub const fn new(vni: u32) -> Option<Self> {
+        if vni < (1 << 24) {
+            Some(Self(vni))
+        } else {
+            None
+        }
+    }
+
+    #[must_use]
+    pub const fn get(self) -> u32 {
+        self.0
+    }
+}
+
+impl Default for Vni {
+    fn default() -> Self {
+        Self(1)
+    }
+}
+
+impl TryFrom<u32> for Vni {
+    type Error = String;
+    fn try_from(value: u32) -> Result<Self, Self::Error> {
+        Self::new(value).ok_or_else(|| format!("VNI {value} does not fit in 24 bits"))
+    }
+}
+
+impl From<Vni> for u32 {
+    fn from(v: Vni) -> u32 {
+        v.0
+    }
+}
+
+/// What the coordinator asks one agent to do: a batch of probes run concurrently.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Plan {
+    /// Wall-clock budget for the whole plan, in milliseconds. Probes not finished by then time out;
+    /// probes not started by then are reported as `error`.
+    pub deadline_ms: NonZeroU64,
+    /// How many probes may be in flight at once (further capped by the agent's open-file limit).
+    #[serde(default = "default_concurrency")]
+    pub concurrency: NonZeroU32,
+    /// Per-probe deadline used when a probe does not set its own.
+    #[serde(default = "default_probe_timeout")]
+    pub probe_timeout_ms: NonZeroU64,
+    pub probes: Vec<ProbeSpec>,
+}
+
+fn default_concurrency() -> NonZeroU32 {
+    NonZeroU32::new(1024).expect("non-zero")
+}
+
+fn default_probe_timeout() -> NonZeroU64 {
+    NonZeroU64::new(2000).expect("non-zero")
+}
+
+/// One probe: an id chosen by the coordinator, an optional deadline, and what to do.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProbeSpec {
+    pub id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<NonZeroU64>,
+    #[serde(flatten)]
+    pub probe: Probe,
+}
+
+/// The probe kinds. `kind` is the JSON tag.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Probe {
+    /// TCP connect; with `echo`, send a nonce and expect the agent's responder to echo it.
+    #[serde(rename_all = "camelCase")]
+    Tcp {
+        address: IpAddr,
+        port: Port,
+        #[serde(default)]
+        echo: bool,
+    },
+    /// A magic+nonce datagram to a `probe-pod serve` responder, which echoes it.
+    #[serde(rename_all = "camelCase")]
+    Udp { address: IpAddr, port: Port },
+    /// ICMP echo.
+    #[serde(rename_all = "camelCase")]
+    Icmp { address: Ipv4Addr },
+    /// ICMP echo to a remote VXLAN tunnel endpoint: crosses the kernel's VXLAN device both ways.
+    #[serde(rename_all = "camelCase")]
+    Vtep { address: Ipv4Addr },
+    /// ICMP echo with DF set, `size` bytes of IPv4 packet.
+    #[serde(rename_all = "camelCase")]
+    Mtu { address: Ipv4Addr, size: u16 },
+    /// TCP + TLS + one HTTP GET: the API server probe.
+    #[serde(rename_all = "camelCase")]
+    Tls {
+        address: IpAddr,
+        port: Port,
+        /// SNI and the name the certificate must match; the address when absent.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        server_name: Option<String>,
+        /// PEM bundle to verify the server certificate against (recorded, not enforced, unless
+        /// `requireVerified`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ca_file: Option<PathBuf>,
+        #[serde(default)]
+        require_verified: bool,
+        #[serde(default = "default_http_path")]
+        path: String,
+        /// File holding a bearer token to send; the token itself never appears in results.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        token_file: Option<PathBuf>,
+    },
+    /// One DNS query, to `server` or, when absent, as the agent's own resolv.conf directs.
+    #[serde(rename_all = "camelCase")]
+    Dns {
+        name: String,
+        #[serde(default)]
+        record_type: DnsRecordType,
+        #[serde(default)]
+        protocol: Transport,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        server: Option<SocketAddr>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        resolv_conf: Option<PathBuf>,
+    },
+    /// A crafted VXLAN datagram (inner Ethernet/IPv4/ICMP carrying a nonce) sent to a peer's VXLAN
+    /// port. Receipt is confirmed by the peer agent's sniffer (`seen`).
+    #[serde(rename_all = "camelCase")]
+    Vxlan {
+        address: Ipv4Addr,
+        #[serde(default = "default_vxlan_port")]
+        port: Port,
+        #[serde(default)]
+        vni: Vni,
+        /// Chosen by the coordinator so it can ask the peer for it; random when absent.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        nonce: Option<u32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        inner_source: Option<Ipv4Addr>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        inner_destination: Option<Ipv4Addr>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        destination_mac: Option<MacAddr>,
+    },
+    /// Ask the local `probe-pod serve` which probe nonces its sniffer saw since `sinceMs`.
+    #[serde(rename_all = "camelCase")]
+    Seen {
+        #[serde(default)]
+        since_ms: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        nonces: Option<Vec<u32>>,
+        #[serde(default = "default_agent_port")]
+        port: Port,
+    },
+}
+
+fn default_http_path() -> String {
+    "/livez".to_string()
+}
+
+fn default_vxlan_port() -> Port {
+    Port::new(DEFAULT_VXLAN_PORT).expect("non-zero")
+}
+
+fn default_agent_port() -> Port {
+    Port::new(DEFAULT_AGENT_PORT).expect("non-zero")
+}
+
+impl Probe {
+    /// The kind's JSON tag, for messages.
+    #[must_use]
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Tcp { .. } => "tcp",
+            Self::Udp { .. } => "udp",
+            Self::Icmp { .. } => "icmp",
+            Self::Vtep { .. } => "vtep",
+            Self::Mtu { .. } => "mtu",
+            Self::Tls { .. } => "tls",
+            Self::Dns { .. } => "dns",
+            Self::Vxlan { .. } => "vxlan",
+            Self::Seen { .. } => "seen",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum DnsRecordType {
+    #[default]
+    A,
+    Aaaa,
+    Srv,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Transport {
+    #[default]
+    Udp,
+    Tcp,
+}
+
+/// A MAC address, `aa:bb:cc:dd:ee:ff` on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct MacAddr(pub [u8; 6]);
+
+impl TryFrom<String> for MacAddr {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        let mut out = [0u8; 6];
+        let mut parts = s.split(':');
+        for byte in &mut out {
+            let part = parts
+                .next()
+                .ok_or_else(|| format!("MAC address {s:?}: expected 6 octets"))?;
+            *byte = u8::from_str_radix(part, 16)
+                .map_err(|_| format!("MAC address {s:?}: {part:?} is not a hex octet"))?;
+        }
+        if parts.next().is_some() {
+            return Err(format!("MAC address {s:?}: expected 6 octets"));
+        }
+        Ok(Self(out))
+    }
+}
+
+impl From<MacAddr> for String {
+    fn from(m: MacAddr) -> String {
+        m.to_string()
+    }
+}
+
+impl fmt::Display for MacAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let m = self.0;
+        write!(
+            f,
+            "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+            m[0], m[1], m[2], m[3], m[4], m[5]
+        )
+    }
+}
+
+/// What the network did with one probe. Failures are data, never errors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Outcome {
+    Ok,
+    /// TCP RST or ICMP port/protocol unreachable: the host is there, nothing listens.
+    Refused,
+    /// ICMP administratively/host/net prohibited: a firewall said no.
+    Rejected,
+    /// ICMP host/net unreachable, or no route.
+    Unreachable,
+    /// Silence until the deadline: typically a DROP rule.
+    Timeout,
+    TlsError,
+    HttpError,
+    /// HTTP 401 to the credential under test.
+    Unauthorized,
+    DnsError,
+    /// The probe could not run; `detail` says why.
+    Error,
+}
+
+impl Outcome {
+    pub const ALL: [Outcome; 10] = [
+        Self::Ok,
+        Self::Refused,
+        Self::Rejected,
+        Self::Unreachable,
+        Self::Timeout,
+        Self::TlsError,
+        Self::HttpError,
+        Self::Unauthorized,
+        Self::DnsError,
+        Self::Error,
+    ];
+
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Ok => "ok",
+            Self::Refused => "refused",
+            Self::Rejected => "rejected",
+            Self::Unreachable => "unreachable",
+            Self::Timeout => "timeout",
+            Self::TlsError => "tls-error",
+            Self::HttpError => "http-error",
+            Self::Unauthorized => "unauthorized",
+            Self::DnsError => "dns-error",
+            Self::Error => "error",
+        }
+    }
+
+    #[must_use]
+    pub fn is_ok(self) -> bool {
+        self == Self::Ok
+    }
+}
+
+impl fmt::Display for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An ICMP error read from the socket's error queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IcmpInfo {
+    #[serde(rename = "type")]
+    pub icmp_type: u8,
+    pub code: u8,
+    /// The address that sent the ICMP error (the router or host that refused).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<IpAddr>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TlsInfo {
+    /// The certificate chain verified against the given CA bundle and matched the server name.
+    pub verified: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify_error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DnsInfo {
+    /// The server that answered (or the last one tried).
+    pub server: SocketAddr,
+    /// The name actually queried (after resolv.conf search expansion).
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rcode: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub answers: Vec<String>,
+}
+
+/// One nonce the sniffer saw on one interface.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Sighting {
+    pub nonce: u32,
+    pub interface: String,
+    /// Outer source address of the packet.
+    pub from: Ipv4Addr,
+    /// Unix time in milliseconds.
+    pub at_ms: u64,
+}
+
+/// The answer to one `ProbeSpec`: exactly one per probe.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProbeResult {
+    pub id: String,
+    pub outcome: Outcome,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rtt_micros: Option<u64>,
+    #[serde(default)]
+    pub detail: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub icmp: Option<IcmpInfo>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http_status: Option<u16>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsInfo>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dns: Option<DnsInfo>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nonce: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seen: Option<Vec<Sighting>>,
+    /// The local path MTU the kernel reported (mtu probes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path_mtu: Option<u32>,
+}
+
+impl ProbeResult {
+    #[must_use]
+    pub fn new(id: impl Into<String>, outcome: Outcome, detail: impl Into<String>) -> Self {
+        Self {
+            id: id.into(),
+            outcome,
+            rtt_micros: None,
+            detail: detail.into(),
+            icmp: None,
+            http_status: None,
+            tls: None,
+            dns: None,
+            nonce: None,
+            seen: None,
+            path_mtu: None,
+        }
+    }
+}
+
+/// A plan that could not be accepted; the message names the field.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error("plan is not valid JSON at line {line}, column {column}: {message}")]
+    Syntax {
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    #[error("plan field `{path}`: {message}")]
+    Field { path: String, message: String },
+    #[error("plan has no probes")]
+    Empty,
+}
+
+/// Parses and validates a plan, naming the offending field on error.
+pub fn parse_plan(text: &str) -> Result<Plan, PlanError> {
+    let de = &mut serde_json::Deserializer::from_str(text);
+    let plan: Plan = serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        if inner.is_syntax() || inner.is_eof() {
+            PlanError::Syntax {
+                line: inner.line(),
+                column: inner.column(),
+                message: strip_position(&inner.to_string()),
+            }
+        } else {
+            PlanError::Field {
+                path,
+                message: strip_position(&inner.to_string()),
+            }
+        }
+    })?;
+    validate(&plan)?;
+    Ok(plan)
+}
+
+fn strip_position(message: &str) -> String {
+    match message.rfind(" at line ") {
+        Some(i) => message[..i].to_string(),
+        None => message.to_string(),
+    }
+}
+
+fn validate(plan: &Plan) -> Result<(), PlanError> {
+    if plan.probes.is_empty() {
+        return Err(PlanError::Empty);
+    }
+    let mut ids = std::collections::HashSet::with_capacity(plan.probes.len());
+    for (i, spec) in plan.probes.iter().enumerate() {
+        let field = |name: &str, message: String| PlanError::Field {
+            path: format!("probes[{i}].{name}"),
+            message,
+        };
+        if spec.id.is_empty() {
+            return Err(field("id", "must not be empty".into()));
+        }
+        if !ids.insert(spec.id.as_str()) {
+            return Err(field("id", format!("duplicate id {:?}", spec.id)));
+        }
+        match &spec.probe {
+            Probe::Mtu { size, .. } if *size < 28 => {
+                return Err(field(
+                    "size",
+                    format!("{size} is smaller than an IPv4+ICMP header (28)"),
+                ));
+            }
+            Probe::Dns { name, .. } if name.is_empty() => {
+                return Err(field("name", "must not be empty".into()));
+            }
+            Probe::Tls { path, .. } if !path.starts_with('/') => {
+                return Err(field("path", format!("{path:?} must start with '/'")));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn full_plan() -> Plan {
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        let v4 = |s: &str| s.parse::<Ipv4Addr>().unwrap();
+        let p = |n| Port::new(n).unwrap();
+        let probes = vec![
+            Probe::Tcp {
+                address: ip("10.0.0.1"),
+                port: p(9917),
+                echo: true,
+            },
+            Probe::Udp {
+                address: ip("10.0.0.1"),
+                port: p(9917),
+            },
+            Probe::Icmp {
+                address: v4("10.0.0.1"),
+            },
+            Probe::Vtep {
+                address: v4("10.244.1.0"),
+            },
+            Probe::Mtu {
+                address: v4("10.0.0.1"),
+                size: 1500,
+            },
+            Probe::Tls {
+                address: ip("10.96.0.1"),
+                port: p(443),
+                server_name: Some("kubernetes.default.svc".into()),
+                ca_file: Some("/ca.crt".into()),
+                require_verified: false,
+                path: "/livez".into(),
+                token_file: Some("/token".into()),
+            },
+            Probe::Dns {
+                name: "kubernetes.default.svc.cluster.local".into(),
+                record_type: DnsRecordType::Srv,
+                protocol: Transport::Tcp,
+                server: Some("10.96.0.10:53".parse().unwrap()),
+                resolv_conf: None,
+            },
+            Probe::Vxlan {
+                address: v4("192.168.56.11"),
+                port: p(8472),
+                vni: Vni::new(1).unwrap(),
+                nonce: Some(7),
+                inner_source: Some(v4("10.244.1.0")),
+                inner_destination: Some(v4("10.244.2.0")),
+                destination_mac: Some(MacAddr([2, 0, 0, 0, 0, 1])),
+            },
+            Probe::Seen {
+                since_ms: 5,
+                nonces: Some(vec![7]),
+                port: p(9917),
+            },
+        ];
+        Plan {
+            deadline_ms: NonZeroU64::new(5000).unwrap(),
+            concurrency: NonZeroU32::new(64).unwrap(),
+            probe_timeout_ms: NonZeroU64::new(1000).unwrap(),
+            probes: probes
+                .into_iter()
+                .enumerate()
+                .map(|(i, probe)| ProbeSpec {
+                    id: format!("p{i}"),
+                    timeout_ms: None,
+                    probe,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn plan_round_trips_through_json() {
+        let plan = full_plan();
+        let json = serde_json::to_string(&plan).unwrap();
+        assert_eq!(parse_plan(&json).unwrap(), plan);
+        assert!(json.contains(r#""kind":"vtep""#), "{json}");
+        assert!(json.contains(r#""deadlineMs":5000"#), "{json}");
+        assert!(
+            json.contains(r#""destinationMac":"02:00:00:00:00:01""#),
+            "{json}"
+        );
+        assert!(json.contains(r#""recordType":"SRV""#), "{json}");
+    }
+
+    #[test]
+    fn result_round_trips_and_uses_contract_names() {
+        let mut r = ProbeResult::new("a", Outcome::Rejected, "admin prohibited");
+        r.rtt_micros = Some(12);
+        r.icmp = Some(IcmpInfo {
+            icmp_type: 3,
+            code: 13,
+            from: Some("10.0.0.254".parse().unwrap()),
+        });
+        let json = serde_json::to_string(&r).unwrap();
+        assert_eq!(
+            json,
+            r#"{"id":"a","outcome":"rejected","rttMicros":12,"detail":"admin prohibited","icmp":{"type":3,"code":13,"from":"10.0.0.254"}}"#
+        );
+        assert_eq!(serde_json::from_str::<ProbeResult>(&json).unwrap(), r);
+    }
+
+    #[test]
+    fn outcome_vocabulary_matches_design() {
+        let names: Vec<String> = Outcome::ALL
+            .iter()
+            .map(|o| {
+                serde_json::to_value(o)
+                    .unwrap()
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            })
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "ok",
+                "refused",
+                "rejected",
+                "unreachable",
+                "timeout",
+                "tls-error",
+                "http-error",
+                "unauthorized",
+                "dns-error",
+                "error"
+            ]
+        );
+        for o in Outcome::ALL {
+            assert_eq!(serde_json::to_value(o).unwrap(), o.as_str());
+        }
+    }
+
+    #[test]
+    fn bad_plans_name_the_problem() {
+        let cases: &[(&str, &str)] = &[
+            (
+                r#"{"deadlineMs":1000,"probes":[{"id":"a","kind":"bogus"}]}"#,
+                "probes[0]",
+            ),
+            (
+                r#"{"deadlineMs":1000,"probes":[{"id":"a","kind":"tcp","address":"10.0.0.1"}]}"#,
+                "missing field `port`",
+            ),
+            (
+                r#"{"deadlineMs":1000,"probes":[{"id":"a","kind":"tcp","address":"10.0.0.1","port":0}]}"#,
+                "port 0",
+            ),
+            (
+                r#"{"deadlineMs":0,"probes":[{"id":"a","kind":"icmp","address":"10.0.0.1"}]}"#,
+                "deadlineMs",
+            ),
+            (
+                r#"{"deadlineMs":1000,"probes":[{"id":"a","kind":"icmp","address":"10.0.0.1"},{"id":"a","kind":"icmp","address":"10.0.0.2"}]}"#,
+                "`probes[1].id`: duplicate",
+            ),
+            (r#"{"deadlineMs":1000,"probes":[]}"#, "no probes"),
+            (
+                r#"{"deadlineMs":1000,"probes":[{"id":"a","kind":"mtu","address":"10.0.0.1","size":10}]}"#,
+                "probes[0].size",
+            ),
+            (
+                r#"{"deadlineMs":1000,"probes":[{"id":"a","kind":"icmp","address":"nope"}]}"#,
+                "address",
+            ),
+            (r#"{"deadlineMs":1000, "probes": ["#, "not valid JSON"),
+            ("", "not valid JSON"),
+        ];
+        for (text, want) in cases {
+            let err = parse_plan(text).expect_err(text).to_string();
+            assert!(
+                err.contains(want),
+                "plan {text}\n  error {err}\n  wanted it to mention {want}"
+            );
+        }
+    }
+
+    #[test]
+    fn unknown_kind_is_named() {
+        let err = parse_plan(r#"{"deadlineMs":1000,"probes":[{"id":"a","kind":"bogus"}]}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("bogus"), "{err}");
+    }
+
+    #[test]
+    fn mac_parse_rejects_garbage() {
+        assert!(MacAddr::try_from("02:00:00:00:00".to_string()).is_err());
+        assert!(MacAddr::try_from("02:00:00:00:00:zz".to_string()).is_err());
+        assert!(MacAddr::try_from("02:00:00:00:00:01:02".to_string()).is_err());
+        assert_eq!(
+            MacAddr::try_from("0a:0b:0c:0d:0e:0f".to_string())
+                .unwrap()
+                .to_string(),
+            "0a:0b:0c:0d:0e:0f"
+        );
+    }
+
+    #[test]
+    fn vni_must_fit_24_bits() {
+        assert!(Vni::new(1 << 24).is_none());
+        assert_eq!(Vni::new(0xff_ffff).unwrap().get(), 0xff_ffff);
+    }
+}

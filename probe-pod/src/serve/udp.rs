@@ -1,0 +1,96 @@
+//! UDP echo: only well-formed probe datagrams, never a larger reply, rate-limited per source so the
+//! agent cannot be used as a reflector.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::time::Instant;
+
+use tokio::net::UdpSocket;
+
+use crate::net::packet::payload_nonce;
+
+/// Largest datagram echoed: one Ethernet MTU.
+const MAX_DATAGRAM: usize = 1500;
+const RATE_PER_SEC: f64 = 200.0;
+const BURST: f64 = 400.0;
+/// Sources tracked at once; beyond it the table starts over (a flood of spoofed sources resets
+/// buckets rather than growing memory).
+const MAX_SOURCES: usize = 16_384;
+
+/// Token buckets per source address.
+#[derive(Debug, Default)]
+pub struct RateLimiter {
+    buckets: HashMap<IpAddr, (f64, Instant)>,
+}
+
+impl RateLimiter {
+    pub fn allow(&mut self, src: IpAddr, now: Instant) -> bool {
+        if self.buckets.len() >= MAX_SOURCES && !self.buckets.contains_key(&src) {
+            self.buckets.clear();
+        }
+        let (tokens, last) = self.buckets.entry(src).or_insert((BURST, now));
+        let refill = now.saturating_duration_since(*last).as_secs_f64() * RATE_PER_SEC;
+        *tokens = (*tokens + refill).min(BURST);
+        *last = now;
+        if *tokens >= 1.0 {
+            *tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// The reply to a datagram, if it deserves one: the same bytes, never more.
+#[must_use]
+pub fn reply(datagram: &[u8]) -> Option<&[u8]> {
+    (datagram.len() <= MAX_DATAGRAM && payload_nonce(datagram).is_some()).then_some(datagram)
+}
+
+pub async fn serve(sock: UdpSocket) {
+    let mut limiter = RateLimiter::default();
+    let mut buf = vec![0u8; MAX_DATAGRAM + 1];
+    loop {
+        let Ok((n, src)) = sock.recv_from(&mut buf).await else {
+            continue;
+        };
+        let Some(answer) = reply(&buf[..n]) else {
+            continue;
+        };
+        if limiter.allow(src.ip(), Instant::now()) {
+            let _ = sock.send_to(answer, src).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::net::packet::probe_payload;
+    use std::time::Duration;
+
+    #[test]
+    fn only_probe_datagrams_are_echoed() {
+        let p = probe_payload(1, 16);
+        assert_eq!(reply(&p), Some(&p[..]));
+        assert_eq!(reply(b"GET / HTTP/1.1\r\n"), None);
+        assert_eq!(reply(&probe_payload(1, MAX_DATAGRAM + 1)), None);
+    }
+
+    #[test]
+    fn rate_limit_per_source() {
+        let mut rl = RateLimiter::default();
+        let t0 = Instant::now();
+        let a: IpAddr = "10.0.0.1".parse().unwrap();
+        let b: IpAddr = "10.0.0.2".parse().unwrap();
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        let burst = BURST as usize;
+        assert_eq!((0..burst * 2).filter(|_| rl.allow(a, t0)).count(), burst);
+        assert!(rl.allow(b, t0), "another source has its own bucket");
+        assert!(!rl.allow(a, t0));
+        assert!(
+            rl.allow(a, t0 + Duration::from_millis(10)),
+            "refills over time"
+        );
+    }
+}
