@@ -53,15 +53,21 @@ pub async fn run_plan(plan: Plan, concurrency: usize, out: mpsc::Sender<ProbeRes
     let mut specs = plan.probes.into_iter();
     while let Some(spec) = specs.next() {
         let permit = tokio::select! {
-            p = sem.clone().acquire_owned() => p.expect("the semaphore is never closed"),
-            () = tokio::time::sleep_until(deadline) => {
-                let late = std::iter::once(spec).chain(specs.by_ref());
-                for s in late {
-                    let detail = format!("plan deadline of {} ms reached before this probe could start", plan.deadline_ms);
-                    let _ = out.send(ProbeResult::new(s.id, Outcome::Error, detail)).await;
-                }
-                break;
+            p = sem.clone().acquire_owned() => Some(p.expect("the semaphore is never closed")),
+            () = tokio::time::sleep_until(deadline) => None,
+        };
+        // A permit freed right at the deadline is no use: the probe would have no time to run.
+        let Some(permit) = permit.filter(|_| Instant::now() < deadline) else {
+            for s in std::iter::once(spec).chain(specs.by_ref()) {
+                let detail = format!(
+                    "plan deadline of {} ms reached before this probe could start",
+                    plan.deadline_ms
+                );
+                let _ = out
+                    .send(ProbeResult::new(s.id, Outcome::Error, detail))
+                    .await;
             }
+            break;
         };
         let timeout = spec
             .timeout_ms

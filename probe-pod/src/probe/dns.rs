@@ -46,7 +46,7 @@ impl ResolvConf {
                     }
                 }
                 Some("search" | "domain") => {
-                    rc.search = words.map(|w| w.trim_end_matches('.').to_string()).collect()
+                    rc.search = words.map(|w| w.trim_end_matches('.').to_string()).collect();
                 }
                 Some("options") => {
                     for opt in words {

@@ -24,11 +24,12 @@ pub async fn probe(
     let (mut stream, _) = match tcp::connect(addr, deadline).await {
         Ok(s) => s,
         Err(f) => {
-            return f.into_result(
-                id,
-                &format!("{what} (is probe-pod serve running?)"),
-                start.elapsed(),
-            );
+            // The local agent is not a network path under test: not reaching it is an error.
+            let what = format!("{what} (is probe-pod serve running?)");
+            let mut r = f.into_result(id, &what, start.elapsed());
+            r.outcome = Outcome::Error;
+            r.icmp = None;
+            return r;
         }
     };
     let request = format!(

@@ -154,6 +154,62 @@ async fn exchange<S: AsyncReadExt + AsyncWriteExt + Unpin>(
     Ok(head)
 }
 
+/// Everything prepared locally before touching the network.
+struct Prepared {
+    sni: ServerName<'static>,
+    token: Option<String>,
+    verifier: Arc<RecordingVerifier>,
+    config: ClientConfig,
+}
+
+fn prepare(
+    name: &str,
+    ca_file: Option<&Path>,
+    token_file: Option<&Path>,
+) -> Result<Prepared, String> {
+    let sni = ServerName::try_from(name.to_string())
+        .map_err(|_| format!("{name:?} is not a valid server name"))?;
+    let token = token_file.map(read_token).transpose()?;
+    let verifier = verifier(ca_file)?;
+    let config = ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .dangerous()
+        .with_custom_certificate_verifier(verifier.clone())
+        .with_no_client_auth();
+    Ok(Prepared {
+        sni,
+        token,
+        verifier,
+        config,
+    })
+}
+
+fn request(path: &str, host: &str, token: Option<&str>) -> String {
+    let mut request = format!(
+        "GET {path} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: probe-pod/{}\r\n\
+         Accept: application/json\r\nConnection: close\r\n",
+        env!("CARGO_PKG_VERSION")
+    );
+    if let Some(t) = token {
+        request.push_str("Authorization: Bearer ");
+        request.push_str(t);
+        request.push_str("\r\n");
+    }
+    request.push_str("\r\n");
+    request
+}
+
+/// 2xx, 401 and 403 all prove the API server answered; 401 to a token under test is the token's
+/// failure, not the path's.
+fn judge_status(status: u16, with_token: bool) -> Outcome {
+    match status {
+        401 if with_token => Outcome::Unauthorized,
+        200..=299 | 401 | 403 => Outcome::Ok,
+        _ => Outcome::HttpError,
+    }
+}
+
 pub async fn probe(id: &str, probe: &Probe, deadline: Instant) -> ProbeResult {
     let Probe::Tls {
         address,
@@ -171,53 +227,27 @@ pub async fn probe(id: &str, probe: &Probe, deadline: Instant) -> ProbeResult {
     let addr = SocketAddr::new(*address, port.get());
     let what = format!("tls {addr}");
     let name = server_name.clone().unwrap_or_else(|| address.to_string());
-    let Ok(sni) = ServerName::try_from(name.clone()) else {
-        return Fail::Local(format!("{name:?} is not a valid server name")).into_result(
-            id,
-            &what,
-            start.elapsed(),
-        );
-    };
-    let token = match token_file.as_deref().map(read_token).transpose() {
-        Ok(t) => t,
+    let prep = match prepare(&name, ca_file.as_deref(), token_file.as_deref()) {
+        Ok(p) => p,
         Err(e) => return Fail::Local(e).into_result(id, &what, start.elapsed()),
-    };
-    let verifier = match verifier(ca_file.as_deref()) {
-        Ok(v) => v,
-        Err(e) => return Fail::Local(e).into_result(id, &what, start.elapsed()),
-    };
-    let config = match ClientConfig::builder_with_provider(provider())
-        .with_safe_default_protocol_versions()
-    {
-        Ok(b) => b
-            .dangerous()
-            .with_custom_certificate_verifier(verifier.clone())
-            .with_no_client_auth(),
-        Err(e) => return Fail::Local(e.to_string()).into_result(id, &what, start.elapsed()),
     };
     let (tcp, _) = match tcp::connect(addr, deadline).await {
         Ok(s) => s,
         Err(f) => return f.into_result(id, &format!("{what}: tcp connect"), start.elapsed()),
     };
-    let handshake = TlsConnector::from(Arc::new(config)).connect(sni, tcp);
+    let handshake = TlsConnector::from(Arc::new(prep.config)).connect(prep.sni, tcp);
     let mut tls = match tokio::time::timeout_at(deadline, handshake).await {
         Err(_) => {
-            return Fail::Timeout.into_result(
-                id,
-                &format!("{what}: tls handshake"),
-                start.elapsed(),
-            );
+            let step = format!("{what}: tls handshake");
+            return Fail::Timeout.into_result(id, &step, start.elapsed());
         }
         Ok(Err(e)) => {
-            return ProbeResult::new(
-                id,
-                Outcome::TlsError,
-                format!("{what}: handshake failed: {e}"),
-            );
+            let detail = format!("{what}: handshake failed: {e}");
+            return ProbeResult::new(id, Outcome::TlsError, detail);
         }
         Ok(Ok(s)) => s,
     };
-    let verdict = verifier.verdict.lock().ok().and_then(|mut v| v.take());
+    let verdict = prep.verifier.verdict.lock().ok().and_then(|mut v| v.take());
     let info = TlsInfo {
         verified: matches!(verdict, Some(Ok(()))),
         verify_error: match verdict {
@@ -228,13 +258,11 @@ pub async fn probe(id: &str, probe: &Probe, deadline: Instant) -> ProbeResult {
         version: tls.get_ref().1.protocol_version().map(|v| format!("{v:?}")),
     };
     if *require_verified && !info.verified {
+        let why = info.verify_error.clone().unwrap_or_default();
         let mut r = ProbeResult::new(
             id,
             Outcome::TlsError,
-            format!(
-                "{what}: certificate not trusted: {}",
-                info.verify_error.clone().unwrap_or_default()
-            ),
+            format!("{what}: certificate not trusted: {why}"),
         );
         r.tls = Some(info);
         return r;
@@ -243,19 +271,9 @@ pub async fn probe(id: &str, probe: &Probe, deadline: Instant) -> ProbeResult {
         IpAddr::V6(a) if server_name.is_none() => format!("[{a}]"),
         _ => name,
     };
-    let mut request = format!(
-        "GET {path} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: probe-pod/{}\r\nAccept: application/json\r\nConnection: close\r\n",
-        env!("CARGO_PKG_VERSION")
-    );
-    if let Some(t) = &token {
-        request.push_str("Authorization: Bearer ");
-        request.push_str(t);
-        request.push_str("\r\n");
-    }
-    request.push_str("\r\n");
-    let exchange = exchange(&mut tls, &request);
+    let request = request(path, &host, prep.token.as_deref());
     let get = format!("{what}: GET {path}");
-    let mut r = match tokio::time::timeout_at(deadline, exchange).await {
+    let mut r = match tokio::time::timeout_at(deadline, exchange(&mut tls, &request)).await {
         Err(_) => Fail::Timeout.into_result(id, &get, start.elapsed()),
         Ok(Err(e)) => ProbeResult::new(id, Outcome::HttpError, format!("{get}: {e}")),
         Ok(Ok(head)) => match parse_status(&head) {
@@ -265,13 +283,10 @@ pub async fn probe(id: &str, probe: &Probe, deadline: Instant) -> ProbeResult {
                 format!("{get}: not an HTTP response"),
             ),
             Some(status) => {
-                let outcome = match status {
-                    401 if token.is_some() => Outcome::Unauthorized,
-                    200..=299 | 401 | 403 => Outcome::Ok,
-                    _ => Outcome::HttpError,
-                };
-                let auth = if token.is_some() { " with token" } else { "" };
-                let mut r = ProbeResult::new(id, outcome, format!("{get}{auth}: HTTP {status}"));
+                let with_token = prep.token.is_some();
+                let auth = if with_token { " with token" } else { "" };
+                let detail = format!("{get}{auth}: HTTP {status}");
+                let mut r = ProbeResult::new(id, judge_status(status, with_token), detail);
                 r.http_status = Some(status);
                 r.rtt_micros = Some(micros(start.elapsed()));
                 r
@@ -293,6 +308,16 @@ mod tests {
         assert_eq!(parse_status(b"SSH-2.0-OpenSSH\r\n"), None);
         assert_eq!(parse_status(b""), None);
         assert_eq!(parse_status(b"HTTP/1.1 abc"), None);
+    }
+
+    #[test]
+    fn statuses_judged() {
+        assert_eq!(judge_status(200, false), Outcome::Ok);
+        assert_eq!(judge_status(403, true), Outcome::Ok);
+        assert_eq!(judge_status(401, false), Outcome::Ok);
+        assert_eq!(judge_status(401, true), Outcome::Unauthorized);
+        assert_eq!(judge_status(500, false), Outcome::HttpError);
+        assert_eq!(judge_status(302, false), Outcome::HttpError);
     }
 
     #[test]

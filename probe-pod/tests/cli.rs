@@ -1,0 +1,109 @@
+//! The agent's command line: bad plans exit 2 with a message naming the problem; no network used.
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+fn probe(plan: &str) -> (Option<i32>, String, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_probe-pod"))
+        .args(["probe", "--plan", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(plan.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn bad_plans_exit_2_naming_the_problem() {
+    let cases = [
+        (
+            r#"{"deadlineMs":1000,"probes":[{"id":"a","kind":"telnet","address":"127.0.0.1"}]}"#,
+            "telnet",
+        ),
+        (
+            r#"{"deadlineMs":1000,"probes":[{"id":"a","kind":"tcp","address":"127.0.0.1"}]}"#,
+            "missing field `port`",
+        ),
+        (
+            r#"{"deadlineMs":1000,"probes":[{"id":"a","kind":"udp","address":"127.0.0.1","port":0}]}"#,
+            "`probes[0]`: port 0 is not a port",
+        ),
+        (
+            r#"{"deadlineMs":0,"probes":[{"id":"a","kind":"icmp","address":"127.0.0.1"}]}"#,
+            "deadlineMs",
+        ),
+        (
+            r#"{"deadlineMs":1000,"probes":[{"id":"a","kind":"icmp""#,
+            "not valid JSON",
+        ),
+        ("not json at all", "not valid JSON at line 1"),
+    ];
+    for (plan, want) in cases {
+        let (code, stdout, stderr) = probe(plan);
+        assert_eq!(code, Some(2), "plan {plan}: stderr {stderr}");
+        assert!(
+            stderr.contains(want),
+            "plan {plan}\nstderr {stderr}\nwanted {want}"
+        );
+        assert!(stdout.is_empty(), "no results for a bad plan: {stdout}");
+    }
+}
+
+#[test]
+fn missing_plan_file_is_named() {
+    let out = Command::new(env!("CARGO_BIN_EXE_probe-pod"))
+        .args(["probe", "--plan", "/nonexistent/plan.json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("/nonexistent/plan.json"), "{err}");
+}
+
+#[test]
+fn loopback_plan_runs_and_prints_one_line_per_probe() {
+    // Loopback only: a closed port answers RST without any namespace.
+    let (code, stdout, stderr) = probe(
+        r#"{"deadlineMs":3000,"probes":[{"id":"a","kind":"tcp","address":"127.0.0.1","port":1},{"id":"b","kind":"udp","address":"127.0.0.1","port":1}]}"#,
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    let lines: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2, "{stdout}");
+    for l in &lines {
+        assert_eq!(l["outcome"], "refused", "{l}");
+    }
+}
+
+#[test]
+fn help_explains_the_commands() {
+    let out = Command::new(env!("CARGO_BIN_EXE_probe-pod"))
+        .arg("--help")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success());
+    assert!(text.contains("serve") && text.contains("probe"), "{text}");
+    let bad = Command::new(env!("CARGO_BIN_EXE_probe-pod"))
+        .arg("serve")
+        .arg("--ttl")
+        .arg("soon")
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--ttl"));
+}

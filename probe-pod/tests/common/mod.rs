@@ -1,0 +1,298 @@
+//! Test hosts in network namespaces. Every namespace carries the `ppt-` prefix plus this test
+//! process's id, and is deleted (after its processes are killed) when the guard drops — on pass,
+//! failure or panic. Nothing is ever added to the root namespace.
+
+#![allow(dead_code, clippy::missing_panics_doc)]
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use probe_pod::proto::ProbeResult;
+
+pub mod tls_server;
+
+/// Prefix of every namespace these tests create; `.ci/cleanup-test-netns` removes leftovers.
+pub const PREFIX: &str = "ppt-";
+
+static COUNTER: AtomicUsize = AtomicUsize::new(0);
+
+pub fn agent_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_probe-pod")
+}
+
+/// Skips (with a loud message) when the machine cannot run namespace tests; CI runs as root with
+/// iproute2 and nftables installed, where this never triggers.
+pub fn require_root() {
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "network-namespace tests need root (CI runs them as root)"
+    );
+}
+
+fn cmd_ok(cmd: &mut Command) -> String {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A network namespace, deleted on drop with everything spawned in it.
+pub struct Ns {
+    pub name: String,
+    children: Vec<Child>,
+}
+
+impl Ns {
+    pub fn new(tag: &str) -> Self {
+        require_root();
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let name = format!("{PREFIX}{}-{n}-{tag}", std::process::id());
+        cmd_ok(Command::new("ip").args(["netns", "add", &name]));
+        let ns = Self {
+            name,
+            children: Vec::new(),
+        };
+        ns.ip(&["link", "set", "lo", "up"]);
+        ns
+    }
+
+    /// `ip -n NS ARGS...`
+    pub fn ip(&self, args: &[&str]) -> String {
+        cmd_ok(Command::new("ip").arg("-n").arg(&self.name).args(args))
+    }
+
+    /// Runs a command inside the namespace and returns its stdout; panics on failure.
+    pub fn exec(&self, args: &[&str]) -> String {
+        cmd_ok(
+            Command::new("ip")
+                .args(["netns", "exec", &self.name])
+                .args(args),
+        )
+    }
+
+    pub fn sysctl(&self, key: &str, value: &str) {
+        self.exec(&["sysctl", "-qw", &format!("{key}={value}")]);
+    }
+
+    /// Loads an nftables ruleset into the namespace.
+    pub fn nft(&self, ruleset: &str) {
+        let mut child = Command::new("ip")
+            .args(["netns", "exec", &self.name, "nft", "-f", "-"])
+            .stdin(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn nft");
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(ruleset.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "nft failed: {}\n{ruleset}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// Adds a base chain on `hook` with `rules` (separated by `;`) in its own table.
+    pub fn nft_chain(&self, table: &str, hook: &str, rules: &str) {
+        let rules: Vec<&str> = rules
+            .split(';')
+            .map(str::trim)
+            .filter(|r| !r.is_empty())
+            .collect();
+        self.nft(&format!(
+            "table inet {table} {{\n  chain c {{\n    type filter hook {hook} priority 0; policy accept;\n    {}\n  }}\n}}\n",
+            rules.join("\n    ")
+        ));
+    }
+
+    /// Starts a long-running process in the namespace; it is killed when the namespace drops.
+    pub fn spawn(&mut self, args: &[&str]) {
+        let child = Command::new("ip")
+            .args(["netns", "exec", &self.name])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {args:?}: {e}"));
+        self.children.push(child);
+    }
+
+    /// Starts `probe-pod serve` and waits until it listens.
+    pub fn serve(&mut self, extra: &[&str]) {
+        let mut args = vec![agent_bin(), "serve"];
+        args.extend_from_slice(extra);
+        self.spawn(&args);
+        self.wait_listening("tcp", 9917);
+    }
+
+    /// Waits until something listens on `port` (tcp or udp) in the namespace.
+    pub fn wait_listening(&self, proto: &str, port: u16) {
+        let flag = if proto == "tcp" { "-Hltn" } else { "-Hlun" };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let out = self.exec(&["ss", flag, &format!("sport = :{port}")]);
+            if !out.trim().is_empty() {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "nothing listens on {proto}/{port} in {}",
+                self.name
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Runs a plan with `probe-pod probe --plan -` in this namespace; results by id.
+    pub fn probe(&self, plan: &serde_json::Value) -> HashMap<String, ProbeResult> {
+        let (code, stdout, stderr) = self.probe_raw(&plan.to_string());
+        assert_eq!(code, Some(0), "probe-pod probe failed: {stderr}");
+        let mut out = HashMap::new();
+        for line in stdout.lines() {
+            let r: ProbeResult = serde_json::from_str(line)
+                .unwrap_or_else(|e| panic!("bad result line {line:?}: {e}"));
+            assert!(
+                out.insert(r.id.clone(), r).is_none(),
+                "two results for one id"
+            );
+        }
+        out
+    }
+
+    /// Runs `probe-pod probe --plan -` with raw text; returns (exit code, stdout, stderr).
+    pub fn probe_raw(&self, plan: &str) -> (Option<i32>, String, String) {
+        let mut child = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &self.name,
+                agent_bin(),
+                "probe",
+                "--plan",
+                "-",
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn probe-pod probe");
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(plan.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    /// Opens this namespace's handle, for `setns` from a test thread.
+    pub fn path(&self) -> PathBuf {
+        PathBuf::from("/run/netns").join(&self.name)
+    }
+}
+
+impl Drop for Ns {
+    fn drop(&mut self) {
+        for c in &mut self.children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        // Anything else still inside (a stray child of a child) dies too.
+        if let Ok(out) = Command::new("ip")
+            .args(["netns", "pids", &self.name])
+            .output()
+        {
+            for pid in String::from_utf8_lossy(&out.stdout).split_whitespace() {
+                let _ = Command::new("kill").args(["-9", pid]).status();
+            }
+        }
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .status();
+    }
+}
+
+/// A veth pair between two namespaces, created directly inside them, addresses as CIDR.
+pub fn link(a: &Ns, a_if: &str, a_addr: &str, b: &Ns, b_if: &str, b_addr: &str) {
+    a.ip(&[
+        "link", "add", a_if, "type", "veth", "peer", "name", b_if, "netns", &b.name,
+    ]);
+    a.ip(&["addr", "add", a_addr, "dev", a_if]);
+    b.ip(&["addr", "add", b_addr, "dev", b_if]);
+    a.ip(&["link", "set", a_if, "up"]);
+    b.ip(&["link", "set", b_if, "up"]);
+}
+
+/// client (10.77.1.2) — router (10.77.1.1 | 10.77.2.1) — server (10.77.2.2).
+pub struct Routed {
+    pub client: Ns,
+    pub router: Ns,
+    pub server: Ns,
+}
+
+pub const CLIENT: &str = "10.77.1.2";
+pub const ROUTER: &str = "10.77.1.1";
+pub const SERVER: &str = "10.77.2.2";
+
+impl Routed {
+    pub fn new() -> Self {
+        let client = Ns::new("cli");
+        let router = Ns::new("rtr");
+        let server = Ns::new("srv");
+        link(
+            &client,
+            "eth0",
+            "10.77.1.2/24",
+            &router,
+            "r0",
+            "10.77.1.1/24",
+        );
+        link(
+            &router,
+            "r1",
+            "10.77.2.1/24",
+            &server,
+            "eth0",
+            "10.77.2.2/24",
+        );
+        router.sysctl("net.ipv4.ip_forward", "1");
+        client.ip(&["route", "add", "default", "via", ROUTER]);
+        server.ip(&["route", "add", "default", "via", "10.77.2.1"]);
+        Self {
+            client,
+            router,
+            server,
+        }
+    }
+
+    /// A forward-chain rule on the router: the "network firewall".
+    pub fn router_rule(&self, rule: &str) {
+        self.router.nft_chain("network", "forward", rule);
+    }
+}
+
+/// One plan with the given probes, as JSON.
+#[allow(clippy::needless_pass_by_value)] // reads best at call sites: plan(800, json!([...]))
+pub fn plan(timeout_ms: u64, probes: serde_json::Value) -> serde_json::Value {
+    serde_json::json!({"deadlineMs": timeout_ms * 3, "probeTimeoutMs": timeout_ms, "probes": probes})
+}
