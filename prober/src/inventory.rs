@@ -1,0 +1,252 @@
+//! The inventory (DESIGN.md section 4): the cluster as runtimes without discovery describe it, and
+//! the shape discovery produces. The lab writes one for what it built.
+
+use std::collections::HashSet;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+
+use probe_pod::proto::MacAddr;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Inventory {
+    pub cluster: Cluster,
+    pub nodes: Vec<Node>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub components: Vec<Component>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Cluster {
+    pub cni: Cni,
+    #[serde(rename = "podCIDR")]
+    pub pod_cidr: Cidr,
+    #[serde(rename = "serviceCIDR")]
+    pub service_cidr: Cidr,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overlay: Option<Overlay>,
+    pub api: Api,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dns: Option<Dns>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Cni {
+    Flannel,
+    Calico,
+    Cilium,
+    Other,
+}
+
+/// An IPv4 network in CIDR notation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct Cidr {
+    pub addr: Ipv4Addr,
+    pub len: u8,
+}
+
+impl Cidr {
+    #[must_use]
+    pub fn contains(&self, ip: Ipv4Addr) -> bool {
+        let mask = if self.len == 0 {
+            0
+        } else {
+            u32::MAX << (32 - u32::from(self.len))
+        };
+        u32::from(ip) & mask == u32::from(self.addr) & mask
+    }
+}
+
+impl TryFrom<String> for Cidr {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        let (a, l) = s
+            .split_once('/')
+            .ok_or_else(|| format!("{s:?} is not a CIDR (expected a.b.c.d/len)"))?;
+        let addr: Ipv4Addr = a
+            .parse()
+            .map_err(|_| format!("{s:?}: {a:?} is not an IPv4 address"))?;
+        let len: u8 = l
+            .parse()
+            .ok()
+            .filter(|l| *l <= 32)
+            .ok_or_else(|| format!("{s:?}: prefix length must be 0-32"))?;
+        Ok(Self { addr, len })
+    }
+}
+
+impl From<Cidr> for String {
+    fn from(c: Cidr) -> String {
+        c.to_string()
+    }
+}
+
+impl std::fmt::Display for Cidr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.addr, self.len)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Overlay {
+    pub mode: String,
+    pub port: u16,
+    pub vni: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Api {
+    /// The `kubernetes` Service `ClusterIP` and port.
+    pub service: SocketAddr,
+    /// The API servers themselves (typically :6443).
+    pub endpoints: Vec<SocketAddr>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Dns {
+    pub service: SocketAddr,
+    pub endpoints: Vec<SocketAddr>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub names: Vec<String>,
+    /// The DNS component's own configuration (e.g. the `CoreDNS` Corefile), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub corefile: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Node {
+    pub name: String,
+    #[serde(default)]
+    pub roles: Vec<String>,
+    pub address: Ipv4Addr,
+    #[serde(rename = "podCIDR", default, skip_serializing_if = "Option::is_none")]
+    pub pod_cidr: Option<Cidr>,
+    /// The node's `/` as its host agent sees it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_root: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vtep: Option<Vtep>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone: Option<String>,
+    pub agents: Agents,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Vtep {
+    pub address: Ipv4Addr,
+    pub mac: MacAddr,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Agents {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<Agent>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod: Option<Agent>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Agent {
+    /// The command prefix that runs a program where the agent is (`ip netns exec NS`).
+    pub exec: Vec<String>,
+    pub address: Ipv4Addr,
+    pub port: u16,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ApiAccess {
+    Service,
+    Direct,
+    Kubeconfig,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Component {
+    pub name: String,
+    pub namespace: String,
+    pub kind: String,
+    pub role: String,
+    #[serde(default)]
+    pub host_network: bool,
+    pub api_access: ApiAccess,
+    #[serde(default)]
+    pub containers: Vec<String>,
+    /// Nodes it runs on; all nodes when empty (a `DaemonSet`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nodes: Vec<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum InventoryError {
+    #[error("cannot read inventory {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("inventory {path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("inventory {path}: {message}")]
+    Invalid { path: PathBuf, message: String },
+}
+
+impl Inventory {
+    /// Reads YAML (or JSON, which is YAML) and checks what the types cannot.
+    pub fn load(path: &std::path::Path) -> Result<Self, InventoryError> {
+        let text = std::fs::read_to_string(path).map_err(|source| InventoryError::Read {
+            path: path.into(),
+            source,
+        })?;
+        let inv: Self = serde_saphyr::from_str(&text).map_err(|e| InventoryError::Parse {
+            path: path.into(),
+            message: e.to_string(),
+        })?;
+        inv.validate().map_err(|message| InventoryError::Invalid {
+            path: path.into(),
+            message,
+        })?;
+        Ok(inv)
+    }
+
+    /// Checks cross-field rules; the message names the offending field.
+    pub fn validate(&self) -> Result<(), String> {
+        let mut names = HashSet::new();
+        for (i, n) in self.nodes.iter().enumerate() {
+            if n.name.is_empty() {
+                return Err(format!("nodes[{i}].name: must not be empty"));
+            }
+            if !names.insert(n.name.as_str()) {
+                return Err(format!("nodes[{i}].name: duplicate node name {:?}", n.name));
+            }
+            for (which, agent) in [("host", &n.agents.host), ("pod", &n.agents.pod)] {
+                if agent.as_ref().is_some_and(|a| a.exec.is_empty()) {
+                    return Err(format!(
+                        "nodes[{i}].agents.{which}.exec: must name a command prefix"
+                    ));
+                }
+            }
+        }
+        if self.nodes.is_empty() {
+            return Err("nodes: the inventory lists no node".into());
+        }
+        Ok(())
+    }
+
+    #[must_use]
+    pub fn to_yaml(&self) -> String {
+        serde_saphyr::to_string(self)
+            .unwrap_or_else(|e| format!("# cannot serialise the inventory: {e}\n"))
+    }
+}

@@ -1,0 +1,225 @@
+//! The API server stand-in: a real TLS server answering `/livez`, `/readyz`, `/healthz`, `/version`
+//! like kube-apiserver, and 401 to bearer tokens that are not on its allow-list or have expired.
+
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+use super::pki::expiry;
+
+const MAX_HEAD: usize = 16 * 1024;
+const READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiServerError {
+    #[error("cannot read {what} {path}: {message}")]
+    Load {
+        what: &'static str,
+        path: String,
+        message: String,
+    },
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("TLS configuration: {0}")]
+    Tls(String),
+}
+
+/// How a request is answered: status line and JSON body.
+#[must_use]
+pub fn respond<S: std::hash::BuildHasher>(
+    path: &str,
+    bearer: Option<&str>,
+    tokens: &HashSet<String, S>,
+    now: u64,
+) -> (u16, String) {
+    let path = path.split('?').next().unwrap_or("/");
+    let authenticated = match bearer {
+        None => false,
+        Some(t) if !tokens.contains(t) => return unauthorized(),
+        Some(t) if expiry(t).is_some_and(|exp| exp <= now) => return unauthorized(),
+        Some(_) => true,
+    };
+    match path {
+        "/livez" | "/readyz" | "/healthz" => (200, "ok".into()),
+        "/version" => (
+            200,
+            serde_json::json!({"major": "1", "minor": "33", "gitVersion": "v1.33.0-prober-lab", "platform": "linux/amd64"}).to_string(),
+        ),
+        _ if authenticated => (200, serde_json::json!({"kind": "APIResourceList", "groupVersion": "v1", "resources": []}).to_string()),
+        _ => (
+            403,
+            serde_json::json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Forbidden", "code": 403,
+                "message": format!("forbidden: User \"system:anonymous\" cannot get path \"{path}\"")})
+            .to_string(),
+        ),
+    }
+}
+
+fn unauthorized() -> (u16, String) {
+    (401, serde_json::json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Unauthorized", "code": 401, "message": "Unauthorized"}).to_string())
+}
+
+fn load(
+    cert: &Path,
+    key: &Path,
+    tokens: &Path,
+) -> Result<(rustls::ServerConfig, HashSet<String>), ApiServerError> {
+    let load_err = |what, path: &Path, e: &dyn std::fmt::Display| ApiServerError::Load {
+        what,
+        path: path.display().to_string(),
+        message: e.to_string(),
+    };
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
+        .map_err(|e| load_err("certificate", cert, &e))?
+        .collect::<Result<_, _>>()
+        .map_err(|e| load_err("certificate", cert, &e))?;
+    let key = PrivateKeyDer::from_pem_file(key).map_err(|e| load_err("key", key, &e))?;
+    let text =
+        std::fs::read_to_string(tokens).map_err(|e| load_err("token allow-list", tokens, &e))?;
+    let allowed = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(String::from)
+        .collect();
+    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| ApiServerError::Tls(e.to_string()))?
+    .with_no_client_auth()
+    .with_single_cert(chain, key)
+    .map_err(|e| ApiServerError::Tls(e.to_string()))?;
+    Ok((config, allowed))
+}
+
+/// Serves forever.
+pub async fn serve(
+    listen: SocketAddr,
+    cert: &Path,
+    key: &Path,
+    tokens: &Path,
+) -> Result<(), ApiServerError> {
+    let (config, allowed) = load(cert, key, tokens)?;
+    let allowed = Arc::new(allowed);
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = TcpListener::bind(listen)
+        .await
+        .map_err(|source| ApiServerError::Listen {
+            addr: listen,
+            source,
+        })?;
+    loop {
+        let Ok((tcp, _)) = listener.accept().await else {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        };
+        let acceptor = acceptor.clone();
+        let allowed = allowed.clone();
+        tokio::spawn(async move {
+            let work = async {
+                let mut tls = acceptor.accept(tcp).await?;
+                answer(&mut tls, &allowed).await
+            };
+            let _ = tokio::time::timeout(READ_TIMEOUT, work).await;
+        });
+    }
+}
+
+async fn answer<S: AsyncReadExt + AsyncWriteExt + Unpin>(
+    s: &mut S,
+    allowed: &HashSet<String>,
+) -> std::io::Result<()> {
+    let mut buf = vec![0u8; MAX_HEAD];
+    let mut len = 0;
+    while !buf[..len].windows(4).any(|w| w == b"\r\n\r\n") {
+        if len == MAX_HEAD {
+            return Ok(());
+        }
+        let n = s.read(&mut buf[len..]).await?;
+        if n == 0 {
+            return Ok(());
+        }
+        len += n;
+    }
+    let head = String::from_utf8_lossy(&buf[..len]);
+    let path = head.split(' ').nth(1).unwrap_or("/");
+    let bearer = head.lines().find_map(|l| {
+        let (name, value) = l.split_once(':')?;
+        if !name.eq_ignore_ascii_case("authorization") {
+            return None;
+        }
+        value.trim().strip_prefix("Bearer ").map(str::trim)
+    });
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let (status, body) = respond(path, bearer, allowed, now);
+    let reason = match status {
+        200 => "OK",
+        401 => "Unauthorized",
+        _ => "Forbidden",
+    };
+    let response = format!(
+        "HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(response.as_bytes()).await?;
+    s.shutdown().await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lab::pki::{TokenClaims, token};
+
+    #[test]
+    fn answers_like_kube_apiserver() {
+        let fresh = token(
+            &TokenClaims {
+                namespace: "kube-system",
+                service_account: "a",
+                issued_at: 0,
+                expires_at: 2000,
+            },
+            b"k",
+        );
+        let expired = token(
+            &TokenClaims {
+                namespace: "kube-system",
+                service_account: "a",
+                issued_at: 0,
+                expires_at: 500,
+            },
+            b"k",
+        );
+        let allowed: HashSet<String> = [fresh.clone(), expired.clone()].into();
+        assert_eq!(respond("/livez", None, &allowed, 1000).0, 200);
+        assert_eq!(respond("/livez", Some(&fresh), &allowed, 1000).0, 200);
+        assert_eq!(
+            respond("/livez", Some("eyJ.unknown.x"), &allowed, 1000).0,
+            401,
+            "invalid tokens fail even on /livez"
+        );
+        assert_eq!(
+            respond("/api", Some(&expired), &allowed, 1000).0,
+            401,
+            "expired"
+        );
+        assert_eq!(respond("/api", Some(&fresh), &allowed, 1000).0, 200);
+        assert_eq!(respond("/api", None, &allowed, 1000).0, 403, "anonymous");
+        let (code, body) = respond("/version", None, &allowed, 1000);
+        assert_eq!(code, 200);
+        assert!(body.contains("gitVersion"));
+    }
+}

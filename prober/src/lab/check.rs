@@ -1,0 +1,337 @@
+//! Reachability expectations: each becomes a probe run by the named agent (through the same exec
+//! contract as any runtime), compared with the outcome the scenario says it must have.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::Write;
+use std::net::Ipv4Addr;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use probe_pod::proto::{Outcome, ProbeResult};
+use serde_json::{Value, json};
+
+use super::Lab;
+use super::build::{AGENT_PORT, API_PORT, API_SERVICE, DNS_SERVICE, Layout};
+use super::scenario::{Reach, ReachProbe};
+
+const PROBE_TIMEOUT_MS: u64 = 2000;
+
+/// One checked expectation.
+#[derive(Debug, Clone)]
+pub struct Checked {
+    pub reach: Reach,
+    pub outcome: Option<Outcome>,
+    pub detail: String,
+    pub seen_on: Option<Vec<String>>,
+    pub pass: bool,
+}
+
+/// Where a probe goes.
+struct Target {
+    address: Ipv4Addr,
+    port: u16,
+    node: Option<usize>,
+}
+
+fn resolve_target(
+    l: &Layout,
+    to: &str,
+    probe: ReachProbe,
+    port: Option<u16>,
+) -> Result<Target, String> {
+    let default_port = |p: u16| port.unwrap_or(p);
+    let (address, port, node) = match to {
+        "service/kubernetes" => (API_SERVICE, default_port(443), None),
+        "service/kube-dns" => (DNS_SERVICE, default_port(53), None),
+        "dns-pod" => (l.dns_pod.address, default_port(53), Some(l.dns_node)),
+        "upstream-dns" => (l.upstream_dns, default_port(53), None),
+        "apiserver" => {
+            let cp = l
+                .nodes
+                .iter()
+                .position(|n| n.control_plane)
+                .ok_or("no control-plane node")?;
+            (l.nodes[cp].address, default_port(API_PORT), Some(cp))
+        }
+        _ => {
+            let (node, what) = to.split_once('/').ok_or_else(|| {
+                format!("target {to:?}: expected NODE/host, NODE/pod or NODE/vtep")
+            })?;
+            let i = l
+                .nodes
+                .iter()
+                .position(|n| n.name == node)
+                .ok_or_else(|| format!("target {to:?}: unknown node"))?;
+            let n = &l.nodes[i];
+            let tls_default = if probe == ReachProbe::Tls {
+                API_PORT
+            } else {
+                AGENT_PORT
+            };
+            match what {
+                "host" => (n.address, default_port(tls_default), Some(i)),
+                "pod" => (n.pods[0].address, default_port(AGENT_PORT), Some(i)),
+                "vtep" => (n.vtep, 0, Some(i)),
+                _ => {
+                    return Err(format!(
+                        "target {to:?}: expected NODE/host, NODE/pod or NODE/vtep"
+                    ));
+                }
+            }
+        }
+    };
+    Ok(Target {
+        address,
+        port,
+        node,
+    })
+}
+
+fn agent_ns(l: &Layout, from: &str) -> Result<(String, usize), String> {
+    let (node, which) = from
+        .split_once('/')
+        .ok_or_else(|| format!("source {from:?}: expected NODE/host or NODE/pod"))?;
+    let i = l
+        .nodes
+        .iter()
+        .position(|n| n.name == node)
+        .ok_or_else(|| format!("source {from:?}: unknown node"))?;
+    match which {
+        "host" => Ok((l.nodes[i].ns.clone(), i)),
+        "pod" => Ok((l.nodes[i].pods[0].ns.clone(), i)),
+        _ => Err(format!("source {from:?}: expected NODE/host or NODE/pod")),
+    }
+}
+
+/// The probe spec (JSON) for one expectation.
+fn spec(lab: &Lab, id: &str, r: &Reach, from_node: usize, nonce: u32) -> Result<Value, String> {
+    let l = &lab.layout;
+    let t = resolve_target(l, &r.to, r.probe, r.port)?;
+    let addr = t.address.to_string();
+    Ok(match r.probe {
+        ReachProbe::Tcp => {
+            json!({"id": id, "kind": "tcp", "address": addr, "port": t.port, "echo": t.port == AGENT_PORT})
+        }
+        ReachProbe::Udp => json!({"id": id, "kind": "udp", "address": addr, "port": t.port}),
+        ReachProbe::Icmp => json!({"id": id, "kind": "icmp", "address": addr}),
+        ReachProbe::Vtep => {
+            let n = t
+                .node
+                .ok_or_else(|| format!("{}: vtep needs a node target", r.to))?;
+            json!({"id": id, "kind": "vtep", "address": l.nodes[n].vtep.to_string()})
+        }
+        ReachProbe::Mtu => {
+            json!({"id": id, "kind": "mtu", "address": addr, "size": r.size.unwrap_or(1400)})
+        }
+        ReachProbe::Tls => json!({"id": id, "kind": "tls", "address": addr, "port": t.port,
+            "caFile": l.state_dir.join("pki/ca.crt"), "serverName": "kubernetes.default.svc"}),
+        ReachProbe::Dns => {
+            json!({"id": id, "kind": "dns", "name": r.name.clone().unwrap_or_else(|| "kubernetes.default.svc.cluster.local".into()),
+            "server": format!("{addr}:{}", t.port), "protocol": r.transport.clone().unwrap_or_else(|| "udp".into())})
+        }
+        ReachProbe::Vxlan => {
+            let n = t
+                .node
+                .ok_or_else(|| format!("{}: vxlan needs a node target", r.to))?;
+            let (src, dst) = (&l.nodes[from_node], &l.nodes[n]);
+            json!({"id": id, "kind": "vxlan", "address": dst.address.to_string(), "nonce": nonce,
+                "innerSource": src.vtep.to_string(), "innerDestination": dst.vtep.to_string(), "destinationMac": dst.mac.to_string()})
+        }
+    })
+}
+
+/// Runs a plan with `<exec prefix> probe-pod probe --plan -`; results by id.
+pub fn run_agent(
+    exec: &[String],
+    agent_bin: &str,
+    probes: &[Value],
+    deadline_ms: u64,
+) -> Result<BTreeMap<String, ProbeResult>, String> {
+    let plan =
+        json!({"deadlineMs": deadline_ms, "probeTimeoutMs": PROBE_TIMEOUT_MS, "probes": probes})
+            .to_string();
+    let mut child = Command::new(&exec[0])
+        .args(&exec[1..])
+        .args([agent_bin, "probe", "--plan", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run {}: {e}", exec.join(" ")))?;
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin
+            .write_all(plan.as_bytes())
+            .map_err(|e| format!("cannot send the plan: {e}"))?;
+    }
+    let out = child
+        .wait_with_output()
+        .map_err(|e| format!("agent: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "agent exited {}: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|line| {
+            serde_json::from_str::<ProbeResult>(line)
+                .map(|r| (r.id.clone(), r))
+                .map_err(|e| format!("bad result {line:?}: {e}"))
+        })
+        .collect()
+}
+
+fn exec_prefix(ns: &str) -> Vec<String> {
+    vec!["ip".into(), "netns".into(), "exec".into(), ns.into()]
+}
+
+/// Runs every reachability expectation of the lab's scenario.
+#[must_use]
+pub fn run(lab: &Lab) -> Vec<Checked> {
+    let l = &lab.layout;
+    let agent = lab.agent_bin.display().to_string();
+    let reaches = &lab.scenario.expect.reachability;
+    let mut by_ns: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+    let mut errors: BTreeMap<usize, String> = BTreeMap::new();
+    let mut nonces = BTreeMap::new();
+    for (i, r) in reaches.iter().enumerate() {
+        let nonce = 0x5000_0000 + u32::try_from(i).unwrap_or(0);
+        match agent_ns(l, &r.from)
+            .and_then(|(ns, node)| spec(lab, &format!("r{i}"), r, node, nonce).map(|s| (ns, s)))
+        {
+            Ok((ns, s)) => by_ns.entry(ns).or_default().push(s),
+            Err(e) => {
+                errors.insert(i, e);
+            }
+        }
+        if r.probe == ReachProbe::Vxlan {
+            nonces.insert(i, nonce);
+        }
+    }
+    let sent_at = probe_pod_unix_ms();
+    let mut results: BTreeMap<String, ProbeResult> = BTreeMap::new();
+    for (ns, probes) in &by_ns {
+        match run_agent(&exec_prefix(ns), &agent, probes, PROBE_TIMEOUT_MS * 3) {
+            Ok(r) => results.extend(r),
+            Err(e) => {
+                for p in probes {
+                    let id = p["id"].as_str().unwrap_or_default();
+                    if let Some(i) = id.strip_prefix('r').and_then(|n| n.parse().ok()) {
+                        errors.insert(i, e.clone());
+                    }
+                }
+            }
+        }
+    }
+    reaches
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            if let Some(e) = errors.get(&i) {
+                return Checked {
+                    reach: r.clone(),
+                    outcome: None,
+                    detail: e.clone(),
+                    seen_on: None,
+                    pass: false,
+                };
+            }
+            let res = &results[&format!("r{i}")];
+            let seen_on = nonces
+                .get(&i)
+                .map(|&nonce| seen(lab, r, nonce, sent_at, &agent));
+            let pass = res.outcome == r.outcome
+                && r.seen_on
+                    .as_ref()
+                    .is_none_or(|want| seen_on.as_ref() == Some(&sorted(want)));
+            Checked {
+                reach: r.clone(),
+                outcome: Some(res.outcome),
+                detail: res.detail.clone(),
+                seen_on,
+                pass,
+            }
+        })
+        .collect()
+}
+
+fn sorted(v: &[String]) -> Vec<String> {
+    let mut v = v.to_vec();
+    v.sort();
+    v.dedup();
+    v
+}
+
+fn probe_pod_unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(0))
+}
+
+/// Asks the target node's host agent which interfaces saw `nonce`, waiting briefly for both the
+/// underlay and the VXLAN device.
+fn seen(lab: &Lab, r: &Reach, nonce: u32, since: u64, agent: &str) -> Vec<String> {
+    let l = &lab.layout;
+    let Ok(t) = resolve_target(l, &r.to, r.probe, r.port) else {
+        return Vec::new();
+    };
+    let Some(node) = t.node else {
+        return Vec::new();
+    };
+    let want = r.seen_on.as_ref().map_or(2, Vec::len);
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        let probe = json!({"id": "seen", "kind": "seen", "sinceMs": since.saturating_sub(1000), "nonces": [nonce]});
+        let got: Vec<String> = run_agent(&exec_prefix(&l.nodes[node].ns), agent, &[probe], 3000)
+            .ok()
+            .and_then(|mut m| m.remove("seen"))
+            .and_then(|r| r.seen)
+            .map(|s| sorted(&s.into_iter().map(|x| x.interface).collect::<Vec<_>>()))
+            .unwrap_or_default();
+        if got.len() >= want || Instant::now() > deadline {
+            return got;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A readable report; `true` when every expectation held.
+#[must_use]
+pub fn render(checked: &[Checked]) -> (String, bool) {
+    let mut out = String::new();
+    let mut ok = true;
+    for c in checked {
+        let r = &c.reach;
+        let mark = if c.pass { "ok  " } else { "FAIL" };
+        ok &= c.pass;
+        let port = r.port.map(|p| format!(":{p}")).unwrap_or_default();
+        let got = c
+            .outcome
+            .map_or_else(|| "not run".to_string(), |o| o.to_string());
+        let mut line = format!(
+            "{mark} {:<8} -> {:<20} {:<5} want {:<11} got {got}",
+            r.from,
+            format!("{}{port}", r.to),
+            format!("{:?}", r.probe).to_lowercase(),
+            r.outcome.to_string()
+        );
+        if let Some(want) = &r.seen_on {
+            let _ = std::fmt::Write::write_fmt(
+                &mut line,
+                format_args!(
+                    "; seen on want {want:?} got {:?}",
+                    c.seen_on.clone().unwrap_or_default()
+                ),
+            );
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+        if !c.pass {
+            let _ = writeln!(out, "       {}", c.detail);
+        }
+    }
+    (out, ok)
+}

@@ -1,0 +1,5 @@
+//! The prober coordinator: the cluster model, the lab, and (as they land) planning, running,
+//! diagnosis and reports.
+
+pub mod inventory;
+pub mod lab;
