@@ -224,6 +224,11 @@ pub fn setups(s: &Scenario, l: &Layout) -> Vec<NsSetup> {
     router
         .sysctl
         .push(("net.ipv4.ip_forward".into(), "1".into()));
+    // Like a cloud network: packets for Service IPs that no kube-proxy translated vanish silently.
+    router.nft = format!(
+        "table inet prober-lab {{\n  chain prerouting {{\n    type filter hook prerouting priority -10; policy accept;\n    \
+         ip daddr {SERVICE_CIDR} drop\n  }}\n}}\n"
+    );
     for (z, sw) in l.switch_ns.iter().enumerate() {
         let mut setup = NsSetup::new(sw);
         setup.links.push(format!(
@@ -494,11 +499,15 @@ fn apply_faults(scenario: &Scenario, l: &Layout, out: &mut [NsSetup], router: &m
             }
             Fault::Loss { node, percent } => {
                 if let Some(n) = l.node(node) {
+                    // nftables refuses `< 100` on a value that is always below 100.
+                    let share = if *percent >= 100 {
+                        String::new()
+                    } else {
+                        format!("numgen random mod 100 < {percent} ")
+                    };
                     for dir in ["iifname", "oifname"] {
-                        rules.bridge[n.zone].push(format!(
-                            "{dir} \"{}\" numgen random mod 100 < {percent} drop",
-                            n.switch_port()
-                        ));
+                        rules.bridge[n.zone]
+                            .push(format!("{dir} \"{}\" {share}drop", n.switch_port()));
                     }
                 }
             }
@@ -506,7 +515,9 @@ fn apply_faults(scenario: &Scenario, l: &Layout, out: &mut [NsSetup], router: &m
         }
     }
     if !rules.router.is_empty() {
-        router.nft = chain("inet", "forward", "forward", &rules.router);
+        router
+            .nft
+            .push_str(&chain("inet", "forward", "forward", &rules.router));
     }
     for st in out.iter_mut() {
         if let Some(z) = l.switch_ns.iter().position(|sw| *sw == st.ns) {
@@ -757,6 +768,8 @@ pub fn host_files(s: &Scenario, l: &Layout, ca_pem: &str, tokens: &Tokens) -> Ho
                 net_d.join("10-calico.conflist"),
                 cni_conflist("calico", "/etc/cni/net.d/calico-kubeconfig"),
             ));
+            // Outside the host root: the token alone, so reachability expectations can send it.
+            files.push((l.state_dir.join("tokens").join(&n.name), format!("{jwt}\n")));
             allowed.push(jwt);
         } else {
             files.push((
@@ -918,9 +931,14 @@ mod tests {
             sw.links
                 .contains(&"link add n3 type veth peer name eth0 netns plab-t-n3".to_string())
         );
+        let rt = &ns(&st, "plab-t-rt").nft;
         assert!(
-            sw.nft.is_empty() && ns(&st, "plab-t-rt").nft.is_empty(),
+            sw.nft.is_empty() && !rt.contains("prober-fault"),
             "healthy: no fault rules"
+        );
+        assert!(
+            rt.contains("ip daddr 10.96.0.0/12 drop"),
+            "untranslated Service IPs vanish: {rt}"
         );
     }
 
@@ -939,7 +957,11 @@ mod tests {
         ] {
             assert!(rt.contains(rule), "router lacks {rule}:\n{rt}");
         }
-        assert_eq!(rt.matches(" drop").count(), 4, "n1<->n2 untouched:\n{rt}");
+        assert_eq!(
+            rt.matches("udp dport 8472 drop").count(),
+            4,
+            "n1<->n2 untouched:\n{rt}"
+        );
         assert!(
             ns(&st, "plab-t-n3")
                 .config
@@ -955,7 +977,7 @@ mod tests {
         let sw = &ns(&st, "plab-t-sw0").nft;
         assert!(sw.contains("hook ingress device \"n2\""), "{sw}");
         assert!(sw.contains("ip saddr 192.168.56.11 ip daddr 192.168.56.10 tcp dport 6443 reject with icmp type admin-prohibited"), "{sw}");
-        assert!(ns(&st, "plab-t-rt").nft.is_empty());
+        assert!(!ns(&st, "plab-t-rt").nft.contains("prober-fault"));
     }
 
     #[test]

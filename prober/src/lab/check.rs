@@ -46,6 +46,7 @@ fn resolve_target(
         "service/kube-dns" => (DNS_SERVICE, default_port(53), None),
         "dns-pod" => (l.dns_pod.address, default_port(53), Some(l.dns_node)),
         "upstream-dns" => (l.upstream_dns, default_port(53), None),
+        "localhost" => (Ipv4Addr::LOCALHOST, default_port(API_PORT), None),
         "apiserver" => {
             let cp = l
                 .nodes
@@ -124,8 +125,14 @@ fn spec(lab: &Lab, id: &str, r: &Reach, from_node: usize, nonce: u32) -> Result<
         ReachProbe::Mtu => {
             json!({"id": id, "kind": "mtu", "address": addr, "size": r.size.unwrap_or(1400)})
         }
-        ReachProbe::Tls => json!({"id": id, "kind": "tls", "address": addr, "port": t.port,
-            "caFile": l.state_dir.join("pki/ca.crt"), "serverName": "kubernetes.default.svc"}),
+        ReachProbe::Tls => {
+            let mut v = json!({"id": id, "kind": "tls", "address": addr, "port": t.port,
+                "caFile": l.state_dir.join("pki/ca.crt"), "serverName": "kubernetes.default.svc"});
+            if r.with_cni_token {
+                v["tokenFile"] = json!(cni_token_file(l, from_node));
+            }
+            v
+        }
         ReachProbe::Dns => {
             json!({"id": id, "kind": "dns", "name": r.name.clone().unwrap_or_else(|| "kubernetes.default.svc.cluster.local".into()),
             "server": format!("{addr}:{}", t.port), "protocol": r.transport.clone().unwrap_or_else(|| "udp".into())})
@@ -139,6 +146,31 @@ fn spec(lab: &Lab, id: &str, r: &Reach, from_node: usize, nonce: u32) -> Result<
                 "innerSource": src.vtep.to_string(), "innerDestination": dst.vtep.to_string(), "destinationMac": dst.mac.to_string()})
         }
     })
+}
+
+/// Where the lab keeps a copy of a node's CNI token, so expectations can send it.
+#[must_use]
+pub fn cni_token_file(l: &Layout, node: usize) -> std::path::PathBuf {
+    l.state_dir.join("tokens").join(&l.nodes[node].name)
+}
+
+/// The address an `icmpFrom` expectation names.
+fn expected_offender(l: &Layout, r: &Reach) -> Option<Result<Ipv4Addr, String>> {
+    let want = r.icmp_from.as_deref()?;
+    if want == "router" {
+        let zone = agent_ns(l, &r.from)
+            .ok()
+            .map_or(0, |(_, n)| l.nodes[n].zone);
+        return Some(Ok(l
+            .nodes
+            .iter()
+            .find(|n| n.zone == zone)
+            .map_or(l.upstream_dns, super::build::LabNode::gateway)));
+    }
+    Some(
+        want.parse()
+            .map_err(|_| format!("icmpFrom {want:?}: expected an IPv4 address or `router`")),
+    )
 }
 
 /// Runs a plan with `<exec prefix> probe-pod probe --plan -`; results by id.
@@ -243,14 +275,30 @@ pub fn run(lab: &Lab) -> Vec<Checked> {
             let seen_on = nonces
                 .get(&i)
                 .map(|&nonce| seen(lab, r, nonce, sent_at, &agent));
-            let pass = res.outcome == r.outcome
-                && r.seen_on
-                    .as_ref()
-                    .is_none_or(|want| seen_on.as_ref() == Some(&sorted(want)));
+            let mut detail = res.detail.clone();
+            let offender_ok = match expected_offender(l, r) {
+                None => true,
+                Some(Err(e)) => {
+                    detail = e;
+                    false
+                }
+                Some(Ok(want)) => {
+                    let got = res.icmp.and_then(|i| i.from);
+                    if got != Some(std::net::IpAddr::V4(want)) {
+                        detail = format!("{detail} (ICMP from {got:?}, want {want})");
+                    }
+                    got == Some(std::net::IpAddr::V4(want))
+                }
+            };
+            let seen_ok = r
+                .seen_on
+                .as_ref()
+                .is_none_or(|want| seen_on.as_ref() == Some(&sorted(want)));
+            let pass = res.outcome == r.outcome && seen_ok && offender_ok;
             Checked {
                 reach: r.clone(),
                 outcome: Some(res.outcome),
-                detail: res.detail.clone(),
+                detail,
                 seen_on,
                 pass,
             }

@@ -229,7 +229,7 @@ pub struct Reach {
     /// `n1/host` or `n2/pod`.
     pub from: String,
     /// `n3/host`, `n3/pod`, `n3/vtep`, `service/kubernetes`, `service/kube-dns`, `dns-pod`,
-    /// `upstream-dns`, or `apiserver` (the first API endpoint).
+    /// `upstream-dns`, `apiserver` (the first API endpoint), or `localhost`.
     pub to: String,
     pub probe: ReachProbe,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -248,6 +248,13 @@ pub struct Reach {
     /// (exactly these).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seen_on: Option<Vec<String>>,
+    /// The address that must have sent the ICMP error: an IPv4 address, or `router` (the
+    /// router's address in the source's zone).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub icmp_from: Option<String>,
+    /// For `tls`: send the bearer token of the source node's CNI kubeconfig.
+    #[serde(default)]
+    pub with_cni_token: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
