@@ -290,11 +290,11 @@ pub fn run(lab: &Lab) -> Vec<Checked> {
                     got == Some(std::net::IpAddr::V4(want))
                 }
             };
-            let seen_ok = r
+            let seen_matches = r
                 .seen_on
                 .as_ref()
                 .is_none_or(|want| seen_on.as_ref() == Some(&sorted(want)));
-            let pass = res.outcome == r.outcome && seen_ok && offender_ok;
+            let pass = res.outcome == r.outcome && seen_matches && offender_ok;
             Checked {
                 reach: r.clone(),
                 outcome: Some(res.outcome),
