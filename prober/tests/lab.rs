@@ -1,0 +1,338 @@
+//! The lab end to end: every checked-in scenario passes `prober lab run`; the root namespace is
+//! never touched; teardown happens on success, on Ctrl-C and (with `lab down --all`) after a kill.
+//! Needs root, iproute2, nftables and dnsmasq (installed by scripts/test).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn prober() -> &'static str {
+    env!("CARGO_BIN_EXE_prober")
+}
+
+/// The agent binary, built beside `prober` by the workspace build.
+fn agent() -> PathBuf {
+    let p = Path::new(prober()).with_file_name("probe-pod");
+    assert!(
+        p.is_file(),
+        "{} is missing: build the workspace (cargo build --workspace) first",
+        p.display()
+    );
+    p
+}
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// A state root of this test's own, removed at the end.
+struct StateDir(PathBuf);
+
+impl StateDir {
+    fn new(tag: &str) -> Self {
+        let p = std::env::temp_dir().join(format!("prober-lab-test-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&p).unwrap();
+        Self(p)
+    }
+}
+
+impl Drop for StateDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn lab(args: &[&str], state: &StateDir) -> Output {
+    Command::new(prober())
+        .arg("lab")
+        .args(args)
+        .arg("--state-dir")
+        .arg(&state.0)
+        .env("PROBER_AGENT_BIN", agent())
+        .output()
+        .unwrap()
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn netns_with(prefix: &str) -> Vec<String> {
+    let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| n.starts_with(prefix))
+        .map(String::from)
+        .collect()
+}
+
+/// The root namespace's links and addresses, to prove the lab never changes them.
+fn root_netns_state() -> String {
+    let links = Command::new("ip")
+        .args(["-o", "link", "show"])
+        .output()
+        .unwrap();
+    let addrs = Command::new("ip")
+        .args(["-o", "addr", "show"])
+        .output()
+        .unwrap();
+    let routes = Command::new("ip")
+        .args(["route", "show", "table", "all"])
+        .output()
+        .unwrap();
+    let strip = |o: &Output| {
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            // Counters and lifetimes change by themselves; names, addresses and routes do not.
+            .map(|l| l.split(" valid_lft").next().unwrap_or(l).to_string())
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    format!("{}\n{}\n{}", strip(&links), strip(&addrs), strip(&routes))
+}
+
+fn scenarios() -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for dir in ["tests/scenarios", "tests/scenarios/faults"] {
+        for e in std::fs::read_dir(root().join(dir)).unwrap() {
+            let p = e.unwrap().path();
+            if p.extension().is_some_and(|x| x == "yaml") {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn every_scenario_holds() {
+    let state = StateDir::new("scen");
+    let before = root_netns_state();
+    let mut failed = Vec::new();
+    let all = scenarios();
+    assert!(
+        all.len() >= 14,
+        "the incident and fault scenarios are checked in: {all:?}"
+    );
+    for s in &all {
+        let out = lab(
+            &["run", "--scenario", s.to_str().unwrap(), "--name", "tscen"],
+            &state,
+        );
+        let report = text(&out);
+        if !out.status.success() {
+            failed.push(format!("{}:\n{report}", s.display()));
+        }
+        assert!(
+            report.contains(" passed, 0 failed") || !out.status.success(),
+            "{report}"
+        );
+        assert!(
+            netns_with("plab-tscen-").is_empty(),
+            "{} left namespaces behind",
+            s.display()
+        );
+    }
+    assert!(
+        failed.is_empty(),
+        "scenarios failed:\n{}",
+        failed.join("\n")
+    );
+    assert_eq!(root_netns_state(), before, "the root namespace changed");
+}
+
+#[test]
+fn up_status_down_and_only_prefixed_namespaces() {
+    let state = StateDir::new("updown");
+    let before_all = netns_with("");
+    let before_root = root_netns_state();
+    let out = lab(&["up", "--name", "tud"], &state);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("inventory: "), "{}", text(&out));
+    let added: Vec<String> = netns_with("")
+        .into_iter()
+        .filter(|n| !before_all.contains(n))
+        .collect();
+    assert_eq!(
+        added.len(),
+        9,
+        "3 nodes, 3 pods, DNS pod, switch, router: {added:?}"
+    );
+    assert!(
+        added.iter().all(|n| n.starts_with("plab-tud-")),
+        "{added:?}"
+    );
+    let inv = state.0.join("plab-tud/inventory.yaml");
+    let inventory = std::fs::read_to_string(&inv).unwrap();
+    assert!(
+        inventory.contains("plab-tud-n1") && inventory.contains("192.168.56.10:6443"),
+        "{inventory}"
+    );
+    let status = lab(&["status"], &state);
+    assert!(
+        text(&status).contains("tud") && text(&status).contains("3 nodes"),
+        "{}",
+        text(&status)
+    );
+    let again = lab(&["up", "--name", "tud"], &state);
+    assert_eq!(
+        again.status.code(),
+        Some(2),
+        "a second lab with the same name is refused"
+    );
+    assert!(text(&again).contains("already exists"), "{}", text(&again));
+    let down = lab(&["down", "tud"], &state);
+    assert!(down.status.success(), "{}", text(&down));
+    assert!(netns_with("plab-tud-").is_empty());
+    assert!(!state.0.join("plab-tud").exists(), "state removed");
+    assert_eq!(
+        root_netns_state(),
+        before_root,
+        "the root namespace changed"
+    );
+}
+
+/// Starts `lab up` and waits until some of its namespaces exist.
+fn start_up_and_wait(name: &str, nodes: &str, state: &StateDir) -> std::process::Child {
+    let child = Command::new(prober())
+        .args(["lab", "up", "--name", name, "--nodes", nodes, "--state-dir"])
+        .arg(&state.0)
+        .env("PROBER_AGENT_BIN", agent())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while netns_with(&format!("plab-{name}-")).len() < 3 {
+        assert!(Instant::now() < deadline, "lab {name} never started");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    child
+}
+
+#[test]
+fn ctrl_c_midway_tears_down() {
+    let state = StateDir::new("sigint");
+    let mut child = start_up_and_wait("tint", "60", &state);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap()),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let status = child.wait().unwrap();
+    // 60 nodes take seconds to build: the signal lands midway and the handler tears down.
+    assert_eq!(status.code(), Some(130), "{status}");
+    assert!(
+        netns_with("plab-tint-").is_empty(),
+        "left behind: {:?}",
+        netns_with("plab-tint-")
+    );
+}
+
+#[test]
+fn killed_midway_then_down_all_removes_everything() {
+    let state = StateDir::new("kill");
+    let mut child = start_up_and_wait("tkill", "60", &state);
+    child.kill().unwrap();
+    let _ = child.wait();
+    assert!(
+        !netns_with("plab-tkill-").is_empty(),
+        "a SIGKILL leaves namespaces behind"
+    );
+    let out = lab(&["down", "--all"], &state);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        netns_with("plab-").is_empty(),
+        "down --all removed every lab: {:?}",
+        netns_with("plab-")
+    );
+    // No lab process survives either.
+    let ps = Command::new("pgrep")
+        .args(["-f", "plab-tkill"])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&ps.stdout).trim().is_empty(),
+        "processes left: {}",
+        String::from_utf8_lossy(&ps.stdout)
+    );
+}
+
+#[test]
+fn twenty_nodes() {
+    let state = StateDir::new("twenty");
+    let dir = state.0.join("scenario.yaml");
+    std::fs::write(
+        &dir,
+        [
+            "name: twenty",
+            "nodes: 20",
+            "controlPlanes: 3",
+            "zones:",
+            "  - {name: a, nodes: [n1, n2, n3, n4, n5, n6, n7, n8, n9, n10]}",
+            "  - {name: b, nodes: [n11, n12, n13, n14, n15, n16, n17, n18, n19, n20]}",
+            "expect:",
+            "  reachability:",
+            "    - {from: n1/pod, to: n20/pod, probe: tcp, outcome: ok}",
+            "    - {from: n20/pod, to: n11/pod, probe: udp, outcome: ok}",
+            "    - {from: n17/host, to: service/kubernetes, probe: tls, outcome: ok}",
+            "    - {from: n9/pod, to: service/kube-dns, probe: dns, outcome: ok}",
+            "    - {from: n5/host, to: n15/vtep, probe: vtep, outcome: ok}",
+        ]
+        .join("\n"),
+    )
+    .unwrap();
+    let out = lab(
+        &["run", "--scenario", dir.to_str().unwrap(), "--name", "t20"],
+        &state,
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("5 passed, 0 failed"), "{}", text(&out));
+    assert!(netns_with("plab-t20-").is_empty());
+}
+
+#[test]
+fn bad_input_is_named() {
+    let state = StateDir::new("bad");
+    let file = state.0.join("bad.yaml");
+    std::fs::write(
+        &file,
+        "nodes: 3\nfaults: [{kind: mtu, node: n7, mtu: 1400}]\n",
+    )
+    .unwrap();
+    let out = lab(&["run", "--scenario", file.to_str().unwrap()], &state);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out).contains("faults[0].node") && text(&out).contains("n7"),
+        "{}",
+        text(&out)
+    );
+    let missing = Command::new(prober())
+        .args([
+            "lab",
+            "up",
+            "--agent-bin",
+            "/nonexistent/probe-pod",
+            "--state-dir",
+        ])
+        .arg(&state.0)
+        .output()
+        .unwrap();
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(
+        text(&missing).contains("/nonexistent/probe-pod"),
+        "{}",
+        text(&missing)
+    );
+    let down = lab(&["down"], &state);
+    assert_eq!(down.status.code(), Some(2), "down needs names or --all");
+}
