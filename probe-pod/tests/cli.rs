@@ -1,28 +1,11 @@
 //! The agent's command line: bad plans exit 2 with a message naming the problem; no network used.
 
-use std::io::Write;
-use std::process::{Command, Stdio};
+mod common;
+
+use std::process::Command;
 
 fn probe(plan: &str) -> (Option<i32>, String, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_probe-pod"))
-        .args(["probe", "--plan", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(plan.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    common::probe_with(&[], plan)
 }
 
 #[test]

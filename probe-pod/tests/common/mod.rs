@@ -176,33 +176,7 @@ impl Ns {
 
     /// Runs `probe-pod probe --plan -` with raw text; returns (exit code, stdout, stderr).
     pub fn probe_raw(&self, plan: &str) -> (Option<i32>, String, String) {
-        let mut child = Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                &self.name,
-                agent_bin(),
-                "probe",
-                "--plan",
-                "-",
-            ])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn probe-pod probe");
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(plan.as_bytes())
-            .unwrap();
-        let out = child.wait_with_output().unwrap();
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
+        probe_with(&["ip", "netns", "exec", &self.name], plan)
     }
 
     /// Opens this namespace's handle, for `setns` from a test thread.
@@ -230,6 +204,32 @@ impl Drop for Ns {
             .args(["netns", "del", &self.name])
             .status();
     }
+}
+
+/// Runs `<prefix> probe-pod probe --plan -` with `plan` on stdin; returns (exit code, stdout,
+/// stderr). An empty prefix runs the agent right here.
+pub fn probe_with(prefix: &[&str], plan: &str) -> (Option<i32>, String, String) {
+    let mut argv: Vec<&str> = prefix.to_vec();
+    argv.extend([agent_bin(), "probe", "--plan", "-"]);
+    let mut child = Command::new(argv[0])
+        .args(&argv[1..])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn probe-pod probe");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(plan.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 /// A veth pair between two namespaces, created directly inside them, addresses as CIDR.
