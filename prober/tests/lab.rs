@@ -244,6 +244,8 @@ fn killed_midway_then_down_all_removes_everything() {
     let mut child = start_up_and_wait("tkill", "60", &state);
     child.kill().unwrap();
     let _ = child.wait();
+    // An `ip` command the killed run had just started finishes on its own; "later" means later.
+    std::thread::sleep(Duration::from_millis(500));
     assert!(
         !netns_with("plab-tkill-").is_empty(),
         "a SIGKILL leaves namespaces behind"
@@ -255,16 +257,20 @@ fn killed_midway_then_down_all_removes_everything() {
         "down --all removed every lab: {:?}",
         netns_with("plab-")
     );
-    // No lab process survives either.
-    let ps = Command::new("pgrep")
-        .args(["-f", "plab-tkill"])
-        .output()
-        .unwrap();
-    assert!(
-        String::from_utf8_lossy(&ps.stdout).trim().is_empty(),
-        "processes left: {}",
-        String::from_utf8_lossy(&ps.stdout)
-    );
+    // No lab process survives either (killed processes may take a moment to be reaped).
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        let ps = Command::new("pgrep")
+            .args(["-a", "-f", "plab-tkill"])
+            .output()
+            .unwrap();
+        let left = String::from_utf8_lossy(&ps.stdout).trim().to_string();
+        if left.is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "processes left: {left}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 #[test]
