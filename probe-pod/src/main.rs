@@ -54,6 +54,14 @@ struct ServeArgs {
     /// crashed coordinator cannot leave agents running.
     #[arg(long, env = "PROBE_POD_TTL", default_value = "0", value_parser = parse_duration)]
     ttl: Duration,
+    /// More TCP ports to answer on with echo and HTTP (comma-separated), e.g. to stand in for a
+    /// kubelet (10250) where none runs.
+    #[arg(
+        long = "extra-tcp-port",
+        env = "PROBE_POD_EXTRA_TCP_PORTS",
+        value_delimiter = ','
+    )]
+    extra_tcp_ports: Vec<u16>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -127,6 +135,7 @@ async fn serve_cmd(args: ServeArgs) -> ExitCode {
         },
         vxlan_ports: args.vxlan_ports,
         ttl: (!args.ttl.is_zero()).then_some(args.ttl),
+        extra_tcp_ports: args.extra_tcp_ports,
     };
     match serve::run(config, shutdown_signal()).await {
         Ok(Stopped::Signal) => {

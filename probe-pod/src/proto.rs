@@ -412,6 +412,10 @@ pub struct Sighting {
     pub interface: String,
     /// Outer source address of the packet.
     pub from: Ipv4Addr,
+    /// Seen after decapsulation (the bare inner packet, on the VXLAN device), not as the outer
+    /// UDP datagram (on the underlay).
+    #[serde(default)]
+    pub decapsulated: bool,
     /// Unix time in milliseconds.
     pub at_ms: u64,
 }

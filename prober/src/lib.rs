@@ -3,3 +3,7 @@
 
 pub mod inventory;
 pub mod lab;
+pub mod plan;
+pub mod report;
+pub mod run;
+pub mod runtime;

@@ -4,12 +4,19 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Mutex;
 
-use clap::{Args, Parser, Subcommand};
-use prober::lab::{self, Lab, Options, check, scenario::Scenario};
+use std::io::IsTerminal;
+use std::sync::Arc;
+use std::time::Duration;
 
-/// Exit codes (DESIGN.md section 4).
-const EXIT_FAILURES: u8 = 1;
-const EXIT_USAGE: u8 = 2;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use prober::inventory::Inventory;
+use prober::lab::{self, Lab, Options, check, scenario::Scenario};
+use prober::plan::{Filter, PathClass};
+use prober::report::{self, Report};
+use prober::run::RunConfig;
+use prober::runtime::local::Local;
+
+use report::{EXIT_FAILURES, EXIT_USAGE};
 
 #[derive(Parser)]
 #[command(
@@ -24,6 +31,11 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Probe the full path matrix with the agents named in an inventory, and report it.
+    /// Exit 0: no failures; 1: failures; 2: usage or environment error; 3: agents missing.
+    Matrix(MatrixArgs),
+    /// Re-render a saved JSON report (`matrix -o json`) in any output format.
+    Report(ReportArgs),
     /// A multi-node cluster emulator in network namespaces (Linux, root): real kernel VXLAN,
     /// nftables kube-proxy and firewalls, a TLS API server and a DNS server, with injectable faults.
     #[command(subcommand)]
@@ -43,6 +55,89 @@ enum LabCommand {
     /// The API server stand-in (run inside a lab node by `lab up`).
     #[command(hide = true)]
     Apiserver(ApiserverArgs),
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Output {
+    Table,
+    Json,
+    Junit,
+}
+
+#[derive(Args)]
+struct OutputArgs {
+    /// Output format.
+    #[arg(short, long, env = "PROBER_OUTPUT", value_enum, default_value_t = Output::Table)]
+    output: Output,
+    /// Width of the table (defaults to 100 columns).
+    #[arg(long, env = "PROBER_WIDTH", default_value_t = 100)]
+    width: usize,
+}
+
+#[derive(Args)]
+struct MatrixArgs {
+    /// Inventory file (YAML or JSON; DESIGN.md section 4), e.g. the one `prober lab up` writes.
+    #[arg(long, env = "PROBER_INVENTORY")]
+    inventory: PathBuf,
+    #[command(flatten)]
+    probe: ProbeArgs,
+    #[command(flatten)]
+    out: OutputArgs,
+}
+
+#[derive(Args)]
+struct ProbeArgs {
+    /// The agent binary as each exec prefix sees it.
+    #[arg(long, env = "PROBER_AGENT_BIN", default_value = "probe-pod")]
+    agent_bin: String,
+    /// Only these path classes (comma-separated).
+    #[arg(long, env = "PROBER_PATHS", value_enum, value_delimiter = ',')]
+    paths: Vec<PathClass>,
+    /// Skip these path classes (comma-separated).
+    #[arg(long, env = "PROBER_SKIP_PATHS", value_enum, value_delimiter = ',')]
+    skip_paths: Vec<PathClass>,
+    /// Only probes from or to these nodes (comma-separated).
+    #[arg(long, env = "PROBER_NODES", value_delimiter = ',')]
+    nodes: Vec<String>,
+    /// Deadline of each probe (e.g. 2s, 500ms).
+    #[arg(long, env = "PROBER_TIMEOUT", default_value = "2s", value_parser = parse_duration)]
+    timeout: Duration,
+    /// Agents probing at once.
+    #[arg(long, env = "PROBER_CONCURRENCY", default_value_t = 64)]
+    concurrency: usize,
+    /// Also write the JSON report to this file.
+    #[arg(long, env = "PROBER_SAVE")]
+    save: Option<PathBuf>,
+    /// No progress bar, even on a terminal.
+    #[arg(long, env = "PROBER_NO_PROGRESS")]
+    no_progress: bool,
+}
+
+#[derive(Args)]
+struct ReportArgs {
+    /// A JSON report saved by `prober matrix -o json` or `--save`.
+    file: PathBuf,
+    #[command(flatten)]
+    out: OutputArgs,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("{s:?}: expected a number and a unit, like 2s or 500ms"))?;
+    let d = match unit {
+        "ms" => Duration::from_millis(n),
+        "" | "s" => Duration::from_secs(n),
+        "m" => Duration::from_secs(n.saturating_mul(60)),
+        _ => return Err(format!("{s:?}: unknown unit {unit:?}; use ms, s or m")),
+    };
+    if d.is_zero() {
+        return Err("must be more than zero".into());
+    }
+    Ok(d)
 }
 
 #[derive(Args, Clone)]
@@ -80,6 +175,11 @@ struct UpArgs {
 struct RunArgs {
     #[command(flatten)]
     build: BuildArgs,
+    #[command(flatten)]
+    out: OutputArgs,
+    /// Also write the matrix's JSON report to this file.
+    #[arg(long)]
+    save: Option<PathBuf>,
     /// Leave the lab running afterwards (take it down with `prober lab down NAME`).
     #[arg(long)]
     keep: bool,
@@ -235,6 +335,22 @@ fn lab_run(args: &RunArgs) -> ExitCode {
         Err(code) => return code,
     };
     println!("scenario {}: {}", s.name, s.description.trim());
+    let inv = lab::build::inventory(&s, &lab.layout);
+    let probe = ProbeArgs {
+        agent_bin: lab.agent_bin.display().to_string(),
+        paths: Vec::new(),
+        skip_paths: Vec::new(),
+        nodes: Vec::new(),
+        timeout: Duration::from_secs(2),
+        concurrency: 64,
+        save: args.save.clone(),
+        no_progress: false,
+    };
+    match run_matrix(&inv, &probe) {
+        Ok(r) => print!("{}", render(&r, &args.out)),
+        Err(e) => eprintln!("prober lab run: matrix: {e}"),
+    }
+    println!("\nexpectations:");
     let checked = check::run(&lab);
     let (report, ok) = check::render(&checked);
     print!("{report}");
@@ -322,6 +438,126 @@ fn lab_status(args: &CommonArgs) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+fn render(report: &Report, out: &OutputArgs) -> String {
+    match out.output {
+        Output::Table => {
+            let color = std::io::stdout().is_terminal()
+                && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+            report::table(
+                report,
+                report::Style {
+                    color,
+                    width: out.width,
+                },
+            )
+        }
+        Output::Json => report.to_json() + "\n",
+        Output::Junit => report::junit(report),
+    }
+}
+
+/// Plans and runs the matrix on the inventory's agents through the local runtime.
+fn run_matrix(inv: &Inventory, args: &ProbeArgs) -> Result<Report, String> {
+    let unknown: Vec<&String> = args
+        .nodes
+        .iter()
+        .filter(|n| !inv.nodes.iter().any(|m| &m.name == *n))
+        .collect();
+    if !unknown.is_empty() {
+        return Err(format!(
+            "--nodes: no node named {unknown:?} in the inventory"
+        ));
+    }
+    let filter = Filter {
+        paths: args.paths.clone(),
+        skip_paths: args.skip_paths.clone(),
+        nodes: args.nodes.clone(),
+    };
+    let planned = prober::plan::plan(inv, &filter);
+    if planned.is_empty() {
+        return Err("nothing to probe: the inventory and filters leave no probe".into());
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))?;
+    let runtime = Arc::new(Local::new(inv, args.agent_bin.clone()));
+    let cfg = RunConfig {
+        probe_timeout: args.timeout,
+        concurrency: args.concurrency.max(1),
+        ..RunConfig::default()
+    };
+    let progress = (!args.no_progress && std::io::stderr().is_terminal()).then(|| {
+        let bar = indicatif::ProgressBar::new(planned.len() as u64);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{spinner} probing {pos}/{len} [{bar:40}] {elapsed}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        bar
+    });
+    let out = rt.block_on(prober::run::run(
+        &planned,
+        runtime,
+        &cfg,
+        progress.as_ref(),
+        async {
+            let _ = tokio::signal::ctrl_c().await;
+        },
+    ));
+    if let Some(bar) = progress {
+        bar.finish_and_clear();
+    }
+    let report = Report::new(out, inv.nodes.len());
+    if let Some(path) = &args.save {
+        std::fs::write(path, report.to_json() + "\n")
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    Ok(report)
+}
+
+fn matrix(args: &MatrixArgs) -> ExitCode {
+    let inv = match Inventory::load(&args.inventory) {
+        Ok(i) => i,
+        Err(e) => {
+            eprintln!("prober matrix: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    match run_matrix(&inv, &args.probe) {
+        Ok(r) => {
+            print!("{}", render(&r, &args.out));
+            ExitCode::from(r.summary.exit_code)
+        }
+        Err(e) => {
+            eprintln!("prober matrix: {e}");
+            ExitCode::from(EXIT_USAGE)
+        }
+    }
+}
+
+fn report_cmd(args: &ReportArgs) -> ExitCode {
+    let text = match std::fs::read_to_string(&args.file) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("prober report: cannot read {}: {e}", args.file.display());
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    match Report::from_json(&text) {
+        Ok(r) => {
+            print!("{}", render(&r, &args.out));
+            ExitCode::from(r.summary.exit_code)
+        }
+        Err(e) => {
+            eprintln!("prober report: {}: {e}", args.file.display());
+            ExitCode::from(EXIT_USAGE)
+        }
+    }
+}
+
 fn apiserver(args: &ApiserverArgs) -> ExitCode {
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -350,6 +586,8 @@ fn apiserver(args: &ApiserverArgs) -> ExitCode {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
+        Command::Matrix(a) => matrix(&a),
+        Command::Report(a) => report_cmd(&a),
         Command::Lab(LabCommand::Apiserver(a)) => apiserver(&a),
         Command::Lab(cmd) => {
             install_signal_teardown();

@@ -148,6 +148,8 @@ pub struct Captured {
     pub nonce: u32,
     /// Source address of the outermost IPv4 header.
     pub from: Ipv4Addr,
+    /// The bare inner ICMP echo (after the kernel decapsulated it), not the outer datagram.
+    pub decapsulated: bool,
 }
 
 /// Finds a probe nonce in a captured IPv4 packet: either a crafted VXLAN datagram on one of
@@ -159,7 +161,7 @@ pub fn parse_captured(ip_packet: &[u8], vxlan_ports: &[u16]) -> Option<Captured>
     let from = ip.get_source();
     let start = usize::from(ip.get_header_length()) * 4;
     let l4 = ip_packet.get(start..)?;
-    let nonce = match ip.get_next_level_protocol() {
+    let (nonce, decapsulated) = match ip.get_next_level_protocol() {
         IpNextHeaderProtocols::Udp => {
             let udp = UdpPacket::new(l4)?;
             if !vxlan_ports.contains(&udp.get_destination()) {
@@ -170,12 +172,16 @@ pub fn parse_captured(ip_packet: &[u8], vxlan_ports: &[u16]) -> Option<Captured>
             if eth.get_ethertype() != EtherTypes::Ipv4 {
                 return None;
             }
-            inner_icmp_nonce(eth.payload())?
+            (inner_icmp_nonce(eth.payload())?, false)
         }
-        IpNextHeaderProtocols::Icmp => icmp_nonce(l4)?,
+        IpNextHeaderProtocols::Icmp => (icmp_nonce(l4)?, true),
         _ => return None,
     };
-    Some(Captured { nonce, from })
+    Some(Captured {
+        nonce,
+        from,
+        decapsulated,
+    })
 }
 
 fn inner_icmp_nonce(ip_packet: &[u8]) -> Option<u32> {
@@ -243,7 +249,8 @@ mod tests {
             c,
             Captured {
                 nonce: 0xdead_beef,
-                from: Ipv4Addr::new(192, 168, 56, 101)
+                from: Ipv4Addr::new(192, 168, 56, 101),
+                decapsulated: false,
             }
         );
         assert_eq!(parse_captured(&pkt, &[4789]), None, "other port");
@@ -258,6 +265,7 @@ mod tests {
         let c = parse_captured(ip, &[8472]).unwrap();
         assert_eq!(c.nonce, 0xdead_beef);
         assert_eq!(c.from, Ipv4Addr::new(10, 244, 1, 0));
+        assert!(c.decapsulated);
     }
 
     #[test]

@@ -102,12 +102,14 @@ mod tests {
             interface: "eth0".into(),
             from: "10.0.0.1".parse().unwrap(),
             at_ms: 10,
+            decapsulated: false,
         });
         state.sightings.record(Sighting {
             nonce: 2,
             interface: "eth0".into(),
             from: "10.0.0.1".parse().unwrap(),
             at_ms: 20,
+            decapsulated: true,
         });
         let local: SocketAddr = "127.0.0.1:5000".parse().unwrap();
         let remote: SocketAddr = "10.0.0.9:5000".parse().unwrap();

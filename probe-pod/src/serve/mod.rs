@@ -32,6 +32,8 @@ pub struct Config {
     pub vxlan_ports: Vec<u16>,
     /// Exit by itself after this long, so a crashed coordinator cannot leave agents behind.
     pub ttl: Option<Duration>,
+    /// More TCP ports to answer on (echo and HTTP), e.g. to stand in for a kubelet in a lab.
+    pub extra_tcp_ports: Vec<u16>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -73,6 +75,19 @@ pub async fn run(
             addr,
             source,
         })?;
+    let mut extra = Vec::new();
+    for &port in &config.extra_tcp_ports {
+        let addr = SocketAddr::new(config.listen, port);
+        extra.push(
+            TcpListener::bind(addr)
+                .await
+                .map_err(|source| ServeError::Listen {
+                    proto: "tcp",
+                    addr,
+                    source,
+                })?,
+        );
+    }
     let sightings = Arc::new(Sightings::default());
     let sniffing = sniffer::start(config.sniff, &config.vxlan_ports, sightings.clone())?;
     let state = Arc::new(http::State {

@@ -72,6 +72,7 @@ pub fn start(
                     nonce: c.captured.nonce,
                     interface: c.interface,
                     from: c.captured.from,
+                    decapsulated: c.captured.decapsulated,
                     at_ms: unix_ms(),
                 }),
                 Err(e) => {

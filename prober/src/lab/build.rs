@@ -653,9 +653,26 @@ pub fn processes(s: &Scenario, l: &Layout, agent: &Path, prober: &Path) -> Vec<P
     }
     let agent = path(agent.to_path_buf());
     for n in &l.nodes {
+        // The host agent also stands in for what listens on a real node: the kubelet, etcd on
+        // control planes, and the CNI's TCP ports.
+        let mut ports = vec![10250u16];
+        if n.control_plane {
+            ports.extend([2379, 2380]);
+        }
+        match s.cni {
+            crate::inventory::Cni::Calico => ports.extend([179, 5473]),
+            crate::inventory::Cni::Cilium => ports.push(4240),
+            crate::inventory::Cni::Flannel | crate::inventory::Cni::Other => {}
+        }
+        let list: Vec<String> = ports.iter().map(u16::to_string).collect();
         out.push(Process {
             ns: n.ns.clone(),
-            argv: vec![agent.clone(), "serve".into()],
+            argv: vec![
+                agent.clone(),
+                "serve".into(),
+                "--extra-tcp-port".into(),
+                list.join(","),
+            ],
             what: "host-agent",
         });
         for p in &n.pods {

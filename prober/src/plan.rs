@@ -1,0 +1,722 @@
+//! Pure: the topology becomes the matrix — every probe every agent must run, by path class.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
+
+use probe_pod::proto::{DnsRecordType, MacAddr, Port, Probe, Transport, Vni};
+use serde::{Deserialize, Serialize};
+
+use crate::inventory::{Agent, Cni, Inventory, Node};
+
+/// The path classes of DESIGN.md section 3 (also the JSON values).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    clap::ValueEnum,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum PathClass {
+    PodToPod,
+    NodeToPod,
+    PodToNode,
+    NodeToNode,
+    PodToService,
+    NodeToService,
+    PodToApiserver,
+    NodeToApiserver,
+    Overlay,
+    Dns,
+}
+
+impl PathClass {
+    pub const ALL: [PathClass; 10] = [
+        Self::PodToPod,
+        Self::NodeToPod,
+        Self::PodToNode,
+        Self::NodeToNode,
+        Self::PodToService,
+        Self::NodeToService,
+        Self::PodToApiserver,
+        Self::NodeToApiserver,
+        Self::Overlay,
+        Self::Dns,
+    ];
+
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::PodToPod => "pod-to-pod",
+            Self::NodeToPod => "node-to-pod",
+            Self::PodToNode => "pod-to-node",
+            Self::NodeToNode => "node-to-node",
+            Self::PodToService => "pod-to-service",
+            Self::NodeToService => "node-to-service",
+            Self::PodToApiserver => "pod-to-apiserver",
+            Self::NodeToApiserver => "node-to-apiserver",
+            Self::Overlay => "overlay",
+            Self::Dns => "dns",
+        }
+    }
+}
+
+impl std::fmt::Display for PathClass {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Which of a node's two agents.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AgentKind {
+    Host,
+    Pod,
+}
+
+impl AgentKind {
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Host => "host",
+            Self::Pod => "pod",
+        }
+    }
+}
+
+/// One agent: a node and which of its agents.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct AgentRef {
+    pub node: String,
+    pub agent: AgentKind,
+}
+
+impl std::fmt::Display for AgentRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.node, self.agent.as_str())
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Protocol {
+    Tcp,
+    Udp,
+    Icmp,
+}
+
+/// Where a probe goes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Target {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<AgentKind>,
+    /// `kubernetes`, `kube-dns`, `apiserver`, `dns-pod`, `vtep`, or a DNS name asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service: Option<String>,
+    pub address: IpAddr,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
+    pub protocol: Protocol,
+}
+
+/// One cell of the matrix.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlannedProbe {
+    pub id: String,
+    pub path: PathClass,
+    pub from: AgentRef,
+    pub to: Target,
+    pub probe: Probe,
+}
+
+/// Which paths and nodes to plan.
+#[derive(Debug, Clone, Default)]
+pub struct Filter {
+    /// Only these path classes (all when empty).
+    pub paths: Vec<PathClass>,
+    pub skip_paths: Vec<PathClass>,
+    /// Only probes from or to these nodes (all when empty).
+    pub nodes: Vec<String>,
+}
+
+impl Filter {
+    fn wants(&self, p: PathClass) -> bool {
+        (self.paths.is_empty() || self.paths.contains(&p)) && !self.skip_paths.contains(&p)
+    }
+
+    fn touches(&self, from: &str, to: Option<&str>) -> bool {
+        self.nodes.is_empty()
+            || self
+                .nodes
+                .iter()
+                .any(|n| n == from || Some(n.as_str()) == to)
+    }
+}
+
+/// Ports between hosts that the cluster needs (DESIGN.md section 8), beyond the agent's own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct HostPort {
+    port: u16,
+    to_control_plane_only: bool,
+    from_control_plane_only: bool,
+}
+
+fn host_ports(inv: &Inventory) -> Vec<HostPort> {
+    let any = |port| HostPort {
+        port,
+        to_control_plane_only: false,
+        from_control_plane_only: false,
+    };
+    let mut v = vec![
+        HostPort {
+            port: 6443,
+            to_control_plane_only: true,
+            from_control_plane_only: false,
+        },
+        any(10250),
+        HostPort {
+            port: 2379,
+            to_control_plane_only: true,
+            from_control_plane_only: true,
+        },
+        HostPort {
+            port: 2380,
+            to_control_plane_only: true,
+            from_control_plane_only: true,
+        },
+    ];
+    match inv.cluster.cni {
+        Cni::Calico => v.extend([any(179), any(5473)]),
+        Cni::Cilium => v.push(any(4240)),
+        Cni::Flannel | Cni::Other => {}
+    }
+    v
+}
+
+fn is_control_plane(n: &Node) -> bool {
+    n.roles
+        .iter()
+        .any(|r| r == "control-plane" || r == "master")
+}
+
+/// Stable, readable ids: `pod-to-pod:n1/pod->n3/pod:tcp/9917`.
+fn id(path: PathClass, from: &AgentRef, to: &str, what: &str) -> String {
+    format!("{path}:{from}->{to}:{what}")
+}
+
+struct Builder<'a> {
+    inv: &'a Inventory,
+    filter: &'a Filter,
+    out: Vec<PlannedProbe>,
+}
+
+impl<'a> Builder<'a> {
+    fn push(
+        &mut self,
+        path: PathClass,
+        from: AgentRef,
+        to: Target,
+        label: &str,
+        what: &str,
+        probe: Probe,
+    ) {
+        if !self.filter.wants(path) || !self.filter.touches(&from.node, to.node.as_deref()) {
+            return;
+        }
+        let id = id(path, &from, label, what);
+        self.out.push(PlannedProbe {
+            id,
+            path,
+            from,
+            to,
+            probe,
+        });
+    }
+
+    fn agents(&self, kind: AgentKind) -> Vec<(&'a Node, &'a Agent)> {
+        let inv: &'a Inventory = self.inv;
+        inv.nodes
+            .iter()
+            .filter_map(|n| {
+                let a = match kind {
+                    AgentKind::Host => n.agents.host.as_ref(),
+                    AgentKind::Pod => n.agents.pod.as_ref(),
+                };
+                a.map(|a| (n, a))
+            })
+            .collect()
+    }
+
+    /// Agent-to-agent TCP echo: the pod, node and pod/node matrices.
+    fn agent_matrix(&mut self, path: PathClass, from_kind: AgentKind, to_kind: AgentKind) {
+        for (fnode, _) in self.agents(from_kind) {
+            for (tnode, tagent) in self.agents(to_kind) {
+                let from = AgentRef {
+                    node: fnode.name.clone(),
+                    agent: from_kind,
+                };
+                let to = Target {
+                    node: Some(tnode.name.clone()),
+                    agent: Some(to_kind),
+                    service: None,
+                    address: IpAddr::V4(tagent.address),
+                    port: Some(tagent.port),
+                    protocol: Protocol::Tcp,
+                };
+                let label = format!("{}/{}", tnode.name, to_kind.as_str());
+                let probe = Probe::Tcp {
+                    address: IpAddr::V4(tagent.address),
+                    port: port(tagent.port),
+                    echo: true,
+                };
+                self.push(
+                    path,
+                    from,
+                    to,
+                    &label,
+                    &format!("tcp/{}", tagent.port),
+                    probe,
+                );
+            }
+        }
+    }
+
+    fn node_to_node(&mut self) {
+        let inv: &'a Inventory = self.inv;
+        let ports = host_ports(inv);
+        for (fnode, _) in self.agents(AgentKind::Host) {
+            for tnode in inv.nodes.iter().filter(|t| t.name != fnode.name) {
+                for hp in &ports {
+                    if (hp.to_control_plane_only && !is_control_plane(tnode))
+                        || (hp.from_control_plane_only && !is_control_plane(fnode))
+                    {
+                        continue;
+                    }
+                    let from = AgentRef {
+                        node: fnode.name.clone(),
+                        agent: AgentKind::Host,
+                    };
+                    let to = Target {
+                        node: Some(tnode.name.clone()),
+                        agent: None,
+                        service: None,
+                        address: IpAddr::V4(tnode.address),
+                        port: Some(hp.port),
+                        protocol: Protocol::Tcp,
+                    };
+                    let probe = Probe::Tcp {
+                        address: IpAddr::V4(tnode.address),
+                        port: port(hp.port),
+                        echo: false,
+                    };
+                    self.push(
+                        PathClass::NodeToNode,
+                        from,
+                        to,
+                        &format!("{}/host", tnode.name),
+                        &format!("tcp/{}", hp.port),
+                        probe,
+                    );
+                }
+            }
+        }
+    }
+
+    fn overlay(&mut self) {
+        let inv: &'a Inventory = self.inv;
+        let Some(ov) = inv.cluster.overlay.clone() else {
+            return;
+        };
+        if ov.mode != "vxlan" {
+            return;
+        }
+        for (fnode, _) in self.agents(AgentKind::Host) {
+            for tnode in inv.nodes.iter().filter(|t| t.name != fnode.name) {
+                let Some(vtep) = &tnode.vtep else { continue };
+                let from = AgentRef {
+                    node: fnode.name.clone(),
+                    agent: AgentKind::Host,
+                };
+                let label = format!("{}/host", tnode.name);
+                let vtep_target = Target {
+                    node: Some(tnode.name.clone()),
+                    agent: None,
+                    service: Some("vtep".into()),
+                    address: IpAddr::V4(vtep.address),
+                    port: None,
+                    protocol: Protocol::Icmp,
+                };
+                self.push(
+                    PathClass::Overlay,
+                    from.clone(),
+                    vtep_target,
+                    &format!("{}/vtep", tnode.name),
+                    "icmp",
+                    Probe::Vtep {
+                        address: vtep.address,
+                    },
+                );
+                let vx_target = Target {
+                    node: Some(tnode.name.clone()),
+                    agent: Some(AgentKind::Host),
+                    service: None,
+                    address: IpAddr::V4(tnode.address),
+                    port: Some(ov.port),
+                    protocol: Protocol::Udp,
+                };
+                let probe = Probe::Vxlan {
+                    address: tnode.address,
+                    port: port(ov.port),
+                    vni: Vni::new(ov.vni).unwrap_or_default(),
+                    nonce: None,
+                    inner_source: fnode.vtep.as_ref().map(|v| v.address),
+                    inner_destination: Some(vtep.address),
+                    destination_mac: Some(MacAddr(vtep.mac.0)),
+                };
+                self.push(
+                    PathClass::Overlay,
+                    from,
+                    vx_target,
+                    &label,
+                    &format!("vxlan/{}", ov.port),
+                    probe,
+                );
+            }
+        }
+    }
+
+    fn api(&mut self) {
+        let inv: &'a Inventory = self.inv;
+        let api = inv.cluster.api.clone();
+        for kind in [AgentKind::Pod, AgentKind::Host] {
+            let (svc_path, ep_path) = match kind {
+                AgentKind::Pod => (PathClass::PodToService, PathClass::PodToApiserver),
+                AgentKind::Host => (PathClass::NodeToService, PathClass::NodeToApiserver),
+            };
+            for (fnode, _) in self.agents(kind) {
+                let from = AgentRef {
+                    node: fnode.name.clone(),
+                    agent: kind,
+                };
+                self.push(
+                    svc_path,
+                    from.clone(),
+                    tls_target(api.service, None, "kubernetes"),
+                    "svc/kubernetes",
+                    &format!("tls/{}", api.service.port()),
+                    tls(api.service, Some("kubernetes.default.svc")),
+                );
+                for ep in &api.endpoints {
+                    let node = inv
+                        .nodes
+                        .iter()
+                        .find(|n| IpAddr::V4(n.address) == ep.ip())
+                        .map(|n| n.name.clone());
+                    let label = node
+                        .as_ref()
+                        .map_or_else(|| ep.ip().to_string(), |n| format!("{n}/apiserver"));
+                    self.push(
+                        ep_path,
+                        from.clone(),
+                        tls_target(*ep, node, "apiserver"),
+                        &label,
+                        &format!("tls/{}", ep.port()),
+                        tls(*ep, None),
+                    );
+                }
+            }
+        }
+    }
+
+    fn dns(&mut self) {
+        let inv: &'a Inventory = self.inv;
+        let Some(dns) = inv.cluster.dns.clone() else {
+            return;
+        };
+        let names = if dns.names.is_empty() {
+            vec!["kubernetes.default.svc.cluster.local".to_string()]
+        } else {
+            dns.names.clone()
+        };
+        let mut servers = vec![(
+            dns.service,
+            "svc/kube-dns".to_string(),
+            "kube-dns".to_string(),
+            None,
+        )];
+        for ep in &dns.endpoints {
+            let node = inv
+                .nodes
+                .iter()
+                .find(|n| {
+                    n.pod_cidr
+                        .is_some_and(|c| matches!(ep.ip(), IpAddr::V4(a) if c.contains(a)))
+                })
+                .map(|n| n.name.clone());
+            servers.push((
+                *ep,
+                format!("dns-pod/{}", ep.ip()),
+                "dns-pod".to_string(),
+                node,
+            ));
+        }
+        for (fnode, _) in self.agents(AgentKind::Pod) {
+            let from = AgentRef {
+                node: fnode.name.clone(),
+                agent: AgentKind::Pod,
+            };
+            for (server, label, service, node) in &servers {
+                for transport in [Transport::Udp, Transport::Tcp] {
+                    for name in &names {
+                        let (proto, p) = match transport {
+                            Transport::Udp => ("udp", Protocol::Udp),
+                            Transport::Tcp => ("tcp", Protocol::Tcp),
+                        };
+                        let to = Target {
+                            node: node.clone(),
+                            agent: None,
+                            service: Some(service.clone()),
+                            address: server.ip(),
+                            port: Some(server.port()),
+                            protocol: p,
+                        };
+                        let probe = Probe::Dns {
+                            name: name.clone(),
+                            record_type: DnsRecordType::A,
+                            protocol: transport,
+                            server: Some(*server),
+                            resolv_conf: None,
+                        };
+                        self.push(
+                            PathClass::Dns,
+                            from.clone(),
+                            to,
+                            label,
+                            &format!("{proto}/{}/{name}", server.port()),
+                            probe,
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn port(p: u16) -> Port {
+    Port::new(p).unwrap_or_else(|| Port::new(1).expect("non-zero"))
+}
+
+fn tls_target(addr: SocketAddr, node: Option<String>, service: &str) -> Target {
+    Target {
+        node,
+        agent: None,
+        service: Some(service.into()),
+        address: addr.ip(),
+        port: Some(addr.port()),
+        protocol: Protocol::Tcp,
+    }
+}
+
+fn tls(addr: SocketAddr, server_name: Option<&str>) -> Probe {
+    Probe::Tls {
+        address: addr.ip(),
+        port: port(addr.port()),
+        server_name: server_name.map(String::from),
+        ca_file: None,
+        require_verified: false,
+        path: "/livez".into(),
+        token_file: None,
+    }
+}
+
+/// The full matrix for `inv`, filtered. Pure; ids are unique and stable.
+#[must_use]
+pub fn plan(inv: &Inventory, filter: &Filter) -> Vec<PlannedProbe> {
+    let mut b = Builder {
+        inv,
+        filter,
+        out: Vec::new(),
+    };
+    b.agent_matrix(PathClass::PodToPod, AgentKind::Pod, AgentKind::Pod);
+    b.agent_matrix(PathClass::NodeToPod, AgentKind::Host, AgentKind::Pod);
+    b.agent_matrix(PathClass::PodToNode, AgentKind::Pod, AgentKind::Host);
+    b.node_to_node();
+    b.overlay();
+    b.api();
+    b.dns();
+    b.out
+}
+
+/// The probes grouped by the agent that runs them.
+#[must_use]
+pub fn by_agent(probes: &[PlannedProbe]) -> BTreeMap<AgentRef, Vec<&PlannedProbe>> {
+    let mut m: BTreeMap<AgentRef, Vec<&PlannedProbe>> = BTreeMap::new();
+    for p in probes {
+        m.entry(p.from.clone()).or_default().push(p);
+    }
+    m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fmt::Write as _;
+
+    fn inventory(nodes: usize, cps: usize, cni: &str) -> Inventory {
+        let mut y = format!(
+            "cluster:\n  cni: {cni}\n  podCIDR: 10.244.0.0/16\n  serviceCIDR: 10.96.0.0/12\n  overlay: {{mode: vxlan, port: 8472, vni: 1}}\n  \
+             api: {{service: \"10.96.0.1:443\", endpoints: [{}]}}\n  \
+             dns: {{service: \"10.96.0.10:53\", endpoints: [\"10.244.1.53:53\"], names: [kubernetes.default.svc.cluster.local]}}\nnodes:\n",
+            (1..=cps)
+                .map(|i| format!("\"192.168.56.{}:6443\"", 9 + i))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        for i in 1..=nodes {
+            let role = if i <= cps { "[control-plane]" } else { "[]" };
+            let _ = write!(
+                y,
+                "  - name: n{i}\n    roles: {role}\n    address: 192.168.56.{a}\n    podCIDR: 10.244.{i}.0/24\n    \
+                 vtep: {{address: 10.244.{i}.0, mac: \"02:00:0a:f4:{i:02x}:00\"}}\n    agents:\n      \
+                 host: {{exec: [ip, netns, exec, n{i}], address: 192.168.56.{a}, port: 9917}}\n      \
+                 pod: {{exec: [ip, netns, exec, n{i}p0], address: 10.244.{i}.2, port: 9917}}\n",
+                a = 9 + i
+            );
+        }
+        let inv: Inventory = serde_saphyr::from_str(&y).unwrap();
+        inv.validate().unwrap();
+        inv
+    }
+
+    fn count(probes: &[PlannedProbe], path: PathClass) -> usize {
+        probes.iter().filter(|p| p.path == path).count()
+    }
+
+    #[test]
+    fn matrix_sizes_by_path_class() {
+        // (nodes, control planes, cni) -> expected counts per class
+        let table: &[(usize, usize, &str, [usize; 10])] = &[
+            // pod-pod, node-pod, pod-node, node-node, pod-svc, node-svc, pod-api, node-api, overlay, dns
+            (3, 1, "flannel", [9, 9, 9, 2 + 6, 3, 3, 3, 3, 12, 12]),
+            (1, 1, "flannel", [1, 1, 1, 0, 1, 1, 1, 1, 0, 4]),
+            // 3 control planes: 6443 to 3 cps from 4 others each (minus self): 12; 10250: 20;
+            // etcd 2379/2380 between cps: 3*2*2 = 12.
+            (
+                5,
+                3,
+                "flannel",
+                [25, 25, 25, 12 + 20 + 12, 5, 5, 15, 15, 40, 20],
+            ),
+            // calico adds 179 and 5473 between every ordered pair.
+            (3, 1, "calico", [9, 9, 9, 2 + 6 + 12, 3, 3, 3, 3, 12, 12]),
+        ];
+        for (nodes, cps, cni, want) in table {
+            let probes = plan(&inventory(*nodes, *cps, cni), &Filter::default());
+            let got: Vec<usize> = PathClass::ALL.iter().map(|p| count(&probes, *p)).collect();
+            assert_eq!(got, want, "{nodes} nodes, {cps} control planes, {cni}");
+        }
+    }
+
+    #[test]
+    fn ids_are_unique_and_readable() {
+        let probes = plan(&inventory(4, 1, "flannel"), &Filter::default());
+        let mut ids: Vec<&str> = probes.iter().map(|p| p.id.as_str()).collect();
+        assert!(
+            ids.contains(&"pod-to-pod:n1/pod->n3/pod:tcp/9917"),
+            "{ids:?}"
+        );
+        assert!(ids.contains(&"overlay:n2/host->n4/host:vxlan/8472"));
+        assert!(ids.contains(&"node-to-node:n2/host->n1/host:tcp/6443"));
+        assert!(
+            ids.contains(&"dns:n2/pod->svc/kube-dns:tcp/53/kubernetes.default.svc.cluster.local")
+        );
+        assert!(ids.contains(&"pod-to-apiserver:n3/pod->n1/apiserver:tls/6443"));
+        let n = ids.len();
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), n, "unique ids");
+    }
+
+    #[test]
+    fn filters() {
+        let inv = inventory(3, 1, "flannel");
+        let only = plan(
+            &inv,
+            &Filter {
+                paths: vec![PathClass::Overlay, PathClass::Dns],
+                ..Filter::default()
+            },
+        );
+        assert!(
+            only.iter()
+                .all(|p| matches!(p.path, PathClass::Overlay | PathClass::Dns))
+        );
+        let skip = plan(
+            &inv,
+            &Filter {
+                skip_paths: vec![PathClass::PodToPod],
+                ..Filter::default()
+            },
+        );
+        assert_eq!(count(&skip, PathClass::PodToPod), 0);
+        assert_eq!(count(&skip, PathClass::NodeToPod), 9);
+        let n3 = plan(
+            &inv,
+            &Filter {
+                nodes: vec!["n3".into()],
+                ..Filter::default()
+            },
+        );
+        assert_eq!(
+            count(&n3, PathClass::PodToPod),
+            5,
+            "n3->n1,n2,n3 and n1,n2->n3"
+        );
+        assert!(
+            n3.iter()
+                .all(|p| p.from.node == "n3" || p.to.node.as_deref() == Some("n3"))
+        );
+    }
+
+    #[test]
+    fn vxlan_probes_carry_the_peer_vtep() {
+        let probes = plan(&inventory(2, 1, "flannel"), &Filter::default());
+        let vx = probes
+            .iter()
+            .find(|p| p.id == "overlay:n1/host->n2/host:vxlan/8472")
+            .unwrap();
+        match &vx.probe {
+            Probe::Vxlan {
+                address,
+                inner_source,
+                inner_destination,
+                destination_mac,
+                ..
+            } => {
+                assert_eq!(address.to_string(), "192.168.56.11");
+                assert_eq!(inner_source.unwrap().to_string(), "10.244.1.0");
+                assert_eq!(inner_destination.unwrap().to_string(), "10.244.2.0");
+                assert_eq!(destination_mac.unwrap().to_string(), "02:00:0a:f4:02:00");
+            }
+            p => panic!("{p:?}"),
+        }
+    }
+
+    #[test]
+    fn twenty_nodes_is_about_four_hundred_pod_pairs() {
+        let probes = plan(&inventory(20, 3, "flannel"), &Filter::default());
+        assert_eq!(count(&probes, PathClass::PodToPod), 400);
+        assert!(probes.len() < 4000, "{}", probes.len());
+        assert_eq!(by_agent(&probes).len(), 40);
+    }
+}

@@ -1,0 +1,188 @@
+//! The report (`prober.report/v1`, DESIGN.md section 4) and its renderings: table, json, junit.
+
+mod junit;
+mod table;
+
+use std::collections::BTreeMap;
+
+use probe_pod::proto::Outcome;
+use serde::{Deserialize, Serialize};
+
+use crate::plan::PathClass;
+use crate::run::{AgentStatus, ResultRecord, RunOutput};
+
+pub use junit::render as junit;
+pub use table::{Style, render as table};
+
+pub const SCHEMA: &str = "prober.report/v1";
+
+/// Exit codes (DESIGN.md section 4).
+pub const EXIT_OK: u8 = 0;
+pub const EXIT_FAILURES: u8 = 1;
+pub const EXIT_USAGE: u8 = 2;
+pub const EXIT_PARTIAL: u8 = 3;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Report {
+    pub schema: String,
+    pub results: Vec<ResultRecord>,
+    /// The diagnosis; empty until it lands.
+    #[serde(default)]
+    pub findings: Vec<serde_json::Value>,
+    #[serde(default)]
+    pub agents: Vec<AgentStatus>,
+    pub summary: Summary,
+}
+
+/// Latency of the successful probes of one class, in microseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Latency {
+    pub p50: u64,
+    pub p90: u64,
+    pub p99: u64,
+    pub max: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Counts {
+    pub total: usize,
+    pub ok: usize,
+    pub failed: usize,
+    /// Probes whose agent could not run, or that were interrupted: not known to fail.
+    pub unknown: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PathSummary {
+    #[serde(flatten)]
+    pub counts: Counts,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_micros: Option<Latency>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Summary {
+    #[serde(flatten)]
+    pub counts: Counts,
+    pub nodes: usize,
+    pub agents: usize,
+    pub agents_missing: usize,
+    pub duration_millis: u64,
+    pub interrupted: bool,
+    pub by_path: BTreeMap<PathClass, PathSummary>,
+    pub exit_code: u8,
+}
+
+/// A result whose probe never ran (its agent was missing, or the run was interrupted).
+#[must_use]
+pub fn is_unknown(r: &ResultRecord) -> bool {
+    r.result.outcome == Outcome::Error && r.result.detail.starts_with("unknown:")
+}
+
+fn latency(micros: &[u64]) -> Option<Latency> {
+    if micros.is_empty() {
+        return None;
+    }
+    let mut h = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 3_600_000_000, 3).ok()?;
+    for &m in micros {
+        let _ = h.record(m.max(1));
+    }
+    Some(Latency {
+        p50: h.value_at_quantile(0.5),
+        p90: h.value_at_quantile(0.9),
+        p99: h.value_at_quantile(0.99),
+        max: h.max(),
+    })
+}
+
+fn count(results: &[&ResultRecord]) -> Counts {
+    let unknown = results.iter().filter(|r| is_unknown(r)).count();
+    let ok = results.iter().filter(|r| r.result.outcome.is_ok()).count();
+    Counts {
+        total: results.len(),
+        ok,
+        failed: results.len() - ok - unknown,
+        unknown,
+    }
+}
+
+impl Report {
+    /// Builds the report of a run.
+    #[must_use]
+    pub fn new(run: RunOutput, nodes: usize) -> Self {
+        let mut by_path: BTreeMap<PathClass, Vec<&ResultRecord>> = BTreeMap::new();
+        for r in &run.results {
+            by_path.entry(r.path).or_default().push(r);
+        }
+        let by_path = by_path
+            .into_iter()
+            .map(|(p, rs)| {
+                let ok: Vec<u64> = rs
+                    .iter()
+                    .filter(|r| r.result.outcome.is_ok())
+                    .filter_map(|r| r.result.rtt_micros)
+                    .collect();
+                (
+                    p,
+                    PathSummary {
+                        counts: count(&rs),
+                        latency_micros: latency(&ok),
+                    },
+                )
+            })
+            .collect();
+        let all: Vec<&ResultRecord> = run.results.iter().collect();
+        let counts = count(&all);
+        let agents_missing = run.agents.iter().filter(|a| !a.ran).count();
+        let exit_code = if counts.failed > 0 {
+            EXIT_FAILURES
+        } else if agents_missing > 0 || counts.unknown > 0 {
+            EXIT_PARTIAL
+        } else {
+            EXIT_OK
+        };
+        let summary = Summary {
+            counts,
+            nodes,
+            agents: run.agents.len(),
+            agents_missing,
+            duration_millis: u64::try_from(run.elapsed.as_millis()).unwrap_or(u64::MAX),
+            interrupted: run.interrupted,
+            by_path,
+            exit_code,
+        };
+        Self {
+            schema: SCHEMA.into(),
+            results: run.results,
+            findings: Vec::new(),
+            agents: run.agents,
+            summary,
+        }
+    }
+
+    /// Reads a saved JSON report, refusing other schemas.
+    pub fn from_json(text: &str) -> Result<Self, String> {
+        let v: serde_json::Value =
+            serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+        match v.get("schema").and_then(|s| s.as_str()) {
+            Some(SCHEMA) => {}
+            Some(other) => return Err(format!("schema {other:?} is not {SCHEMA:?}")),
+            None => {
+                return Err(format!(
+                    "no \"schema\" field: not a prober report (expected {SCHEMA:?})"
+                ));
+            }
+        }
+        serde_json::from_value(v).map_err(|e| format!("not a valid {SCHEMA} report: {e}"))
+    }
+
+    #[must_use]
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+    }
+}

@@ -1,0 +1,422 @@
+//! Fan-out: every agent runs its share of the matrix at once (bounded), each under a deadline;
+//! then the VXLAN receipts are collected from the receivers' sniffers. Exactly one result per
+//! planned probe, whatever happens: an agent that cannot run leaves its probes unknown, not failed.
+
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::num::{NonZeroU32, NonZeroU64};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use probe_pod::proto::{Outcome, Plan, Port, Probe, ProbeResult, ProbeSpec};
+use serde::{Deserialize, Serialize};
+use tokio::sync::{Semaphore, mpsc};
+use tokio::task::JoinSet;
+
+use crate::plan::{AgentKind, AgentRef, PathClass, PlannedProbe, Target, by_agent};
+use crate::runtime::Runtime;
+
+/// One probe's result, with where it went: the report's `results[]` entry.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResultRecord {
+    pub path: PathClass,
+    pub from: AgentRef,
+    pub to: Target,
+    #[serde(flatten)]
+    pub result: ProbeResult,
+}
+
+/// Whether an agent ran.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentStatus {
+    pub node: String,
+    pub agent: AgentKind,
+    pub ran: bool,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub detail: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct RunConfig {
+    pub probe_timeout: Duration,
+    /// Agents running at once.
+    pub concurrency: usize,
+    /// Probes one agent runs at once.
+    pub agent_concurrency: u32,
+}
+
+impl Default for RunConfig {
+    fn default() -> Self {
+        Self {
+            probe_timeout: Duration::from_secs(2),
+            concurrency: 64,
+            agent_concurrency: 1024,
+        }
+    }
+}
+
+/// What a run produced.
+#[derive(Debug, Clone)]
+pub struct RunOutput {
+    pub results: Vec<ResultRecord>,
+    pub agents: Vec<AgentStatus>,
+    pub interrupted: bool,
+    pub elapsed: Duration,
+}
+
+fn plan_for(specs: Vec<ProbeSpec>, cfg: &RunConfig) -> Plan {
+    let timeout = u64::try_from(cfg.probe_timeout.as_millis())
+        .unwrap_or(u64::MAX)
+        .max(1);
+    Plan {
+        // Every probe starts at once (bounded by the agent), so the plan needs about one probe
+        // deadline; the margin covers start-up and the VXLAN linger.
+        deadline_ms: NonZeroU64::new(timeout * 2 + 1000).expect("non-zero"),
+        concurrency: NonZeroU32::new(cfg.agent_concurrency.max(1)).expect("non-zero"),
+        probe_timeout_ms: NonZeroU64::new(timeout).expect("non-zero"),
+        probes: specs,
+    }
+}
+
+/// A nonce per VXLAN probe (FNV-1a of its id, salted per run), so the receiver's sniffer can be
+/// asked for exactly it.
+fn nonce_for(run_salt: u32, id: &str) -> u32 {
+    id.bytes().fold(0x811c_9dc5_u32 ^ run_salt, |h, b| {
+        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+    })
+}
+
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(0))
+}
+
+/// Runs plans on many agents at once; returns results by id and the agents that failed.
+async fn fan_out<R: Runtime + 'static>(
+    runtime: &Arc<R>,
+    plans: Vec<(AgentRef, Plan)>,
+    concurrency: usize,
+    progress: Option<&indicatif::ProgressBar>,
+    cancel: &mut (impl Future<Output = ()> + Unpin),
+) -> (
+    HashMap<String, ProbeResult>,
+    BTreeMap<AgentRef, String>,
+    bool,
+) {
+    let (tx, mut rx) = mpsc::channel::<ProbeResult>(4096);
+    let sem = Arc::new(Semaphore::new(concurrency.max(1)));
+    let mut tasks = JoinSet::new();
+    for (agent, plan) in plans {
+        let (runtime, tx, sem) = (runtime.clone(), tx.clone(), sem.clone());
+        tasks.spawn(async move {
+            let _permit = sem.acquire_owned().await;
+            let r = runtime.run(&agent, &plan, tx).await;
+            (agent, r)
+        });
+    }
+    drop(tx);
+    let mut results = HashMap::new();
+    let mut failed = BTreeMap::new();
+    let mut interrupted = false;
+    let mut tasks_done = false;
+    loop {
+        tokio::select! {
+            r = rx.recv() => match r {
+                Some(r) => {
+                    if let Some(p) = progress {
+                        p.inc(1);
+                    }
+                    results.insert(r.id.clone(), r);
+                }
+                None if tasks_done => break,
+                None => {}
+            },
+            joined = tasks.join_next(), if !tasks_done => match joined {
+                Some(Ok((agent, Err(e)))) => {
+                    failed.insert(agent, e.to_string());
+                }
+                Some(_) => {}
+                None => tasks_done = true,
+            },
+            () = &mut *cancel, if !interrupted => {
+                interrupted = true;
+                // Dropping the tasks kills the agents' processes (kill_on_drop); keep what came.
+                tasks.abort_all();
+                while let Ok(r) = rx.try_recv() {
+                    results.insert(r.id.clone(), r);
+                }
+                break;
+            }
+        }
+    }
+    (results, failed, interrupted)
+}
+
+/// Runs the matrix. `cancel` resolving (Ctrl-C) stops it with what was gathered.
+pub async fn run<R: Runtime + 'static>(
+    planned: &[PlannedProbe],
+    runtime: Arc<R>,
+    cfg: &RunConfig,
+    progress: Option<&indicatif::ProgressBar>,
+    cancel: impl Future<Output = ()> + Send,
+) -> RunOutput {
+    let started = Instant::now();
+    let since = unix_ms().saturating_sub(5000);
+    let salt = u32::try_from(since & 0xffff_ffff).unwrap_or(0) ^ std::process::id().rotate_left(16);
+    let mut cancel = Box::pin(cancel);
+    let mut nonces: HashMap<String, u32> = HashMap::new();
+    let groups = by_agent(planned);
+    let plans: Vec<(AgentRef, Plan)> = groups
+        .iter()
+        .map(|(agent, probes)| {
+            let specs = probes
+                .iter()
+                .map(|p| {
+                    let mut probe = p.probe.clone();
+                    if let Probe::Vxlan { nonce, .. } = &mut probe {
+                        let n = nonce_for(salt, &p.id);
+                        *nonce = Some(n);
+                        nonces.insert(p.id.clone(), n);
+                    }
+                    ProbeSpec {
+                        id: p.id.clone(),
+                        timeout_ms: None,
+                        probe,
+                    }
+                })
+                .collect();
+            (agent.clone(), plan_for(specs, cfg))
+        })
+        .collect();
+    let agents_planned: Vec<AgentRef> = groups.keys().cloned().collect();
+    if let Some(p) = progress {
+        p.set_length(planned.len() as u64);
+    }
+    let (mut results, mut failed, mut interrupted) =
+        fan_out(&runtime, plans, cfg.concurrency, progress, &mut cancel).await;
+
+    if !interrupted && !nonces.is_empty() {
+        interrupted |= confirm_receipts(
+            planned,
+            &runtime,
+            cfg,
+            &nonces,
+            since,
+            &mut results,
+            &mut cancel,
+        )
+        .await;
+    }
+
+    let mut records = Vec::with_capacity(planned.len());
+    for p in planned {
+        let result = results.remove(&p.id).unwrap_or_else(|| {
+            let why = match failed.get(&p.from) {
+                Some(e) => format!("unknown: agent {} could not run: {e}", p.from),
+                None if interrupted => {
+                    "unknown: interrupted before this probe finished".to_string()
+                }
+                None => format!(
+                    "unknown: agent {} returned no result for this probe",
+                    p.from
+                ),
+            };
+            ProbeResult::new(p.id.clone(), Outcome::Error, why)
+        });
+        records.push(ResultRecord {
+            path: p.path,
+            from: p.from.clone(),
+            to: p.to.clone(),
+            result,
+        });
+    }
+    let agents = agents_planned
+        .into_iter()
+        .map(|a| {
+            let detail = failed.remove(&a).unwrap_or_default();
+            AgentStatus {
+                node: a.node,
+                agent: a.agent,
+                ran: detail.is_empty(),
+                detail,
+            }
+        })
+        .collect();
+    RunOutput {
+        results: records,
+        agents,
+        interrupted,
+        elapsed: started.elapsed(),
+    }
+}
+
+/// Phase 2: asks each VXLAN receiver's sniffer which of our nonces it saw, and where, and turns
+/// every "sent" result into what the receiver saw. Returns whether it was interrupted.
+async fn confirm_receipts<R: Runtime + 'static>(
+    planned: &[PlannedProbe],
+    runtime: &Arc<R>,
+    cfg: &RunConfig,
+    nonces: &HashMap<String, u32>,
+    since: u64,
+    results: &mut HashMap<String, ProbeResult>,
+    cancel: &mut (impl Future<Output = ()> + Unpin),
+) -> bool {
+    let sent = |p: &&PlannedProbe| {
+        nonces.contains_key(&p.id) && results.get(&p.id).is_some_and(|r| r.outcome == Outcome::Ok)
+    };
+    let receiver = |p: &PlannedProbe| AgentRef {
+        node: p.to.node.clone().unwrap_or_default(),
+        agent: AgentKind::Host,
+    };
+    let mut asks: BTreeMap<AgentRef, Vec<u32>> = BTreeMap::new();
+    for p in planned.iter().filter(sent) {
+        asks.entry(receiver(p)).or_default().push(nonces[&p.id]);
+    }
+    let port = Port::new(crate::lab::build::AGENT_PORT).expect("non-zero");
+    let plans: Vec<(AgentRef, Plan)> = asks
+        .into_iter()
+        .map(|(agent, list)| {
+            let probe = Probe::Seen {
+                since_ms: since,
+                nonces: Some(list),
+                port,
+            };
+            let spec = ProbeSpec {
+                id: format!("seen:{agent}"),
+                timeout_ms: None,
+                probe,
+            };
+            (agent, plan_for(vec![spec], cfg))
+        })
+        .collect();
+    // Give the receivers' sniffers a moment: a datagram sent just now may still be in flight.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let (seen, failed, interrupted) = fan_out(runtime, plans, cfg.concurrency, None, cancel).await;
+    let confirm: Vec<&PlannedProbe> = planned.iter().filter(sent).collect();
+    for p in confirm {
+        let rcv = receiver(p);
+        if let Some(r) = results.get_mut(&p.id) {
+            confirm_vxlan(
+                r,
+                nonces[&p.id],
+                &rcv.node,
+                seen.get(&format!("seen:{rcv}")),
+                failed.get(&rcv),
+            );
+        }
+    }
+    interrupted
+}
+
+/// Turns a "sent" VXLAN result into what the receiver saw: decapsulated on its VXLAN device
+/// (`ok`), only on its NIC (dropped by the host), or nowhere (dropped on the way).
+fn confirm_vxlan(
+    r: &mut ProbeResult,
+    nonce: u32,
+    node: &str,
+    answer: Option<&ProbeResult>,
+    failed: Option<&String>,
+) {
+    let Some(answer) = answer.filter(|a| a.outcome == Outcome::Ok) else {
+        let why = failed
+            .cloned()
+            .or_else(|| answer.map(|a| a.detail.clone()))
+            .unwrap_or_else(|| "no answer".into());
+        r.outcome = Outcome::Error;
+        r.detail = format!("sent nonce {nonce}, but {node}'s sniffer could not be asked: {why}");
+        return;
+    };
+    let sightings: Vec<_> = answer
+        .seen
+        .iter()
+        .flatten()
+        .filter(|s| s.nonce == nonce)
+        .collect();
+    let mut outer: Vec<&str> = sightings
+        .iter()
+        .filter(|s| !s.decapsulated)
+        .map(|s| s.interface.as_str())
+        .collect();
+    let mut inner: Vec<&str> = sightings
+        .iter()
+        .filter(|s| s.decapsulated)
+        .map(|s| s.interface.as_str())
+        .collect();
+    outer.sort_unstable();
+    outer.dedup();
+    inner.sort_unstable();
+    inner.dedup();
+    r.seen = Some(sightings.into_iter().cloned().collect());
+    if !inner.is_empty() {
+        r.detail = format!(
+            "{node} received it on {} and decapsulated it on {}",
+            outer.join(","),
+            inner.join(",")
+        );
+    } else if !outer.is_empty() {
+        r.outcome = Outcome::Timeout;
+        r.detail = format!(
+            "reached {node}'s {} but never its VXLAN device: dropped by {node} itself (its firewall, or a VNI/port mismatch)",
+            outer.join(",")
+        );
+    } else {
+        r.outcome = Outcome::Timeout;
+        r.detail = format!(
+            "never reached {node}: dropped on the way (the network, or the sender's own firewall)"
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use probe_pod::proto::Sighting;
+
+    fn sent() -> ProbeResult {
+        ProbeResult::new("vx", Outcome::Ok, "sent")
+    }
+
+    fn seen(list: &[(&str, bool)]) -> ProbeResult {
+        let mut r = ProbeResult::new("seen", Outcome::Ok, "");
+        r.seen = Some(
+            list.iter()
+                .map(|(i, d)| Sighting {
+                    nonce: 7,
+                    interface: (*i).into(),
+                    from: "192.168.56.10".parse().unwrap(),
+                    at_ms: 1,
+                    decapsulated: *d,
+                })
+                .collect(),
+        );
+        r
+    }
+
+    #[test]
+    fn vxlan_receipt_decides_the_outcome() {
+        let mut r = sent();
+        confirm_vxlan(
+            &mut r,
+            7,
+            "n2",
+            Some(&seen(&[("eth0", false), ("flannel.1", true)])),
+            None,
+        );
+        assert_eq!(r.outcome, Outcome::Ok, "{}", r.detail);
+        let mut r = sent();
+        confirm_vxlan(&mut r, 7, "n2", Some(&seen(&[("eth0", false)])), None);
+        assert_eq!(r.outcome, Outcome::Timeout);
+        assert!(r.detail.contains("dropped by n2 itself"), "{}", r.detail);
+        let mut r = sent();
+        confirm_vxlan(&mut r, 7, "n2", Some(&seen(&[])), None);
+        assert_eq!(r.outcome, Outcome::Timeout);
+        assert!(r.detail.contains("never reached n2"), "{}", r.detail);
+        let mut r = sent();
+        confirm_vxlan(&mut r, 7, "n2", None, Some(&"agent gone".to_string()));
+        assert_eq!(r.outcome, Outcome::Error);
+        assert!(r.detail.contains("agent gone"));
+    }
+}
