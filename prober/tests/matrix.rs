@@ -1,0 +1,385 @@
+//! `prober matrix` end to end against labs: a healthy lab is all `ok`; the flannel-8472 incident
+//! fails exactly the paths that cross the firewalled node's VXLAN port; the JSON report validates
+//! against docs/report.schema.json; bad inventories and missing agents are reported as such.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+fn prober() -> &'static str {
+    env!("CARGO_BIN_EXE_prober")
+}
+
+fn agent() -> PathBuf {
+    let p = Path::new(prober()).with_file_name("probe-pod");
+    assert!(
+        p.is_file(),
+        "{} is missing: build the workspace first",
+        p.display()
+    );
+    p
+}
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// A lab for one test, torn down on drop (pass, fail or panic).
+struct TestLab {
+    name: String,
+    state: PathBuf,
+}
+
+impl TestLab {
+    fn up(name: &str, scenario: Option<&str>) -> Self {
+        let state =
+            std::env::temp_dir().join(format!("prober-matrix-test-{name}-{}", std::process::id()));
+        let mut cmd = Command::new(prober());
+        cmd.args(["lab", "up", "--name", name, "--state-dir"])
+            .arg(&state)
+            .arg("--agent-bin")
+            .arg(agent());
+        if let Some(s) = scenario {
+            cmd.arg("--scenario").arg(root().join(s));
+        }
+        let out = cmd.output().unwrap();
+        let lab = Self {
+            name: name.to_string(),
+            state,
+        };
+        assert!(out.status.success(), "{}", text(&out));
+        lab
+    }
+
+    fn inventory(&self) -> PathBuf {
+        self.state
+            .join(format!("plab-{}/inventory.yaml", self.name))
+    }
+}
+
+fn matrix(inventory: &Path, args: &[&str]) -> Output {
+    Command::new(prober())
+        .args(["matrix", "--inventory"])
+        .arg(inventory)
+        .arg("--agent-bin")
+        .arg(agent())
+        .args(args)
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap()
+}
+
+impl Drop for TestLab {
+    fn drop(&mut self) {
+        let _ = Command::new(prober())
+            .args(["lab", "down", &self.name, "--state-dir"])
+            .arg(&self.state)
+            .output();
+        let _ = std::fs::remove_dir_all(&self.state);
+    }
+}
+
+fn validate(report: &Value) {
+    let schema: Value = serde_json::from_str(
+        &std::fs::read_to_string(root().join("docs/report.schema.json")).unwrap(),
+    )
+    .unwrap();
+    let validator = jsonschema::validator_for(&schema).expect("the documented schema compiles");
+    let errors: Vec<String> = validator
+        .iter_errors(report)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .take(10)
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "report does not match docs/report.schema.json:\n{}",
+        errors.join("\n")
+    );
+}
+
+#[test]
+fn healthy_lab_is_all_ok_in_every_format() {
+    let lab = TestLab::up("tmh", Some("tests/scenarios/healthy.yaml"));
+    let saved = lab.state.join("saved.json");
+    let out = matrix(
+        &lab.inventory(),
+        &["-o", "table", "--save", saved.to_str().unwrap()],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let table = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(table.starts_with("3 nodes, 6 agents: "), "{table}");
+    assert!(table.contains(" 0 failed, 0 unknown"), "{table}");
+    for line in table.lines() {
+        assert!(
+            line.chars().count() <= 100,
+            "wider than 100 columns: {line:?}"
+        );
+    }
+    assert!(!table.contains('\x1b'), "no colour when not a terminal");
+    for class in [
+        "pod-to-pod",
+        "node-to-pod",
+        "pod-to-node",
+        "node-to-node",
+        "pod-to-service",
+        "node-to-service",
+        "pod-to-apiserver",
+        "node-to-apiserver",
+        "overlay",
+        "dns",
+    ] {
+        assert!(
+            table.contains(&format!("\n{class} (")),
+            "no {class} grid:\n{table}"
+        );
+    }
+    // The saved JSON validates, and `prober report` renders exactly the same table from it.
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&saved).unwrap()).unwrap();
+    validate(&report);
+    let results = report["results"].as_array().unwrap();
+    assert!(results.len() > 60, "{}", results.len());
+    assert!(
+        results.iter().all(|r| r["outcome"] == "ok"),
+        "{}",
+        serde_json::to_string_pretty(&report["results"]).unwrap()
+    );
+    assert_eq!(report["summary"]["exitCode"], 0);
+    let again = Command::new(prober())
+        .arg("report")
+        .arg(&saved)
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    assert_eq!(again.status.code(), Some(0));
+    assert_eq!(
+        String::from_utf8_lossy(&again.stdout),
+        table,
+        "re-rendered table differs"
+    );
+    let junit = Command::new(prober())
+        .arg("report")
+        .arg(&saved)
+        .args(["-o", "junit"])
+        .output()
+        .unwrap();
+    let xml = String::from_utf8_lossy(&junit.stdout);
+    assert!(
+        xml.starts_with("<?xml")
+            && xml.contains(&format!("tests=\"{}\" failures=\"0\"", results.len())),
+        "{xml}"
+    );
+    assert_eq!(
+        xml.matches("<testcase ").count(),
+        results.len(),
+        "one test case per probe"
+    );
+}
+
+#[test]
+fn flannel_8472_fails_exactly_the_overlay_paths_of_the_firewalled_node() {
+    let lab = TestLab::up("tmf", Some("tests/scenarios/flannel-8472.yaml"));
+    let out = matrix(&lab.inventory(), &["-o", "json"]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    validate(&report);
+    let mut failed = 0;
+    for r in report["results"].as_array().unwrap() {
+        let path = r["path"].as_str().unwrap();
+        let from = r["from"]["node"].as_str().unwrap();
+        let to = r["to"]["node"].as_str().unwrap_or("");
+        let crosses_n3 = (from == "n3") != (to == "n3") && !to.is_empty();
+        // Traffic that rides the overlay between n3 and another node: pod and node to pod, the
+        // VXLAN checks, and DNS between n3's pod and the DNS pod (or its Service) on n1.
+        let svc_dns_from_n3 = path == "dns" && from == "n3";
+        let overlay_path = matches!(path, "pod-to-pod" | "node-to-pod" | "overlay") && crosses_n3;
+        let must_fail = overlay_path || svc_dns_from_n3;
+        let outcome = r["outcome"].as_str().unwrap();
+        if must_fail {
+            failed += 1;
+            assert_eq!(outcome, "timeout", "{}", serde_json::to_string(r).unwrap());
+        } else {
+            assert_eq!(
+                outcome,
+                "ok",
+                "nothing else fails: {}",
+                serde_json::to_string(r).unwrap()
+            );
+        }
+    }
+    assert_eq!(
+        failed,
+        4 + 4 + 8 + 4,
+        "pod-to-pod 4, node-to-pod 4, overlay 8, dns 4"
+    );
+    let vx = report["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == "overlay:n1/host->n3/host:vxlan/8472")
+        .unwrap();
+    assert!(
+        vx["detail"].as_str().unwrap().contains("never reached n3"),
+        "{vx}"
+    );
+}
+
+#[test]
+fn missing_agent_makes_its_paths_unknown_not_failed() {
+    let lab = TestLab::up("tma", None);
+    let inv = std::fs::read_to_string(lab.inventory())
+        .unwrap()
+        .replace("plab-tma-n3p0", "plab-tma-nowhere");
+    let broken = lab.state.join("broken.yaml");
+    std::fs::write(&broken, inv).unwrap();
+    let out = matrix(
+        &broken,
+        &["-o", "json", "--paths", "pod-to-pod,pod-to-node"],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "partial: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    validate(&report);
+    assert_eq!(report["summary"]["agentsMissing"], 1);
+    assert_eq!(report["summary"]["failed"], 0);
+    assert_eq!(
+        report["summary"]["unknown"], 6,
+        "n3/pod's 3 pod-to-pod and 3 pod-to-node probes"
+    );
+    let missing = report["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["ran"] == false)
+        .unwrap();
+    assert_eq!(
+        (missing["node"].as_str(), missing["agent"].as_str()),
+        (Some("n3"), Some("pod"))
+    );
+    assert!(
+        missing["detail"]
+            .as_str()
+            .unwrap()
+            .contains("plab-tma-nowhere"),
+        "{missing}"
+    );
+}
+
+#[test]
+fn ctrl_c_stops_with_what_was_gathered() {
+    let lab = TestLab::up("tmc", Some("tests/scenarios/flannel-8472.yaml"));
+    let child = Command::new(prober())
+        .args(["matrix", "--inventory"])
+        .arg(lab.inventory())
+        .arg("--agent-bin")
+        .arg(agent())
+        .args(["--timeout", "10s", "-o", "json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let started = Instant::now();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap()),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "stops promptly, not after the 10 s probes"
+    );
+    let report: Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out)));
+    assert_eq!(report["summary"]["interrupted"], true);
+    assert!(
+        report["summary"]["ok"].as_u64().unwrap() > 0,
+        "kept what it gathered"
+    );
+    assert!(
+        report["summary"]["unknown"].as_u64().unwrap() > 0,
+        "the rest is unknown"
+    );
+    validate(&report);
+}
+
+#[test]
+fn bad_inventories_exit_2_naming_the_problem() {
+    let dir = std::env::temp_dir().join(format!("prober-inv-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let good = "cluster:\n  cni: flannel\n  podCIDR: 10.244.0.0/16\n  serviceCIDR: 10.96.0.0/12\n  api: {service: \"10.96.0.1:443\", endpoints: [\"192.168.56.10:6443\"]}\nnodes:\n  - name: n1\n    address: 192.168.56.10\n    agents:\n      host: {exec: [ip, netns, exec, x], address: 192.168.56.10, port: 9917}\n";
+    let cases = [
+        (
+            good.replace("exec: [ip, netns, exec, x]", "exec: []"),
+            "nodes[0].agents.host.exec",
+        ),
+        (
+            good.replace("  cni: flannel\n", "  cni: flannel\n  colour: blue\n"),
+            "colour",
+        ),
+        (
+            format!("{good}  - name: n1\n    address: 192.168.56.11\n    agents: {{}}\n"),
+            "duplicate node name \"n1\"",
+        ),
+        (
+            good.replace("10.244.0.0/16", "10.244.0.0/33"),
+            "prefix length",
+        ),
+        (good.replace("cni: flannel", "cni: bananas"), "bananas"),
+    ];
+    for (i, (yaml, want)) in cases.iter().enumerate() {
+        let file = dir.join(format!("inv{i}.yaml"));
+        std::fs::write(&file, yaml).unwrap();
+        let out = Command::new(prober())
+            .args(["matrix", "--inventory"])
+            .arg(&file)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{yaml}");
+        let err = text(&out);
+        assert!(
+            err.contains(want) && err.contains(file.to_str().unwrap()),
+            "{yaml}\n{err}\nwanted {want}"
+        );
+    }
+    let out = Command::new(prober())
+        .args(["matrix", "--inventory", "/nonexistent/inv.yaml"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out).contains("/nonexistent/inv.yaml"));
+    let out = Command::new(prober())
+        .arg("report")
+        .arg(dir.join("inv0.yaml"))
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "a report must be a report: {}",
+        text(&out)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
