@@ -505,9 +505,13 @@ fn apply_faults(scenario: &Scenario, l: &Layout, out: &mut [NsSetup], router: &m
                     } else {
                         format!("numgen random mod 100 < {percent} ")
                     };
+                    // IPv4 only: ARP keeps working, so loss looks like loss, not like a dead
+                    // neighbour (which the kernel reports as host unreachable after 3 s).
                     for dir in ["iifname", "oifname"] {
-                        rules.bridge[n.zone]
-                            .push(format!("{dir} \"{}\" {share}drop", n.switch_port()));
+                        rules.bridge[n.zone].push(format!(
+                            "{dir} \"{}\" ether type ip {share}drop",
+                            n.switch_port()
+                        ));
                     }
                 }
             }
@@ -1026,7 +1030,7 @@ mod tests {
         assert!(sw.config.contains(&"link set n3 mtu 1400".to_string()));
         assert!(
             sw.nft
-                .contains("iifname \"n1\" numgen random mod 100 < 30 drop")
+                .contains("iifname \"n1\" ether type ip numgen random mod 100 < 30 drop")
                 && sw.nft.contains("oifname \"n1\"")
         );
     }
