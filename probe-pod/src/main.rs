@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use probe_pod::proto::{DEFAULT_AGENT_PORT, ProbeResult, parse_plan};
+use probe_pod::proto::{DEFAULT_AGENT_PORT, ProbeResult, parse_duration, parse_plan};
 use probe_pod::serve::{self, SniffMode, Stopped};
 use probe_pod::{engine, proto};
 use tokio::io::AsyncWriteExt;
@@ -76,23 +76,6 @@ struct ProbeArgs {
     /// Plan file, or `-` for standard input.
     #[arg(long, env = "PROBE_POD_PLAN")]
     plan: PathBuf,
-}
-
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("{s:?}: expected a number and a unit, like 90s, 30m or 2h"))?;
-    let secs = match unit {
-        "" | "s" => n,
-        "m" => n.saturating_mul(60),
-        "h" => n.saturating_mul(3600),
-        "ms" => return Ok(Duration::from_millis(n)),
-        _ => return Err(format!("{s:?}: unknown unit {unit:?}; use ms, s, m or h")),
-    };
-    Ok(Duration::from_secs(secs))
 }
 
 fn main() -> ExitCode {
@@ -220,20 +203,4 @@ async fn probe_cmd(args: &ProbeArgs) -> ExitCode {
     engine::run_plan(plan, concurrency, tx).await;
     let _ = writer.await;
     ExitCode::SUCCESS
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("90s").unwrap(), Duration::from_secs(90));
-        assert_eq!(parse_duration("30m").unwrap(), Duration::from_secs(1800));
-        assert_eq!(parse_duration("2h").unwrap(), Duration::from_secs(7200));
-        assert_eq!(parse_duration("0").unwrap(), Duration::ZERO);
-        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
-        assert!(parse_duration("5d").unwrap_err().contains("unknown unit"));
-        assert!(parse_duration("soon").is_err());
-    }
 }

@@ -466,6 +466,25 @@ impl ProbeResult {
     }
 }
 
+/// Parses a duration as both binaries take it on the command line: `250ms`, `90s` (or `90`),
+/// `30m`, `2h`.
+pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    use std::time::Duration;
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("{s:?}: expected a number and a unit, like 500ms, 90s, 30m or 2h"))?;
+    Ok(match unit {
+        "ms" => Duration::from_millis(n),
+        "" | "s" => Duration::from_secs(n),
+        "m" => Duration::from_secs(n.saturating_mul(60)),
+        "h" => Duration::from_secs(n.saturating_mul(3600)),
+        _ => return Err(format!("{s:?}: unknown unit {unit:?}; use ms, s, m or h")),
+    })
+}
+
 /// A plan that could not be accepted; the message names the field.
 #[derive(Debug, thiserror::Error)]
 pub enum PlanError {
@@ -747,6 +766,18 @@ mod tests {
                 .to_string(),
             "0a:0b:0c:0d:0e:0f"
         );
+    }
+
+    #[test]
+    fn durations() {
+        use std::time::Duration;
+        assert_eq!(parse_duration("90s").unwrap(), Duration::from_secs(90));
+        assert_eq!(parse_duration("30m").unwrap(), Duration::from_secs(1800));
+        assert_eq!(parse_duration("2h").unwrap(), Duration::from_secs(7200));
+        assert_eq!(parse_duration("0").unwrap(), Duration::ZERO);
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert!(parse_duration("5d").unwrap_err().contains("unknown unit"));
+        assert!(parse_duration("soon").is_err());
     }
 
     #[test]

@@ -100,7 +100,7 @@ struct ProbeArgs {
     #[arg(long, env = "PROBER_NODES", value_delimiter = ',')]
     nodes: Vec<String>,
     /// Deadline of each probe (e.g. 2s, 500ms).
-    #[arg(long, env = "PROBER_TIMEOUT", default_value = "2s", value_parser = parse_duration)]
+    #[arg(long, env = "PROBER_TIMEOUT", default_value = "2s", value_parser = parse_timeout)]
     timeout: Duration,
     /// Agents probing at once.
     #[arg(long, env = "PROBER_CONCURRENCY", default_value_t = 64)]
@@ -121,19 +121,8 @@ struct ReportArgs {
     out: OutputArgs,
 }
 
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("{s:?}: expected a number and a unit, like 2s or 500ms"))?;
-    let d = match unit {
-        "ms" => Duration::from_millis(n),
-        "" | "s" => Duration::from_secs(n),
-        "m" => Duration::from_secs(n.saturating_mul(60)),
-        _ => return Err(format!("{s:?}: unknown unit {unit:?}; use ms, s or m")),
-    };
+fn parse_timeout(s: &str) -> Result<Duration, String> {
+    let d = probe_pod::proto::parse_duration(s)?;
     if d.is_zero() {
         return Err("must be more than zero".into());
     }

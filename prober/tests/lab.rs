@@ -2,31 +2,13 @@
 //! never touched; teardown happens on success, on Ctrl-C and (with `lab down --all`) after a kill.
 //! Needs root, iproute2, nftables and dnsmasq (installed by scripts/test).
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use common::{agent, prober, root, text};
+
+use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
-
-fn prober() -> &'static str {
-    env!("CARGO_BIN_EXE_prober")
-}
-
-/// The agent binary, built beside `prober` by the workspace build.
-fn agent() -> PathBuf {
-    let p = Path::new(prober()).with_file_name("probe-pod");
-    assert!(
-        p.is_file(),
-        "{} is missing: build the workspace (cargo build --workspace) first",
-        p.display()
-    );
-    p
-}
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
 
 /// A state root of this test's own, removed at the end.
 struct StateDir(PathBuf);
@@ -54,14 +36,6 @@ fn lab(args: &[&str], state: &StateDir) -> Output {
         .env("PROBER_AGENT_BIN", agent())
         .output()
         .unwrap()
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 fn netns_with(prefix: &str) -> Vec<String> {

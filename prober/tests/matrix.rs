@@ -2,40 +2,15 @@
 //! fails exactly the paths that cross the firewalled node's VXLAN port; the JSON report validates
 //! against docs/report.schema.json; bad inventories and missing agents are reported as such.
 
+mod common;
+
+use common::{agent, prober, root, text};
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-
-fn prober() -> &'static str {
-    env!("CARGO_BIN_EXE_prober")
-}
-
-fn agent() -> PathBuf {
-    let p = Path::new(prober()).with_file_name("probe-pod");
-    assert!(
-        p.is_file(),
-        "{} is missing: build the workspace first",
-        p.display()
-    );
-    p
-}
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
 
 /// A lab for one test, torn down on drop (pass, fail or panic).
 struct TestLab {

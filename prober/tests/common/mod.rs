@@ -1,0 +1,38 @@
+//! Helpers shared by the lab and matrix tests.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+pub fn prober() -> &'static str {
+    env!("CARGO_BIN_EXE_prober")
+}
+
+/// The agent binary, built beside `prober` by the workspace build.
+pub fn agent() -> PathBuf {
+    let p = Path::new(prober()).with_file_name("probe-pod");
+    assert!(
+        p.is_file(),
+        "{} is missing: build the workspace (cargo build --workspace) first",
+        p.display()
+    );
+    p
+}
+
+/// The repository root.
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// Everything a command printed.
+pub fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
