@@ -97,6 +97,10 @@ pub struct Overlay {
     pub mode: String,
     pub port: u16,
     pub vni: u32,
+    /// The MTU pods see over the overlay (1450 for VXLAN on a 1500 underlay); when set, the
+    /// matrix sends packets of exactly this size between pods to find MTU black holes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mtu: Option<u16>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

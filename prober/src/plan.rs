@@ -393,6 +393,40 @@ impl<'a> Builder<'a> {
                 );
             }
         }
+        // Full-size packets between pods: small ones passing while these vanish is an MTU hole.
+        let Some(size) = ov.mtu else { return };
+        for (fnode, _) in self.agents(AgentKind::Pod) {
+            for (tnode, tagent) in self
+                .agents(AgentKind::Pod)
+                .into_iter()
+                .filter(|(t, _)| t.name != fnode.name)
+            {
+                let from = AgentRef {
+                    node: fnode.name.clone(),
+                    agent: AgentKind::Pod,
+                };
+                let to = Target {
+                    node: Some(tnode.name.clone()),
+                    agent: Some(AgentKind::Pod),
+                    service: None,
+                    address: IpAddr::V4(tagent.address),
+                    port: None,
+                    protocol: Protocol::Icmp,
+                };
+                let probe = Probe::Mtu {
+                    address: tagent.address,
+                    size,
+                };
+                self.push(
+                    PathClass::Overlay,
+                    from,
+                    to,
+                    &format!("{}/pod", tnode.name),
+                    &format!("mtu/{size}"),
+                    probe,
+                );
+            }
+        }
     }
 
     fn api(&mut self) {
@@ -574,7 +608,7 @@ mod tests {
 
     fn inventory(nodes: usize, cps: usize, cni: &str) -> Inventory {
         let mut y = format!(
-            "cluster:\n  cni: {cni}\n  podCIDR: 10.244.0.0/16\n  serviceCIDR: 10.96.0.0/12\n  overlay: {{mode: vxlan, port: 8472, vni: 1}}\n  \
+            "cluster:\n  cni: {cni}\n  podCIDR: 10.244.0.0/16\n  serviceCIDR: 10.96.0.0/12\n  overlay: {{mode: vxlan, port: 8472, vni: 1, mtu: 1450}}\n  \
              api: {{service: \"10.96.0.1:443\", endpoints: [{}]}}\n  \
              dns: {{service: \"10.96.0.10:53\", endpoints: [\"10.244.1.53:53\"], names: [kubernetes.default.svc.cluster.local]}}\nnodes:\n",
             (1..=cps)
@@ -607,7 +641,7 @@ mod tests {
         // (nodes, control planes, cni) -> expected counts per class
         let table: &[(usize, usize, &str, [usize; 10])] = &[
             // pod-pod, node-pod, pod-node, node-node, pod-svc, node-svc, pod-api, node-api, overlay, dns
-            (3, 1, "flannel", [9, 9, 9, 2 + 6, 3, 3, 3, 3, 12, 12]),
+            (3, 1, "flannel", [9, 9, 9, 2 + 6, 3, 3, 3, 3, 12 + 6, 12]),
             (1, 1, "flannel", [1, 1, 1, 0, 1, 1, 1, 1, 0, 4]),
             // 3 control planes: 6443 to 3 cps from 4 others each (minus self): 12; 10250: 20;
             // etcd 2379/2380 between cps: 3*2*2 = 12.
@@ -615,10 +649,15 @@ mod tests {
                 5,
                 3,
                 "flannel",
-                [25, 25, 25, 12 + 20 + 12, 5, 5, 15, 15, 40, 20],
+                [25, 25, 25, 12 + 20 + 12, 5, 5, 15, 15, 40 + 20, 20],
             ),
             // calico adds 179 and 5473 between every ordered pair.
-            (3, 1, "calico", [9, 9, 9, 2 + 6 + 12, 3, 3, 3, 3, 12, 12]),
+            (
+                3,
+                1,
+                "calico",
+                [9, 9, 9, 2 + 6 + 12, 3, 3, 3, 3, 12 + 6, 12],
+            ),
         ];
         for (nodes, cps, cni, want) in table {
             let probes = plan(&inventory(*nodes, *cps, cni), &Filter::default());

@@ -184,6 +184,7 @@ fn flannel_8472_fails_exactly_the_overlay_paths_of_the_firewalled_node() {
         // Traffic that rides the overlay between n3 and another node: pod and node to pod, the
         // VXLAN checks, and DNS between n3's pod and the DNS pod (or its Service) on n1.
         let svc_dns_from_n3 = path == "dns" && from == "n3";
+        // (overlay includes the full-size pod-to-pod packets)
         let overlay_path = matches!(path, "pod-to-pod" | "node-to-pod" | "overlay") && crosses_n3;
         let must_fail = overlay_path || svc_dns_from_n3;
         let outcome = r["outcome"].as_str().unwrap();
@@ -201,8 +202,8 @@ fn flannel_8472_fails_exactly_the_overlay_paths_of_the_firewalled_node() {
     }
     assert_eq!(
         failed,
-        4 + 4 + 8 + 4,
-        "pod-to-pod 4, node-to-pod 4, overlay 8, dns 4"
+        4 + 4 + 12 + 4,
+        "pod-to-pod 4, node-to-pod 4, overlay 8 + 4 full-size, dns 4"
     );
     let vx = report["results"]
         .as_array()

@@ -833,7 +833,7 @@ pub fn inventory(s: &Scenario, l: &Layout) -> crate::inventory::Inventory {
             cni: s.cni,
             pod_cidr: cidr(POD_CIDR),
             service_cidr: cidr(SERVICE_CIDR),
-            overlay: Some(Overlay { mode: "vxlan".into(), port: VXLAN_PORT, vni: 1 }),
+            overlay: Some(Overlay { mode: "vxlan".into(), port: VXLAN_PORT, vni: 1, mtu: Some(OVERLAY_MTU) }),
             api: Api { service: SocketAddr::from((API_SERVICE, 443)), endpoints: l.api_endpoints() },
             dns: Some(Dns {
                 service: SocketAddr::from((DNS_SERVICE, 53)),
