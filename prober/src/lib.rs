@@ -1,9 +1,12 @@
 //! The prober coordinator: the cluster model, the lab, and (as they land) planning, running,
 //! diagnosis and reports.
 
+pub mod diagnose;
 pub mod inventory;
 pub mod lab;
 pub mod plan;
 pub mod report;
 pub mod run;
 pub mod runtime;
+#[cfg(test)]
+pub(crate) mod testutil;

@@ -335,22 +335,29 @@ fn lab_run(args: &RunArgs) -> ExitCode {
         save: args.save.clone(),
         no_progress: false,
     };
-    match run_matrix(&inv, &probe) {
-        Ok(r) => print!("{}", render(&r, &args.out)),
+    let matrix = run_matrix(&inv, &probe);
+    match &matrix {
+        Ok(r) => print!("{}", render(r, &args.out)),
         Err(e) => eprintln!("prober lab run: matrix: {e}"),
     }
     println!("\nexpectations:");
     let checked = check::run(&lab);
-    let (report, ok) = check::render(&checked);
+    let (report, reach_ok) = check::render(&checked);
     print!("{report}");
-    let pending = s.expect.findings.len() + s.expect.not_findings.len();
-    if pending > 0 {
-        println!(
-            "({pending} finding expectation(s) recorded; they are checked once the diagnosis lands)"
-        );
-    }
-    let passed = checked.iter().filter(|c| c.pass).count();
-    println!("{passed} passed, {} failed", checked.len() - passed);
+    let (found_text, found_ok) = match &matrix {
+        Ok(r) => check::findings(&s.expect, &r.findings),
+        Err(_) => ("FAIL the matrix did not run\n".to_string(), false),
+    };
+    print!("{found_text}");
+    let ok = reach_ok && found_ok;
+    let total = checked.len() + s.expect.findings.len() + s.expect.not_findings.len();
+    let count = |p: &str| found_text.lines().filter(|l| l.starts_with(p)).count();
+    let failed = checked.iter().filter(|c| !c.pass).count() + count("FAIL");
+    let skipped = count("skip");
+    println!(
+        "{} passed, {failed} failed, {skipped} skipped",
+        total - failed - skipped
+    );
     if args.keep {
         let layout = lab.detach();
         println!(
@@ -499,7 +506,7 @@ fn run_matrix(inv: &Inventory, args: &ProbeArgs) -> Result<Report, String> {
     if let Some(bar) = progress {
         bar.finish_and_clear();
     }
-    let report = Report::new(out, inv.nodes.len());
+    let report = Report::new(out, inv);
     if let Some(path) = &args.save {
         std::fs::write(path, report.to_json() + "\n")
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;

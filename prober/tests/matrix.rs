@@ -97,12 +97,17 @@ fn healthy_lab_is_all_ok_in_every_format() {
     let table = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(table.starts_with("3 nodes, 6 agents: "), "{table}");
     assert!(table.contains(" 0 failed, 0 unknown"), "{table}");
-    for line in table.lines() {
+    // Fix lines are commands to copy and are never cut; everything else fits 100 columns.
+    for line in table.lines().filter(|l| !l.starts_with("  fix: ")) {
         assert!(
             line.chars().count() <= 100,
             "wider than 100 columns: {line:?}"
         );
     }
+    assert!(
+        table.contains("[warning] bootstrap-cycle: latent bootstrap cycle"),
+        "{table}"
+    );
     assert!(!table.contains('\x1b'), "no colour when not a terminal");
     for class in [
         "pod-to-pod",
@@ -204,6 +209,16 @@ fn flannel_8472_fails_exactly_the_overlay_paths_of_the_firewalled_node() {
         failed,
         4 + 4 + 12 + 4,
         "pod-to-pod 4, node-to-pod 4, overlay 8 + 4 full-size, dns 4"
+    );
+    let findings = report["findings"].as_array().unwrap();
+    assert_eq!(findings.len(), 1, "{findings:#?}");
+    assert_eq!(findings[0]["kind"], "firewall-gap");
+    assert_eq!(findings[0]["where"], "network");
+    let cited = findings[0]["evidence"].as_array().unwrap().len()
+        + findings[0]["consequences"].as_array().unwrap().len();
+    assert_eq!(
+        cited, failed,
+        "every failed result is evidence or a consequence of the gap"
     );
     let vx = report["results"]
         .as_array()

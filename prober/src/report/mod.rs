@@ -8,6 +8,8 @@ use std::collections::BTreeMap;
 use probe_pod::proto::Outcome;
 use serde::{Deserialize, Serialize};
 
+use crate::diagnose::{Finding, Severity};
+use crate::inventory::Inventory;
 use crate::plan::PathClass;
 use crate::run::{AgentStatus, ResultRecord, RunOutput};
 
@@ -27,9 +29,9 @@ pub const EXIT_PARTIAL: u8 = 3;
 pub struct Report {
     pub schema: String,
     pub results: Vec<ResultRecord>,
-    /// The diagnosis; empty until it lands.
+    /// The diagnosis: firewall gaps first, then bootstrap cycles, then the rest.
     #[serde(default)]
-    pub findings: Vec<serde_json::Value>,
+    pub findings: Vec<Finding>,
     #[serde(default)]
     pub agents: Vec<AgentStatus>,
     pub summary: Summary,
@@ -112,9 +114,11 @@ fn count(results: &[&ResultRecord]) -> Counts {
 }
 
 impl Report {
-    /// Builds the report of a run.
+    /// Builds the report of a run, with its diagnosis.
     #[must_use]
-    pub fn new(run: RunOutput, nodes: usize) -> Self {
+    pub fn new(run: RunOutput, inv: &Inventory) -> Self {
+        let nodes = inv.nodes.len();
+        let findings = crate::diagnose::diagnose(inv, &run.results, &run.agents);
         let mut by_path: BTreeMap<PathClass, Vec<&ResultRecord>> = BTreeMap::new();
         for r in &run.results {
             by_path.entry(r.path).or_default().push(r);
@@ -139,13 +143,14 @@ impl Report {
         let all: Vec<&ResultRecord> = run.results.iter().collect();
         let counts = count(&all);
         let agents_missing = run.agents.iter().filter(|a| !a.ran).count();
-        let exit_code = if counts.failed > 0 {
-            EXIT_FAILURES
-        } else if agents_missing > 0 || counts.unknown > 0 {
-            EXIT_PARTIAL
-        } else {
-            EXIT_OK
-        };
+        let exit_code =
+            if counts.failed > 0 || findings.iter().any(|f| f.severity == Severity::Error) {
+                EXIT_FAILURES
+            } else if agents_missing > 0 || counts.unknown > 0 {
+                EXIT_PARTIAL
+            } else {
+                EXIT_OK
+            };
         let summary = Summary {
             counts,
             nodes,
@@ -159,7 +164,7 @@ impl Report {
         Self {
             schema: SCHEMA.into(),
             results: run.results,
-            findings: Vec::new(),
+            findings,
             agents: run.agents,
             summary,
         }

@@ -178,6 +178,76 @@ fn truncate(s: &str, width: usize) -> String {
     }
 }
 
+/// The diagnosis, before the grids: what is wrong and what to do comes first.
+fn findings(out: &mut String, report: &Report, style: Style) {
+    if report.findings.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "\nfindings ({}):", report.findings.len());
+    for f in &report.findings {
+        let (tag, color) = match f.severity {
+            crate::diagnose::Severity::Error => ("error", RED),
+            crate::diagnose::Severity::Warning => ("warning", YELLOW),
+        };
+        let kind = serde_json::to_value(f.kind)
+            .ok()
+            .and_then(|v| v.as_str().map(String::from))
+            .unwrap_or_default();
+        let head = format!("[{tag}] {kind}: ");
+        let body = wrap(&format!("{head}{}", f.summary), style.width, 2);
+        let painted = body.replacen(
+            &format!("[{tag}]"),
+            &paint(&format!("[{tag}]"), color, style),
+            1,
+        );
+        let _ = writeln!(out, "{painted}");
+        let mut facts = vec![
+            format!("evidence {}", f.evidence.len()),
+            format!("consequences {}", f.consequences.len()),
+        ];
+        if let Some(w) = &f.where_ {
+            facts.push(format!("where {w}"));
+        }
+        if !f.cycle.is_empty() {
+            facts.push(format!("cycle {}", f.cycle.join(" -> ")));
+        }
+        let _ = writeln!(
+            out,
+            "{}",
+            truncate(&format!("  {}", facts.join(", ")), style.width)
+        );
+        // Fixes are commands to copy: never cut, even when wider than the table.
+        for line in &f.fix {
+            let _ = writeln!(out, "  fix: {}", line.trim_start());
+        }
+    }
+}
+
+/// Word-wraps `text` to `width`, indenting continuation lines by `indent`.
+fn wrap(text: &str, width: usize, indent: usize) -> String {
+    let mut out = String::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        let limit = if out.is_empty() {
+            width
+        } else {
+            width.saturating_sub(indent)
+        };
+        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > limit {
+            out.push_str(&line);
+            out.push('\n');
+            out.push_str(&" ".repeat(indent));
+            line.clear();
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    out.push_str(&line);
+    out
+}
+
 /// Renders the report for a terminal.
 #[must_use]
 pub fn render(report: &Report, style: Style) -> String {
@@ -209,6 +279,7 @@ pub fn render(report: &Report, style: Style) -> String {
             paint("interrupted: results are partial", YELLOW, style)
         );
     }
+    findings(&mut out, report, style);
     for a in report.agents.iter().filter(|a| !a.ran) {
         let _ = writeln!(
             out,

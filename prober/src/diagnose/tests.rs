@@ -1,0 +1,507 @@
+//! The incidents as synthetic result sets: the planner's real matrix, with outcomes decided by a
+//! fault model per scenario, diagnosed without any network.
+
+use std::collections::HashSet;
+
+use probe_pod::proto::{IcmpInfo, Outcome, ProbeResult};
+use serde_json::json;
+
+use super::*;
+use crate::inventory::Inventory;
+use crate::plan::{Filter, PlannedProbe, plan};
+use crate::testutil::inventory;
+
+fn components(inv: &mut Inventory, yaml: &str) {
+    inv.components = serde_saphyr::from_str(yaml).unwrap();
+}
+
+const CALICO_AND_COREDNS: &str = "
+- {name: calico-node, namespace: kube-system, kind: DaemonSet, role: cni, hostNetwork: true, apiAccess: service, containers: [install-cni, calico-node]}
+- {name: coredns, namespace: kube-system, kind: Deployment, role: dns, apiAccess: service, containers: [coredns], nodes: [n1]}
+";
+
+/// What the network does to one probe: `None` is `ok`.
+type Model = dyn Fn(&PlannedProbe) -> Option<(Outcome, String)>;
+
+fn run(inv: &Inventory, model: &Model) -> (Vec<ResultRecord>, Vec<Finding>) {
+    run_with_agents(inv, model, &[])
+}
+
+fn run_with_agents(
+    inv: &Inventory,
+    model: &Model,
+    agents: &[AgentStatus],
+) -> (Vec<ResultRecord>, Vec<Finding>) {
+    let results: Vec<ResultRecord> = plan(inv, &Filter::default())
+        .iter()
+        .map(|p| {
+            let (outcome, detail) = model(p).unwrap_or((Outcome::Ok, "ok".into()));
+            let mut result = ProbeResult::new(p.id.clone(), outcome, detail);
+            if outcome.is_ok() {
+                result.rtt_micros = Some(500);
+            }
+            ResultRecord {
+                path: p.path,
+                from: p.from.clone(),
+                to: p.to.clone(),
+                result,
+            }
+        })
+        .collect();
+    let findings = diagnose(inv, &results, agents);
+    assert_every_failure_explained(&results, &findings);
+    (results, findings)
+}
+
+fn assert_every_failure_explained(results: &[ResultRecord], findings: &[Finding]) {
+    let cited: HashSet<&str> = findings
+        .iter()
+        .flat_map(|f| f.evidence.iter().chain(&f.consequences))
+        .map(String::as_str)
+        .collect();
+    for r in results.iter().filter(|r| !r.result.outcome.is_ok()) {
+        assert!(
+            cited.contains(r.result.id.as_str()),
+            "failed result {} is in no finding:\n{findings:#?}",
+            r.result.id
+        );
+    }
+}
+
+fn kinds(findings: &[Finding]) -> Vec<Kind> {
+    findings.iter().map(|f| f.kind).collect()
+}
+
+fn node_of(p: &PlannedProbe) -> (&str, &str) {
+    (p.from.node.as_str(), p.to.node.as_deref().unwrap_or(""))
+}
+
+/// True when the probe's traffic rides the overlay between `a` and another node.
+fn crosses_overlay(p: &PlannedProbe, a: &str) -> bool {
+    let (from, to) = node_of(p);
+    let dns_pod_node = "n1";
+    let to = if p.path == PathClass::Dns {
+        dns_pod_node
+    } else {
+        to
+    };
+    let overlay = matches!(
+        p.path,
+        PathClass::PodToPod | PathClass::NodeToPod | PathClass::Overlay | PathClass::Dns
+    );
+    overlay && !to.is_empty() && (from == a) != (to == a)
+}
+
+fn timeout() -> Option<(Outcome, String)> {
+    Some((Outcome::Timeout, "no answer within 2000 ms".into()))
+}
+
+#[test]
+fn healthy_cluster_has_no_findings() {
+    let inv = inventory(3, 1, "flannel");
+    let (_, f) = run(&inv, &|_| None);
+    assert!(f.is_empty(), "{f:#?}");
+}
+
+#[test]
+fn healthy_cluster_on_the_service_path_has_only_a_latent_cycle() {
+    let mut inv = inventory(3, 1, "calico");
+    components(&mut inv, CALICO_AND_COREDNS);
+    let (_, f) = run(&inv, &|_| None);
+    assert_eq!(kinds(&f), [Kind::BootstrapCycle], "{f:#?}");
+    assert_eq!(f[0].severity, Severity::Warning);
+    assert!(f[0].matches(&json!({"kind": "bootstrap-cycle", "state": "latent", "components": ["calico-node", "coredns"]})), "{:#?}", f[0]);
+    assert_eq!(f[0].cycle.first(), Some(&"calico-node".to_string()));
+    assert!(
+        f[0].fix
+            .iter()
+            .any(|l| l.contains("KUBERNETES_SERVICE_HOST=192.168.56.10")
+                && l.contains("-c install-cni")),
+        "{:#?}",
+        f[0].fix
+    );
+    assert!(f[0].consequences.is_empty());
+}
+
+#[test]
+fn incident_1_flannel_port_blocked_to_the_new_worker() {
+    let inv = inventory(3, 1, "flannel");
+    let (results, f) = run(&inv, &|p| {
+        if !crosses_overlay(p, "n3") {
+            return None;
+        }
+        if p.path == PathClass::Overlay && p.to.protocol == Protocol::Udp {
+            let to = p.to.node.clone().unwrap_or_default();
+            return Some((
+                Outcome::Timeout,
+                format!(
+                    "never reached {to}: dropped on the way (the network, or the sender's own firewall)"
+                ),
+            ));
+        }
+        timeout()
+    });
+    assert_eq!(kinds(&f), [Kind::FirewallGap], "{f:#?}");
+    let gap = &f[0];
+    assert!(
+        gap.matches(&json!({"kind": "firewall-gap", "protocol": "udp", "port": 8472, "from": ["n3"], "to": ["n1", "n2"], "direction": "both", "where": "network"})),
+        "{gap:#?}"
+    );
+    assert_eq!(gap.evidence.len(), 4, "the four VXLAN receipts");
+    let failed = results.iter().filter(|r| !r.result.outcome.is_ok()).count();
+    assert_eq!(
+        gap.evidence.len() + gap.consequences.len(),
+        failed,
+        "every pod and DNS failure is its consequence"
+    );
+    assert!(
+        gap.consequences
+            .iter()
+            .any(|c| c.starts_with("pod-to-pod:n1/pod->n3/pod"))
+    );
+    assert!(
+        gap.fix.iter().any(|l| l.contains("on n1 (nftables)")
+            && l.contains("192.168.56.12")
+            && l.contains("udp dport 8472")),
+        "{:#?}",
+        gap.fix
+    );
+    assert!(gap.fix.iter().any(|l| l.contains("on n3 (iptables)") && l.contains("-s 192.168.56.10,192.168.56.11")), "{:#?}", gap.fix);
+    assert!(
+        gap.fix
+            .iter()
+            .any(|l| l.starts_with("on the network firewall")),
+        "{:#?}",
+        gap.fix
+    );
+}
+
+#[test]
+fn incident_2_clusterip_broken_is_an_active_cycle_not_a_gap() {
+    let mut inv = inventory(2, 1, "calico");
+    components(&mut inv, CALICO_AND_COREDNS);
+    let (_, f) = run(&inv, &|p| {
+        let service = matches!(p.path, PathClass::PodToService | PathClass::NodeToService)
+            || (p.path == PathClass::Dns && p.to.service.as_deref() == Some("kube-dns"));
+        if service { timeout() } else { None }
+    });
+    assert_eq!(kinds(&f), [Kind::BootstrapCycle], "{f:#?}");
+    let c = &f[0];
+    assert!(c.matches(&json!({"kind": "bootstrap-cycle", "state": "active", "components": ["calico-node", "coredns"], "nodes": ["n1", "n2"]})), "{c:#?}");
+    assert_eq!(c.severity, Severity::Error);
+    assert_eq!(c.components[0], "calico-node", "the CNI first");
+    assert!(
+        c.fix.iter().any(|l| l.contains("install-cni, calico-node")),
+        "{:#?}",
+        c.fix
+    );
+    assert!(
+        c.consequences.iter().any(|id| id.starts_with("dns:")),
+        "DNS through its Service is a consequence: {c:#?}"
+    );
+}
+
+#[test]
+fn api_port_blocked_is_a_gap_whose_clusterip_failure_is_a_consequence() {
+    let mut inv = inventory(3, 1, "calico");
+    components(&mut inv, CALICO_AND_COREDNS);
+    let (_, f) = run(&inv, &|p| {
+        let from_n3 = p.from.node == "n3";
+        let to_api = p.to.port == Some(6443)
+            || matches!(p.path, PathClass::PodToService | PathClass::NodeToService);
+        if from_n3 && to_api { timeout() } else { None }
+    });
+    assert_eq!(
+        kinds(&f),
+        [Kind::FirewallGap, Kind::BootstrapCycle],
+        "{f:#?}"
+    );
+    assert!(f[0].matches(&json!({"kind": "firewall-gap", "protocol": "tcp", "port": 6443, "from": ["n3"], "to": ["n1"], "direction": "one"})), "{:#?}", f[0]);
+    assert!(
+        f[0].consequences
+            .iter()
+            .any(|c| c.starts_with("node-to-service:n3/host")),
+        "{:#?}",
+        f[0]
+    );
+    assert!(
+        f[0].consequences
+            .iter()
+            .any(|c| c.starts_with("pod-to-service:n3/pod")),
+        "{:#?}",
+        f[0]
+    );
+    assert_eq!(
+        f[1].state.as_deref(),
+        Some("latent"),
+        "not an active cycle: {:#?}",
+        f[1]
+    );
+}
+
+#[test]
+fn asymmetric_gap_says_the_reverse_works() {
+    let inv = inventory(3, 1, "flannel");
+    let (_, f) = run(&inv, &|p| {
+        let (from, to) = node_of(p);
+        if p.path == PathClass::NodeToNode && from == "n2" && to == "n3" && p.to.port == Some(10250)
+        {
+            Some((
+                Outcome::Rejected,
+                "ICMP communication administratively prohibited".into(),
+            ))
+        } else {
+            None
+        }
+    });
+    assert_eq!(kinds(&f), [Kind::FirewallGap]);
+    assert!(
+        f[0].matches(&json!({"port": 10250, "from": ["n2"], "to": ["n3"], "direction": "one"})),
+        "{:#?}",
+        f[0]
+    );
+    assert!(
+        f[0].summary.contains("the reverse direction works"),
+        "{}",
+        f[0].summary
+    );
+}
+
+#[test]
+fn rejected_by_the_host_itself_says_where() {
+    let inv = inventory(2, 1, "flannel");
+    let (results, f) = {
+        let plan_results = plan(&inv, &Filter::default());
+        let results: Vec<ResultRecord> = plan_results
+            .iter()
+            .map(|p| {
+                let mut r = ProbeResult::new(p.id.clone(), Outcome::Ok, "ok");
+                if p.path == PathClass::NodeToNode
+                    && p.from.node == "n2"
+                    && p.to.port == Some(10250)
+                {
+                    r = ProbeResult::new(p.id.clone(), Outcome::Rejected, "ICMP admin prohibited");
+                    r.icmp = Some(IcmpInfo {
+                        icmp_type: 3,
+                        code: 13,
+                        from: Some(p.to.address),
+                    });
+                }
+                ResultRecord {
+                    path: p.path,
+                    from: p.from.clone(),
+                    to: p.to.clone(),
+                    result: r,
+                }
+            })
+            .collect();
+        let f = diagnose(&inv, &results, &[]);
+        (results, f)
+    };
+    assert_every_failure_explained(&results, &f);
+    assert_eq!(f[0].where_.as_deref(), Some("host:n1"), "{:#?}", f[0]);
+}
+
+#[test]
+fn host_firewall_drop_of_vxlan_says_host() {
+    let inv = inventory(3, 1, "flannel");
+    let (_, f) = run(&inv, &|p| {
+        if !crosses_overlay(p, "n2") {
+            return None;
+        }
+        let (_, to) = node_of(p);
+        if p.path == PathClass::Overlay && p.to.protocol == Protocol::Udp {
+            return Some(if to == "n2" {
+                (
+                    Outcome::Timeout,
+                    "reached n2's eth0 but never its VXLAN device: dropped by n2 itself".into(),
+                )
+            } else {
+                // n2's own outbound VXLAN works; the receivers decapsulate it.
+                (Outcome::Ok, "decapsulated".into())
+            });
+        }
+        timeout()
+    });
+    assert_eq!(kinds(&f), [Kind::FirewallGap], "{f:#?}");
+    assert!(f[0].matches(&json!({"protocol": "udp", "port": 8472, "from": ["n1", "n3"], "to": ["n2"], "direction": "one", "where": "host:n2"})), "{:#?}", f[0]);
+}
+
+#[test]
+fn kube_proxy_missing_without_components_is_service_proxy() {
+    let inv = inventory(3, 1, "flannel");
+    let (_, f) = run(&inv, &|p| {
+        let service = matches!(p.path, PathClass::PodToService | PathClass::NodeToService)
+            || (p.path == PathClass::Dns && p.to.service.as_deref() == Some("kube-dns"));
+        if service && p.from.node == "n2" {
+            timeout()
+        } else {
+            None
+        }
+    });
+    assert_eq!(kinds(&f), [Kind::ServiceProxy], "{f:#?}");
+    assert_eq!(f[0].nodes, ["n2"]);
+    assert!(
+        f[0].consequences
+            .iter()
+            .any(|c| c.starts_with("dns:n2/pod->svc/kube-dns")),
+        "{:#?}",
+        f[0]
+    );
+}
+
+#[test]
+fn mtu_black_hole() {
+    let inv = inventory(3, 1, "flannel");
+    let (_, f) = run(&inv, &|p| {
+        let is_mtu = p.path == PathClass::Overlay && p.to.agent == Some(AgentKind::Pod);
+        if is_mtu && (p.from.node == "n3") != (p.to.node.as_deref() == Some("n3")) {
+            timeout()
+        } else {
+            None
+        }
+    });
+    assert_eq!(kinds(&f), [Kind::Mtu], "{f:#?}");
+    assert_eq!(f[0].nodes, ["n3"], "{:#?}", f[0]);
+    assert_eq!(f[0].evidence.len(), 4);
+}
+
+#[test]
+fn overlay_broken_while_vxlan_port_is_open() {
+    let inv = inventory(3, 1, "flannel");
+    let (_, f) = run(&inv, &|p| {
+        let vxlan = p.path == PathClass::Overlay && p.to.protocol == Protocol::Udp;
+        let pair = [p.from.node.as_str(), p.to.node.as_deref().unwrap_or("")];
+        let n1_n2 = pair.contains(&"n1") && pair.contains(&"n2");
+        let rides = matches!(
+            p.path,
+            PathClass::PodToPod | PathClass::NodeToPod | PathClass::Overlay
+        );
+        if n1_n2 && rides && !vxlan {
+            timeout()
+        } else {
+            None
+        }
+    });
+    assert_eq!(kinds(&f), [Kind::Overlay], "{f:#?}");
+    assert_eq!(f[0].nodes, ["n1", "n2"]);
+}
+
+#[test]
+fn missing_agent_is_unknown_not_failed() {
+    let inv = inventory(3, 1, "flannel");
+    let agents = [AgentStatus {
+        node: "n3".into(),
+        agent: AgentKind::Pod,
+        ran: false,
+        detail: "exec failed".into(),
+    }];
+    let (_, f) = run_with_agents(
+        &inv,
+        &|p| {
+            if p.from.node == "n3" && p.from.agent == AgentKind::Pod {
+                Some((
+                    Outcome::Error,
+                    "unknown: agent n3/pod could not run: exec failed".into(),
+                ))
+            } else {
+                None
+            }
+        },
+        &agents,
+    );
+    assert_eq!(kinds(&f), [Kind::AgentMissing], "{f:#?}");
+    assert_eq!(f[0].severity, Severity::Warning);
+    assert!(!f[0].consequences.is_empty());
+}
+
+#[test]
+fn anything_else_is_named_unexplained() {
+    let inv = inventory(3, 1, "flannel");
+    let (_, f) = run(&inv, &|p| {
+        let (from, to) = node_of(p);
+        if p.path == PathClass::NodeToNode && to == "n2" && from == "n1" && p.to.port == Some(10250)
+        {
+            Some((Outcome::Refused, "connection refused".into()))
+        } else {
+            None
+        }
+    });
+    assert_eq!(kinds(&f), [Kind::Unexplained], "{f:#?}");
+    assert!(f[0].summary.contains("refused"), "{}", f[0].summary);
+}
+
+#[test]
+fn dns_rcode_is_a_dns_finding() {
+    let inv = inventory(3, 1, "flannel");
+    let (results, _) = run(&inv, &|_| None);
+    let mut results = results;
+    for r in results
+        .iter_mut()
+        .filter(|r| r.path == PathClass::Dns && r.from.node == "n2")
+    {
+        r.result.outcome = Outcome::DnsError;
+        r.result.dns = Some(probe_pod::proto::DnsInfo {
+            server: "10.96.0.10:53".parse().unwrap(),
+            name: "kubernetes.default.svc.cluster.local".into(),
+            rcode: Some("SERVFAIL".into()),
+            answers: Vec::new(),
+        });
+    }
+    let f = diagnose(&inv, &results, &[]);
+    assert_every_failure_explained(&results, &f);
+    assert_eq!(kinds(&f), [Kind::Dns]);
+    assert_eq!(f[0].state.as_deref(), Some("servfail"));
+}
+
+#[test]
+fn a_node_cut_off_is_one_finding_not_a_gap_per_port() {
+    let inv = inventory(3, 1, "flannel");
+    let (_, f) = run(&inv, &|p| {
+        let (from, to) = node_of(p);
+        let to = if p.path == PathClass::Dns
+            || matches!(p.path, PathClass::PodToService | PathClass::NodeToService)
+        {
+            "elsewhere"
+        } else {
+            to
+        };
+        let cross = !to.is_empty() && from != to;
+        if cross && (from == "n3" || to == "n3") {
+            timeout()
+        } else {
+            None
+        }
+    });
+    assert_eq!(kinds(&f), [Kind::Unexplained], "{f:#?}");
+    assert!(
+        f[0].matches(&json!({"state": "unreachable", "nodes": ["n3"]})),
+        "{:#?}",
+        f[0]
+    );
+    assert!(f[0].summary.contains("n3 is cut off"));
+}
+
+#[test]
+fn a_pod_probe_to_a_host_measures_the_underlay_too() {
+    // Only tcp/9917 from n3 to n1 is rejected on the network: the pod-to-node probe from n3's pod
+    // (masqueraded as n3) is the only measurement, and it is a gap, not a mystery.
+    let inv = inventory(3, 1, "flannel");
+    let (_, f) = run(&inv, &|p| {
+        let (from, to) = node_of(p);
+        if p.path == PathClass::PodToNode && from == "n3" && to == "n1" {
+            Some((
+                Outcome::Rejected,
+                "ICMP communication administratively prohibited".into(),
+            ))
+        } else {
+            None
+        }
+    });
+    assert_eq!(kinds(&f), [Kind::FirewallGap], "{f:#?}");
+    assert!(
+        f[0].matches(&json!({"protocol": "tcp", "port": 9917, "from": ["n3"], "to": ["n1"]})),
+        "{:#?}",
+        f[0]
+    );
+}

@@ -1,0 +1,32 @@
+//! Test fixtures shared by the planner and the diagnosis tests.
+
+use std::fmt::Write as _;
+
+use crate::inventory::Inventory;
+
+/// A synthetic inventory shaped like the lab's: `nodes` nodes, the first `cps` control planes.
+pub fn inventory(nodes: usize, cps: usize, cni: &str) -> Inventory {
+    let mut y = format!(
+        "cluster:\n  cni: {cni}\n  podCIDR: 10.244.0.0/16\n  serviceCIDR: 10.96.0.0/12\n  overlay: {{mode: vxlan, port: 8472, vni: 1, mtu: 1450}}\n  \
+         api: {{service: \"10.96.0.1:443\", endpoints: [{}]}}\n  \
+         dns: {{service: \"10.96.0.10:53\", endpoints: [\"10.244.1.53:53\"], names: [kubernetes.default.svc.cluster.local]}}\nnodes:\n",
+        (1..=cps)
+            .map(|i| format!("\"192.168.56.{}:6443\"", 9 + i))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    for i in 1..=nodes {
+        let role = if i <= cps { "[control-plane]" } else { "[]" };
+        let _ = write!(
+            y,
+            "  - name: n{i}\n    roles: {role}\n    address: 192.168.56.{a}\n    podCIDR: 10.244.{i}.0/24\n    \
+             vtep: {{address: 10.244.{i}.0, mac: \"02:00:0a:f4:{i:02x}:00\"}}\n    agents:\n      \
+             host: {{exec: [ip, netns, exec, n{i}], address: 192.168.56.{a}, port: 9917}}\n      \
+             pod: {{exec: [ip, netns, exec, n{i}p0], address: 10.244.{i}.2, port: 9917}}\n",
+            a = 9 + i
+        );
+    }
+    let inv: Inventory = serde_saphyr::from_str(&y).unwrap();
+    inv.validate().unwrap();
+    inv
+}
