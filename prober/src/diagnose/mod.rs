@@ -189,15 +189,15 @@ impl<'a> Ctx<'a> {
             | PathClass::NodeToNode
             | PathClass::PodToApiserver
             | PathClass::NodeToApiserver => {
-                if let (Some(b), Some(port)) = (to, r.to.port) {
-                    if a != b {
-                        out.push(Link {
-                            from: a,
-                            to: b,
-                            udp: false,
-                            port,
-                        });
-                    }
+                if let (Some(b), Some(port)) = (to, r.to.port)
+                    && a != b
+                {
+                    out.push(Link {
+                        from: a,
+                        to: b,
+                        udp: false,
+                        port,
+                    });
                 }
             }
             PathClass::PodToService | PathClass::NodeToService => {
@@ -339,10 +339,11 @@ fn firewall_gaps(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) -> HashSet<Link
             r.path,
             PathClass::NodeToNode | PathClass::NodeToApiserver | PathClass::PodToNode
         ) || Ctx::is_vxlan(r);
-        if underlay && r.result.outcome.is_ok() {
-            if let (Some(a), Some(b)) = (ctx.from(r), ctx.to(r)) {
-                reachable.insert((a, b));
-            }
+        if underlay
+            && r.result.outcome.is_ok()
+            && let (Some(a), Some(b)) = (ctx.from(r), ctx.to(r))
+        {
+            reachable.insert((a, b));
         }
     }
     let blocked_outcome = |o: Outcome| matches!(o, Outcome::Timeout | Outcome::Rejected);
@@ -496,6 +497,20 @@ fn gap_where(ctx: &Ctx<'_>, ev: &[usize]) -> Option<String> {
     }
 }
 
+/// Node names for a sentence: all of them up to eight, then a count.
+fn names_text(names: &[String]) -> String {
+    const SHOWN: usize = 8;
+    if names.len() <= SHOWN {
+        names.join(", ")
+    } else {
+        format!(
+            "{} and {} more nodes",
+            names[..SHOWN].join(", "),
+            names.len() - SHOWN
+        )
+    }
+}
+
 fn list(ctx: &Ctx<'_>, nodes: &[u32]) -> Vec<String> {
     nodes.iter().map(|&n| ctx.name(n).to_string()).collect()
 }
@@ -535,8 +550,8 @@ fn gap_finding(
     let summary = if both {
         format!(
             "{proto}/{port}{what} is blocked between {} and {}, in both directions",
-            fn_.join(", "),
-            tn.join(", ")
+            names_text(&fn_),
+            names_text(&tn)
         )
     } else {
         let rev = if reverse_ok {
@@ -546,8 +561,8 @@ fn gap_finding(
         };
         format!(
             "{proto}/{port}{what} is blocked from {} to {}{rev}",
-            fn_.join(", "),
-            tn.join(", ")
+            names_text(&fn_),
+            names_text(&tn)
         )
     };
     let mut f = Finding::new(Kind::FirewallGap, Severity::Error, summary);
@@ -600,7 +615,7 @@ fn is_service_path(r: &ResultRecord) -> bool {
         || (r.path == PathClass::Dns && r.to.service.as_deref() == Some("kube-dns"))
 }
 
-/// Nodes where the `kubernetes` ClusterIP fails while the API server answers directly from the
+/// Nodes where the `kubernetes` `ClusterIP` fails while the API server answers directly from the
 /// same kind of agent: the Service path itself is broken there. Returns (node, evidence).
 fn service_broken(ctx: &Ctx<'_>) -> BTreeMap<u32, Vec<usize>> {
     let mut direct_ok: HashSet<(u32, PathClass)> = HashSet::new();
@@ -609,10 +624,9 @@ fn service_broken(ctx: &Ctx<'_>) -> BTreeMap<u32, Vec<usize>> {
             r.path,
             PathClass::PodToApiserver | PathClass::NodeToApiserver
         ) && r.result.outcome.is_ok()
+            && let Some(a) = ctx.from(r)
         {
-            if let Some(a) = ctx.from(r) {
-                direct_ok.insert((a, r.path));
-            }
+            direct_ok.insert((a, r.path));
         }
     }
     let mut out: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
@@ -641,7 +655,7 @@ fn direct_evidence(ctx: &Ctx<'_>, nodes: &BTreeSet<u32>) -> Vec<usize> {
         .collect()
 }
 
-/// Failed Service-path results (ClusterIP and the DNS Service) from `nodes`, not yet explained.
+/// Failed Service-path results (`ClusterIP` and the DNS Service) from `nodes`, not yet explained.
 fn service_consequences(ctx: &Ctx<'_>, nodes: &BTreeSet<u32>, evidence: &[usize]) -> Vec<usize> {
     ctx.results
         .iter()
@@ -762,7 +776,7 @@ fn bootstrap_cycles(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
             Severity::Error,
             format!(
                 "active bootstrap cycle on {}: the API server answers directly, but the kubernetes Service {} does not, and {} reach(es) the API server through it",
-                names.join(", "),
+                names_text(&names),
                 ctx.inv.cluster.api.service,
                 components.join(", ")
             ),
@@ -798,7 +812,7 @@ fn service_proxy(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
         format!(
             "the kubernetes Service {} fails on {} while the API server answers directly: the Service rules (kube-proxy) are missing or stale there",
             ctx.inv.cluster.api.service,
-            names.join(", ")
+            names_text(&names)
         ),
     );
     for n in &names {
@@ -882,7 +896,7 @@ fn overlay_and_mtu(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>, blocked: &Has
                 if names.is_empty() {
                     String::new()
                 } else {
-                    format!(" to and from {}", names.join(", "))
+                    format!(" to and from {}", names_text(&names))
                 }
             ),
         );
@@ -906,7 +920,7 @@ fn overlay_and_mtu(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>, blocked: &Has
                 if names.is_empty() {
                     String::new()
                 } else {
-                    format!(" on {}", names.join(", "))
+                    format!(" on {}", names_text(&names))
                 }
             ),
         );
