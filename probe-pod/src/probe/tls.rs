@@ -79,34 +79,46 @@ fn provider() -> Arc<CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
-fn verifier(ca_file: Option<&Path>) -> Result<Arc<RecordingVerifier>, String> {
+/// What to verify the server certificate against.
+#[derive(Debug, Clone, Copy)]
+pub enum Roots<'a> {
+    None,
+    File(&'a Path),
+    /// PEM text, e.g. a kubeconfig's `certificate-authority-data`, decoded.
+    Pem(&'a [u8]),
+}
+
+fn verifier(roots: Roots<'_>) -> Result<Arc<RecordingVerifier>, String> {
     let provider = provider();
-    let inner = match ca_file {
-        None => None,
-        Some(path) => {
-            let mut roots = RootCertStore::empty();
-            let certs = CertificateDer::pem_file_iter(path)
-                .map_err(|e| format!("cannot read CA bundle {}: {e}", path.display()))?;
-            for cert in certs {
-                let cert = cert.map_err(|e| format!("CA bundle {}: {e}", path.display()))?;
-                roots
-                    .add(cert)
-                    .map_err(|e| format!("CA bundle {}: {e}", path.display()))?;
-            }
-            if roots.is_empty() {
-                return Err(format!("CA bundle {} holds no certificate", path.display()));
-            }
-            let v = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
-                .build()
-                .map_err(|e| format!("CA bundle {}: {e}", path.display()))?;
-            Some(v)
+    let (certs, source): (Vec<CertificateDer<'static>>, String) = match roots {
+        Roots::None => (Vec::new(), String::new()),
+        Roots::File(path) => {
+            let source = format!("CA bundle {}", path.display());
+            let iter = CertificateDer::pem_file_iter(path).map_err(|e| format!("cannot read {source}: {e}"))?;
+            (iter.collect::<Result<_, _>>().map_err(|e| format!("{source}: {e}"))?, source)
+        }
+        Roots::Pem(pem) => {
+            let source = "the embedded CA data".to_string();
+            (CertificateDer::pem_slice_iter(pem).collect::<Result<_, _>>().map_err(|e| format!("{source}: {e}"))?, source)
         }
     };
-    Ok(Arc::new(RecordingVerifier {
-        inner,
-        algorithms: provider.signature_verification_algorithms,
-        verdict: Mutex::new(None),
-    }))
+    let inner = if matches!(roots, Roots::None) {
+        None
+    } else {
+        let mut store = RootCertStore::empty();
+        for cert in certs {
+            store.add(cert).map_err(|e| format!("{source}: {e}"))?;
+        }
+        if store.is_empty() {
+            return Err(format!("{source} holds no certificate"));
+        }
+        Some(
+            WebPkiServerVerifier::builder_with_provider(Arc::new(store), provider.clone())
+                .build()
+                .map_err(|e| format!("{source}: {e}"))?,
+        )
+    };
+    Ok(Arc::new(RecordingVerifier { inner, algorithms: provider.signature_verification_algorithms, verdict: Mutex::new(None) }))
 }
 
 fn read_token(path: &Path) -> Result<String, String> {
@@ -162,15 +174,9 @@ struct Prepared {
     config: ClientConfig,
 }
 
-fn prepare(
-    name: &str,
-    ca_file: Option<&Path>,
-    token_file: Option<&Path>,
-) -> Result<Prepared, String> {
-    let sni = ServerName::try_from(name.to_string())
-        .map_err(|_| format!("{name:?} is not a valid server name"))?;
-    let token = token_file.map(read_token).transpose()?;
-    let verifier = verifier(ca_file)?;
+fn prepare(name: &str, roots: Roots<'_>, token: Option<String>) -> Result<Prepared, String> {
+    let sni = ServerName::try_from(name.to_string()).map_err(|_| format!("{name:?} is not a valid server name"))?;
+    let verifier = verifier(roots)?;
     let config = ClientConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
         .map_err(|e| e.to_string())?
@@ -185,7 +191,7 @@ fn prepare(
     })
 }
 
-fn request(path: &str, host: &str, token: Option<&str>) -> String {
+fn http_request(path: &str, host: &str, token: Option<&str>) -> String {
     let mut request = format!(
         "GET {path} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: probe-pod/{}\r\n\
          Accept: application/json\r\nConnection: close\r\n",
@@ -211,23 +217,38 @@ fn judge_status(status: u16, with_token: bool) -> Outcome {
 }
 
 pub async fn probe(id: &str, probe: &Probe, deadline: Instant) -> ProbeResult {
-    let Probe::Tls {
-        address,
-        port,
-        server_name,
-        ca_file,
-        require_verified,
-        path,
-        token_file,
-    } = probe
-    else {
+    let Probe::Tls { address, port, server_name, ca_file, require_verified, path, token_file } = probe else {
         unreachable!("dispatched by kind");
     };
-    let start = Instant::now();
     let addr = SocketAddr::new(*address, port.get());
+    let token = match token_file.as_deref().map(read_token).transpose() {
+        Ok(t) => t,
+        Err(e) => return Fail::Local(e).into_result(id, &format!("tls {addr}"), std::time::Duration::ZERO),
+    };
+    let roots = ca_file.as_deref().map_or(Roots::None, Roots::File);
+    let req = Request { addr, server_name: server_name.clone(), roots, require_verified: *require_verified, path, token };
+    request(id, req, deadline).await
+}
+
+/// One TLS request: where, what to trust, what to ask, with which bearer token.
+pub struct Request<'a> {
+    pub addr: SocketAddr,
+    pub server_name: Option<String>,
+    pub roots: Roots<'a>,
+    pub require_verified: bool,
+    pub path: &'a str,
+    /// Sent, never reported.
+    pub token: Option<String>,
+}
+
+/// Connects, shakes hands, sends one GET and judges the answer.
+pub async fn request(id: &str, req: Request<'_>, deadline: Instant) -> ProbeResult {
+    let Request { addr, server_name, roots, require_verified, path, token } = req;
+    let address = addr.ip();
+    let start = Instant::now();
     let what = format!("tls {addr}");
     let name = server_name.clone().unwrap_or_else(|| address.to_string());
-    let prep = match prepare(&name, ca_file.as_deref(), token_file.as_deref()) {
+    let prep = match prepare(&name, roots, token) {
         Ok(p) => p,
         Err(e) => return Fail::Local(e).into_result(id, &what, start.elapsed()),
     };
@@ -257,7 +278,7 @@ pub async fn probe(id: &str, probe: &Probe, deadline: Instant) -> ProbeResult {
         },
         version: tls.get_ref().1.protocol_version().map(|v| format!("{v:?}")),
     };
-    if *require_verified && !info.verified {
+    if require_verified && !info.verified {
         let why = info.verify_error.clone().unwrap_or_default();
         let mut r = ProbeResult::new(
             id,
@@ -271,7 +292,7 @@ pub async fn probe(id: &str, probe: &Probe, deadline: Instant) -> ProbeResult {
         IpAddr::V6(a) if server_name.is_none() => format!("[{a}]"),
         _ => name,
     };
-    let request = request(path, &host, prep.token.as_deref());
+    let request = http_request(path, &host, prep.token.as_deref());
     let get = format!("{what}: GET {path}");
     let mut r = match tokio::time::timeout_at(deadline, exchange(&mut tls, &request)).await {
         Err(_) => Fail::Timeout.into_result(id, &get, start.elapsed()),
