@@ -204,6 +204,16 @@ pub enum Probe {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         destination_mac: Option<MacAddr>,
     },
+    /// Read the node's own configuration under `root` (its `/`, mounted read-only): CNI
+    /// kubeconfigs and their tokens (claims only, never the token), the kubelet's API server,
+    /// resolv.conf; and, with `apiCheck`, ask each kubeconfig's server whether it accepts the
+    /// kubeconfig's credential.
+    #[serde(rename_all = "camelCase")]
+    Node {
+        root: PathBuf,
+        #[serde(default = "default_true")]
+        api_check: bool,
+    },
     /// Ask the local `probe-pod serve` which probe nonces its sniffer saw since `sinceMs`.
     #[serde(rename_all = "camelCase")]
     Seen {
@@ -214,6 +224,10 @@ pub enum Probe {
         #[serde(default = "default_agent_port")]
         port: Port,
     },
+}
+
+fn default_true() -> bool {
+    true
 }
 
 fn default_http_path() -> String {
@@ -242,6 +256,7 @@ impl Probe {
             Self::Dns { .. } => "dns",
             Self::Vxlan { .. } => "vxlan",
             Self::Seen { .. } => "seen",
+            Self::Node { .. } => "node",
         }
     }
 }
@@ -445,6 +460,94 @@ pub struct ProbeResult {
     /// The local path MTU the kernel reported (mtu probes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path_mtu: Option<u32>,
+    /// What a `node` probe read on the node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<NodeFacts>,
+}
+
+/// A node's configuration as its host agent read it. Holds no secret: tokens are reduced to their
+/// claims.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeFacts {
+    pub root: String,
+    /// Every kubeconfig under `etc/cni/net.d/`.
+    #[serde(default)]
+    pub cni_kubeconfigs: Vec<KubeconfigFacts>,
+    /// `etc/kubernetes/kubelet.conf` and `bootstrap-kubelet.conf`, those that exist.
+    #[serde(default)]
+    pub kubelet: Vec<KubeconfigFacts>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolv_conf: Option<ResolvFacts>,
+    /// Files that could not be read or parsed, with why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KubeconfigFacts {
+    /// Path inside the node's root, e.g. `/etc/cni/net.d/calico-kubeconfig`.
+    pub path: String,
+    /// Unix seconds of the file's last change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub modified: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
+    /// `token`, `token-file`, `client-certificate`, `exec`, `auth-provider` or `none`.
+    pub auth: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<TokenFacts>,
+    /// The server's answer to this credential (or, for a kubelet, whether anything listens).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check: Option<CheckFacts>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// The decoded, unverified claims of a token.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TokenFacts {
+    /// `jwt`, or `opaque` when it is not a JWT (nothing can be said about its lifetime).
+    pub format: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subject: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issuer: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub audience: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issued_at: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_before: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_account: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// A bound (TokenRequest) token: it carries `kubernetes.io` claims and an expiry.
+    pub bound: bool,
+    /// Unix seconds when the agent read it, to judge `expiresAt` and `issuedAt` against.
+    pub checked_at: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckFacts {
+    pub outcome: Outcome,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http_status: Option<u16>,
+    pub detail: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResolvFacts {
+    pub nameservers: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub search: Vec<String>,
 }
 
 impl ProbeResult {
@@ -462,6 +565,7 @@ impl ProbeResult {
             nonce: None,
             seen: None,
             path_mtu: None,
+            node: None,
         }
     }
 }

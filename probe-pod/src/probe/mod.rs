@@ -3,6 +3,7 @@
 
 pub mod dns;
 pub mod icmp;
+pub mod node;
 pub mod seen;
 pub mod tcp;
 pub mod tls;
@@ -81,6 +82,7 @@ pub async fn run(spec: &ProbeSpec, deadline: Instant) -> ProbeResult {
             Probe::Tls { .. } => tls::probe(id, &spec.probe, deadline).await,
             Probe::Dns { .. } => dns::probe(id, &spec.probe, deadline).await,
             Probe::Vxlan { .. } => vxlan::probe(id, &spec.probe, deadline).await,
+            Probe::Node { root, api_check } => node::probe(id, root, *api_check, deadline).await,
             Probe::Seen {
                 since_ms,
                 nonces,
