@@ -527,7 +527,7 @@ pub struct TokenFacts {
     pub service_account: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
-    /// A bound (TokenRequest) token: it carries `kubernetes.io` claims and an expiry.
+    /// A bound (`TokenRequest`) token: it carries `kubernetes.io` claims and an expiry.
     pub bound: bool,
     /// Unix seconds when the agent read it, to judge `expiresAt` and `issuedAt` against.
     pub checked_at: u64,

@@ -34,10 +34,12 @@ pub enum PathClass {
     NodeToApiserver,
     Overlay,
     Dns,
+    /// The node's own configuration, read by its host agent (not a network path).
+    NodeConfig,
 }
 
 impl PathClass {
-    pub const ALL: [PathClass; 10] = [
+    pub const ALL: [PathClass; 11] = [
         Self::PodToPod,
         Self::NodeToPod,
         Self::PodToNode,
@@ -48,6 +50,7 @@ impl PathClass {
         Self::NodeToApiserver,
         Self::Overlay,
         Self::Dns,
+        Self::NodeConfig,
     ];
 
     #[must_use]
@@ -63,6 +66,7 @@ impl PathClass {
             Self::NodeToApiserver => "node-to-apiserver",
             Self::Overlay => "overlay",
             Self::Dns => "dns",
+            Self::NodeConfig => "node-config",
         }
     }
 }
@@ -472,6 +476,40 @@ impl<'a> Builder<'a> {
         }
     }
 
+    /// Each host agent reads its node's configuration (and asks the API server about the CNI's
+    /// credentials).
+    fn node_config(&mut self) {
+        for (node, agent) in self.agents(AgentKind::Host) {
+            let Some(root) = &node.host_root else {
+                continue;
+            };
+            let from = AgentRef {
+                node: node.name.clone(),
+                agent: AgentKind::Host,
+            };
+            let to = Target {
+                node: Some(node.name.clone()),
+                agent: Some(AgentKind::Host),
+                service: Some("host-root".into()),
+                address: IpAddr::V4(agent.address),
+                port: None,
+                protocol: Protocol::Tcp,
+            };
+            let probe = Probe::Node {
+                root: root.clone(),
+                api_check: true,
+            };
+            self.push(
+                PathClass::NodeConfig,
+                from,
+                to,
+                &format!("{}/host", node.name),
+                "files",
+                probe,
+            );
+        }
+    }
+
     fn dns(&mut self) {
         let inv: &'a Inventory = self.inv;
         let Some(dns) = inv.cluster.dns.clone() else {
@@ -588,6 +626,7 @@ pub fn plan(inv: &Inventory, filter: &Filter) -> Vec<PlannedProbe> {
     b.overlay();
     b.api();
     b.dns();
+    b.node_config();
     b.out
 }
 
@@ -635,7 +674,15 @@ mod tests {
         ];
         for (nodes, cps, cni, want) in table {
             let probes = plan(&inventory(*nodes, *cps, cni), &Filter::default());
-            let got: Vec<usize> = PathClass::ALL.iter().map(|p| count(&probes, *p)).collect();
+            let got: Vec<usize> = PathClass::ALL[..10]
+                .iter()
+                .map(|p| count(&probes, *p))
+                .collect();
+            assert_eq!(
+                count(&probes, PathClass::NodeConfig),
+                0,
+                "no host roots in this inventory"
+            );
             assert_eq!(got, want, "{nodes} nodes, {cps} control planes, {cni}");
         }
     }

@@ -207,8 +207,8 @@ fn flannel_8472_fails_exactly_the_overlay_paths_of_the_firewalled_node() {
     }
     assert_eq!(
         failed,
-        4 + 4 + 12 + 4,
-        "pod-to-pod 4, node-to-pod 4, overlay 8 + 4 full-size, dns 4"
+        4 + 4 + 12 + 8,
+        "pod-to-pod 4, node-to-pod 4, overlay 8 + 4 full-size, dns 8 (two names, two servers, two transports)"
     );
     let findings = report["findings"].as_array().unwrap();
     assert_eq!(findings.len(), 1, "{findings:#?}");
@@ -373,4 +373,77 @@ fn bad_inventories_exit_2_naming_the_problem() {
         text(&out)
     );
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn no_token_appears_in_any_output_format() {
+    let lab = TestLab::up("tmt", Some("tests/scenarios/cni-token-expired.yaml"));
+    let tokens_dir = lab.state.join(format!("plab-{}/tokens", lab.name));
+    let tokens: Vec<String> = std::fs::read_dir(&tokens_dir)
+        .unwrap()
+        .map(|e| {
+            std::fs::read_to_string(e.unwrap().path())
+                .unwrap()
+                .trim()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(tokens.len(), 3, "every node has a CNI token");
+    let saved = lab.state.join("report.json");
+    let table = matrix(
+        &lab.inventory(),
+        &["-o", "table", "--save", saved.to_str().unwrap()],
+    );
+    assert_eq!(
+        table.status.code(),
+        Some(1),
+        "the expired token is an error finding: {}",
+        text(&table)
+    );
+    let outputs = [
+        String::from_utf8_lossy(&table.stdout).to_string(),
+        String::from_utf8_lossy(&table.stderr).to_string(),
+        std::fs::read_to_string(&saved).unwrap(),
+        text(
+            &Command::new(prober())
+                .arg("report")
+                .arg(&saved)
+                .args(["-o", "junit"])
+                .output()
+                .unwrap(),
+        ),
+        text(
+            &Command::new(prober())
+                .arg("report")
+                .arg(&saved)
+                .args(["-o", "json"])
+                .output()
+                .unwrap(),
+        ),
+    ];
+    for out in &outputs {
+        for t in &tokens {
+            for segment in t.split('.') {
+                assert!(
+                    !out.contains(segment),
+                    "a token segment leaked into the output"
+                );
+            }
+        }
+    }
+    let report: Value = serde_json::from_str(&outputs[2]).unwrap();
+    validate(&report);
+    let cred = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["kind"] == "credential")
+        .expect("a credential finding");
+    assert_eq!(cred["state"], "expired");
+    assert_eq!(cred["nodes"], serde_json::json!(["n2"]));
+    assert!(
+        outputs[0].contains("EXPIRED") && outputs[0].contains("API unauthorized (401)"),
+        "{}",
+        outputs[0]
+    );
 }

@@ -12,7 +12,9 @@ use serde::Deserialize;
 use tokio::time::Instant;
 
 use super::{tcp, tls};
-use crate::proto::{CheckFacts, KubeconfigFacts, NodeFacts, Outcome, ProbeResult, ResolvFacts, TokenFacts};
+use crate::proto::{
+    CheckFacts, KubeconfigFacts, NodeFacts, Outcome, ProbeResult, ResolvFacts, TokenFacts,
+};
 
 /// Kubeconfigs larger than this are not kubeconfigs.
 const MAX_FILE: u64 = 1024 * 1024;
@@ -85,28 +87,43 @@ struct ContextEntry {
 }
 
 fn now() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 fn number(v: &serde_json::Value) -> Option<u64> {
     #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-    v.as_u64().or_else(|| v.as_f64().filter(|f| *f >= 0.0).map(|f| f as u64))
+    v.as_u64()
+        .or_else(|| v.as_f64().filter(|f| *f >= 0.0).map(|f| f as u64))
 }
 
 /// The claims of a token, without verifying it. Anything that is not a JWT is `opaque`.
 #[must_use]
 pub fn token_facts(token: &str, checked_at: u64) -> TokenFacts {
-    let opaque = TokenFacts { format: "opaque".into(), checked_at, ..TokenFacts::default() };
+    let opaque = TokenFacts {
+        format: "opaque".into(),
+        checked_at,
+        ..TokenFacts::default()
+    };
     let parts: Vec<&str> = token.trim().split('.').collect();
     if parts.len() != 3 {
         return opaque;
     }
-    let Ok(bytes) = URL_SAFE_NO_PAD.decode(parts[1].trim_end_matches('=')) else { return opaque };
-    let Ok(serde_json::Value::Object(c)) = serde_json::from_slice::<serde_json::Value>(&bytes) else { return opaque };
+    let Ok(bytes) = URL_SAFE_NO_PAD.decode(parts[1].trim_end_matches('=')) else {
+        return opaque;
+    };
+    let Ok(serde_json::Value::Object(c)) = serde_json::from_slice::<serde_json::Value>(&bytes)
+    else {
+        return opaque;
+    };
     let text = |k: &str| c.get(k).and_then(|v| v.as_str()).map(String::from);
     let audience = match c.get("aud") {
         Some(serde_json::Value::String(s)) => vec![s.clone()],
-        Some(serde_json::Value::Array(a)) => a.iter().filter_map(|v| v.as_str().map(String::from)).collect(),
+        Some(serde_json::Value::Array(a)) => a
+            .iter()
+            .filter_map(|v| v.as_str().map(String::from))
+            .collect(),
         _ => Vec::new(),
     };
     let k8s = c.get("kubernetes.io");
@@ -142,7 +159,9 @@ fn split_server(server: &str) -> Option<(String, u16)> {
     let authority = rest.split('/').next()?;
     if let Some(v6) = authority.strip_prefix('[') {
         let (host, tail) = v6.split_once(']')?;
-        let port = tail.strip_prefix(':').map_or(Some(443), |p| p.parse().ok())?;
+        let port = tail
+            .strip_prefix(':')
+            .map_or(Some(443), |p| p.parse().ok())?;
         return Some((host.to_string(), port));
     }
     match authority.rsplit_once(':') {
@@ -156,14 +175,20 @@ async fn resolve(host: &str, port: u16, deadline: Instant) -> Result<SocketAddr,
         return Ok(SocketAddr::new(ip, port));
     }
     match tokio::time::timeout_at(deadline, tokio::net::lookup_host((host, port))).await {
-        Ok(Ok(mut addrs)) => addrs.next().ok_or_else(|| format!("{host} resolves to nothing")),
+        Ok(Ok(mut addrs)) => addrs
+            .next()
+            .ok_or_else(|| format!("{host} resolves to nothing")),
         Ok(Err(e)) => Err(format!("cannot resolve {host}: {e}")),
         Err(_) => Err(format!("resolving {host} timed out")),
     }
 }
 
 fn check_of(r: &ProbeResult) -> CheckFacts {
-    CheckFacts { outcome: r.outcome, http_status: r.http_status, detail: r.detail.clone() }
+    CheckFacts {
+        outcome: r.outcome,
+        http_status: r.http_status,
+        detail: r.detail.clone(),
+    }
 }
 
 /// What the selected (current-context) user authenticates with, and the token if any.
@@ -173,7 +198,9 @@ fn credential(root: &Path, user: &UserEntry) -> (String, Option<Result<String, S
     }
     if let Some(f) = &user.token_file {
         let path = join(root, f);
-        let read = std::fs::read_to_string(&path).map(|t| t.trim().to_string()).map_err(|e| format!("cannot read tokenFile {f}: {e}"));
+        let read = std::fs::read_to_string(&path)
+            .map(|t| t.trim().to_string())
+            .map_err(|e| format!("cannot read tokenFile {f}: {e}"));
         return ("token-file".into(), Some(read));
     }
     let kind = if user.client_certificate.is_some() || user.client_certificate_data.is_some() {
@@ -194,10 +221,23 @@ fn join(root: &Path, p: &str) -> PathBuf {
 }
 
 /// Reads one kubeconfig; `None` when the file is not a kubeconfig at all.
-fn read_kubeconfig(root: &Path, file: &Path, must: bool) -> Option<(KubeconfigFacts, Option<Target>)> {
+fn read_kubeconfig(
+    root: &Path,
+    file: &Path,
+    must: bool,
+) -> Option<(KubeconfigFacts, Option<Target>)> {
     let rel = format!("/{}", file.strip_prefix(root).unwrap_or(file).display());
-    let modified = std::fs::metadata(file).ok().and_then(|m| m.modified().ok()).and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()).map(|d| d.as_secs());
-    let mut facts = KubeconfigFacts { path: rel.clone(), modified, auth: "none".into(), ..KubeconfigFacts::default() };
+    let modified = std::fs::metadata(file)
+        .ok()
+        .and_then(|m| m.modified().ok())
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map(|d| d.as_secs());
+    let mut facts = KubeconfigFacts {
+        path: rel.clone(),
+        modified,
+        auth: "none".into(),
+        ..KubeconfigFacts::default()
+    };
     let text = match std::fs::read_to_string(file) {
         Ok(t) => t,
         Err(e) => {
@@ -213,7 +253,9 @@ fn read_kubeconfig(root: &Path, file: &Path, must: bool) -> Option<(KubeconfigFa
             return must.then_some((facts, None));
         }
     };
-    let looks = value.get("clusters").is_some() || value.get("users").is_some() || value.get("kind").and_then(|k| k.as_str()) == Some("Config");
+    let looks = value.get("clusters").is_some()
+        || value.get("users").is_some()
+        || value.get("kind").and_then(|k| k.as_str()) == Some("Config");
     if !looks {
         return None;
     }
@@ -224,9 +266,17 @@ fn read_kubeconfig(root: &Path, file: &Path, must: bool) -> Option<(KubeconfigFa
             return Some((facts, None));
         }
     };
-    let ctx = kc.current_context.as_ref().and_then(|c| kc.contexts.iter().find(|x| &x.name == c)).or_else(|| kc.contexts.first());
-    let cluster = ctx.and_then(|c| kc.clusters.iter().find(|x| x.name == c.context.cluster)).or_else(|| kc.clusters.first());
-    let user = ctx.and_then(|c| kc.users.iter().find(|x| x.name == c.context.user)).or_else(|| kc.users.first());
+    let ctx = kc
+        .current_context
+        .as_ref()
+        .and_then(|c| kc.contexts.iter().find(|x| &x.name == c))
+        .or_else(|| kc.contexts.first());
+    let cluster = ctx
+        .and_then(|c| kc.clusters.iter().find(|x| x.name == c.context.cluster))
+        .or_else(|| kc.clusters.first());
+    let user = ctx
+        .and_then(|c| kc.users.iter().find(|x| x.name == c.context.user))
+        .or_else(|| kc.users.first());
     facts.server = cluster.and_then(|c| c.cluster.server.clone());
     let mut token = None;
     if let Some(u) = user {
@@ -242,8 +292,17 @@ fn read_kubeconfig(root: &Path, file: &Path, must: bool) -> Option<(KubeconfigFa
             None => {}
         }
     }
-    let ca = cluster.map(|c| (c.cluster.certificate_authority_data.clone(), c.cluster.certificate_authority.clone()));
-    let target = Target { server: facts.server.clone(), token, ca };
+    let ca = cluster.map(|c| {
+        (
+            c.cluster.certificate_authority_data.clone(),
+            c.cluster.certificate_authority.clone(),
+        )
+    });
+    let target = Target {
+        server: facts.server.clone(),
+        token,
+        ca,
+    };
     Some((facts, Some(target)))
 }
 
@@ -259,11 +318,15 @@ fn walk(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
     if depth > MAX_DEPTH || out.len() >= MAX_FILES {
         return;
     }
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
     let mut entries: Vec<_> = entries.filter_map(Result::ok).collect();
     entries.sort_by_key(std::fs::DirEntry::file_name);
     for e in entries {
-        let Ok(meta) = std::fs::symlink_metadata(e.path()) else { continue };
+        let Ok(meta) = std::fs::symlink_metadata(e.path()) else {
+            continue;
+        };
         if meta.is_dir() {
             walk(&e.path(), depth + 1, out);
         } else if meta.is_file() && meta.len() <= MAX_FILE && out.len() < MAX_FILES {
@@ -277,34 +340,71 @@ async fn api_check(id: &str, root: &Path, target: Target, deadline: Instant) -> 
     let server = target.server?;
     let token = target.token?;
     let Some((host, port)) = split_server(&server) else {
-        return Some(CheckFacts { outcome: Outcome::Error, http_status: None, detail: format!("server {server:?} is not an https URL") });
+        return Some(CheckFacts {
+            outcome: Outcome::Error,
+            http_status: None,
+            detail: format!("server {server:?} is not an https URL"),
+        });
     };
     let addr = match resolve(&host, port, deadline).await {
         Ok(a) => a,
-        Err(e) => return Some(CheckFacts { outcome: Outcome::Error, http_status: None, detail: e }),
+        Err(e) => {
+            return Some(CheckFacts {
+                outcome: Outcome::Error,
+                http_status: None,
+                detail: e,
+            });
+        }
     };
-    let pem = target.ca.as_ref().and_then(|(data, _)| data.as_ref()).and_then(|d| STANDARD.decode(d.trim()).ok());
-    let file = target.ca.as_ref().and_then(|(_, f)| f.as_ref()).map(|f| join(root, f));
+    let pem = target
+        .ca
+        .as_ref()
+        .and_then(|(data, _)| data.as_ref())
+        .and_then(|d| STANDARD.decode(d.trim()).ok());
+    let file = target
+        .ca
+        .as_ref()
+        .and_then(|(_, f)| f.as_ref())
+        .map(|f| join(root, f));
     let roots = match (&pem, &file) {
         (Some(p), _) => tls::Roots::Pem(p),
         (None, Some(f)) => tls::Roots::File(f),
         (None, None) => tls::Roots::None,
     };
     let server_name = host.parse::<IpAddr>().is_err().then(|| host.clone());
-    let req = tls::Request { addr, server_name, roots, require_verified: false, path: "/api", token: Some(token) };
+    let req = tls::Request {
+        addr,
+        server_name,
+        roots,
+        require_verified: false,
+        path: "/api",
+        token: Some(token),
+    };
     Some(check_of(&tls::request(id, req, deadline).await))
 }
 
 pub async fn probe(id: &str, root: &Path, api: bool, deadline: Instant) -> ProbeResult {
     if !root.is_dir() {
-        return ProbeResult::new(id, Outcome::Error, format!("node: the host root {} is not a directory (is it mounted?)", root.display()));
+        return ProbeResult::new(
+            id,
+            Outcome::Error,
+            format!(
+                "node: the host root {} is not a directory (is it mounted?)",
+                root.display()
+            ),
+        );
     }
-    let mut facts = NodeFacts { root: root.display().to_string(), ..NodeFacts::default() };
+    let mut facts = NodeFacts {
+        root: root.display().to_string(),
+        ..NodeFacts::default()
+    };
     let mut files = Vec::new();
     walk(&root.join("etc/cni/net.d"), 0, &mut files);
     let mut checks = tokio::task::JoinSet::new();
     for file in files {
-        let named = file.file_name().is_some_and(|n| n.to_string_lossy().contains("kubeconfig"));
+        let named = file
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().contains("kubeconfig"));
         if let Some((kc, target)) = read_kubeconfig(root, &file, named) {
             let i = facts.cni_kubeconfigs.len();
             facts.cni_kubeconfigs.push(kc);
@@ -314,7 +414,10 @@ pub async fn probe(id: &str, root: &Path, api: bool, deadline: Instant) -> Probe
             }
         }
     }
-    for name in ["etc/kubernetes/kubelet.conf", "etc/kubernetes/bootstrap-kubelet.conf"] {
+    for name in [
+        "etc/kubernetes/kubelet.conf",
+        "etc/kubernetes/bootstrap-kubelet.conf",
+    ] {
         let file = root.join(name);
         if !file.exists() {
             continue;
@@ -324,10 +427,22 @@ pub async fn probe(id: &str, root: &Path, api: bool, deadline: Instant) -> Probe
             if let Some((host, port)) = kc.server.as_deref().and_then(split_server) {
                 let check = match resolve(&host, port, deadline).await {
                     Ok(addr) => match tcp::connect(addr, deadline).await {
-                        Ok(_) => CheckFacts { outcome: Outcome::Ok, http_status: None, detail: format!("something listens on {addr}") },
-                        Err(f) => check_of(&f.into_result(id, &format!("tcp connect {addr}"), std::time::Duration::ZERO)),
+                        Ok(_) => CheckFacts {
+                            outcome: Outcome::Ok,
+                            http_status: None,
+                            detail: format!("something listens on {addr}"),
+                        },
+                        Err(f) => check_of(&f.into_result(
+                            id,
+                            &format!("tcp connect {addr}"),
+                            std::time::Duration::ZERO,
+                        )),
                     },
-                    Err(e) => CheckFacts { outcome: Outcome::Error, http_status: None, detail: e },
+                    Err(e) => CheckFacts {
+                        outcome: Outcome::Error,
+                        http_status: None,
+                        detail: e,
+                    },
                 };
                 kc.check = Some(check);
             }
@@ -338,9 +453,14 @@ pub async fn probe(id: &str, root: &Path, api: bool, deadline: Instant) -> Probe
     match std::fs::read_to_string(root.join("etc/resolv.conf")) {
         Ok(text) => {
             let rc = super::dns::ResolvConf::parse(&text);
-            facts.resolv_conf = Some(ResolvFacts { nameservers: rc.nameservers.iter().map(|s| s.ip().to_string()).collect(), search: rc.search });
+            facts.resolv_conf = Some(ResolvFacts {
+                nameservers: rc.nameservers.iter().map(|s| s.ip().to_string()).collect(),
+                search: rc.search,
+            });
         }
-        Err(e) => facts.errors.push(format!("cannot read /etc/resolv.conf: {e}")),
+        Err(e) => facts
+            .errors
+            .push(format!("cannot read /etc/resolv.conf: {e}")),
     }
     while let Some(done) = checks.join_next().await {
         if let Ok((i, check)) = done {
@@ -377,7 +497,10 @@ mod tests {
         assert_eq!(t.issued_at, Some(1_700_000_000));
         assert_eq!(t.service_account.as_deref(), Some("calico-cni-plugin"));
         assert_eq!(t.namespace.as_deref(), Some("kube-system"));
-        assert_eq!(t.subject.as_deref(), Some("system:serviceaccount:kube-system:calico-cni-plugin"));
+        assert_eq!(
+            t.subject.as_deref(),
+            Some("system:serviceaccount:kube-system:calico-cni-plugin")
+        );
         assert!(t.bound);
         let json = serde_json::to_string(&t).unwrap();
         for seg in EXPIRED.split('.') {
@@ -396,10 +519,22 @@ mod tests {
 
     #[test]
     fn servers() {
-        assert_eq!(split_server("https://10.96.0.1:443"), Some(("10.96.0.1".into(), 443)));
-        assert_eq!(split_server("https://localhost:6443/"), Some(("localhost".into(), 6443)));
-        assert_eq!(split_server("https://api.example"), Some(("api.example".into(), 443)));
-        assert_eq!(split_server("https://[fd00::1]:6443"), Some(("fd00::1".into(), 6443)));
+        assert_eq!(
+            split_server("https://10.96.0.1:443"),
+            Some(("10.96.0.1".into(), 443))
+        );
+        assert_eq!(
+            split_server("https://localhost:6443/"),
+            Some(("localhost".into(), 6443))
+        );
+        assert_eq!(
+            split_server("https://api.example"),
+            Some(("api.example".into(), 443))
+        );
+        assert_eq!(
+            split_server("https://[fd00::1]:6443"),
+            Some(("fd00::1".into(), 6443))
+        );
         assert_eq!(split_server("http://x:1"), None);
     }
 }

@@ -94,12 +94,22 @@ fn verifier(roots: Roots<'_>) -> Result<Arc<RecordingVerifier>, String> {
         Roots::None => (Vec::new(), String::new()),
         Roots::File(path) => {
             let source = format!("CA bundle {}", path.display());
-            let iter = CertificateDer::pem_file_iter(path).map_err(|e| format!("cannot read {source}: {e}"))?;
-            (iter.collect::<Result<_, _>>().map_err(|e| format!("{source}: {e}"))?, source)
+            let iter = CertificateDer::pem_file_iter(path)
+                .map_err(|e| format!("cannot read {source}: {e}"))?;
+            (
+                iter.collect::<Result<_, _>>()
+                    .map_err(|e| format!("{source}: {e}"))?,
+                source,
+            )
         }
         Roots::Pem(pem) => {
             let source = "the embedded CA data".to_string();
-            (CertificateDer::pem_slice_iter(pem).collect::<Result<_, _>>().map_err(|e| format!("{source}: {e}"))?, source)
+            (
+                CertificateDer::pem_slice_iter(pem)
+                    .collect::<Result<_, _>>()
+                    .map_err(|e| format!("{source}: {e}"))?,
+                source,
+            )
         }
     };
     let inner = if matches!(roots, Roots::None) {
@@ -118,7 +128,11 @@ fn verifier(roots: Roots<'_>) -> Result<Arc<RecordingVerifier>, String> {
                 .map_err(|e| format!("{source}: {e}"))?,
         )
     };
-    Ok(Arc::new(RecordingVerifier { inner, algorithms: provider.signature_verification_algorithms, verdict: Mutex::new(None) }))
+    Ok(Arc::new(RecordingVerifier {
+        inner,
+        algorithms: provider.signature_verification_algorithms,
+        verdict: Mutex::new(None),
+    }))
 }
 
 fn read_token(path: &Path) -> Result<String, String> {
@@ -175,7 +189,8 @@ struct Prepared {
 }
 
 fn prepare(name: &str, roots: Roots<'_>, token: Option<String>) -> Result<Prepared, String> {
-    let sni = ServerName::try_from(name.to_string()).map_err(|_| format!("{name:?} is not a valid server name"))?;
+    let sni = ServerName::try_from(name.to_string())
+        .map_err(|_| format!("{name:?} is not a valid server name"))?;
     let verifier = verifier(roots)?;
     let config = ClientConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
@@ -217,16 +232,38 @@ fn judge_status(status: u16, with_token: bool) -> Outcome {
 }
 
 pub async fn probe(id: &str, probe: &Probe, deadline: Instant) -> ProbeResult {
-    let Probe::Tls { address, port, server_name, ca_file, require_verified, path, token_file } = probe else {
+    let Probe::Tls {
+        address,
+        port,
+        server_name,
+        ca_file,
+        require_verified,
+        path,
+        token_file,
+    } = probe
+    else {
         unreachable!("dispatched by kind");
     };
     let addr = SocketAddr::new(*address, port.get());
     let token = match token_file.as_deref().map(read_token).transpose() {
         Ok(t) => t,
-        Err(e) => return Fail::Local(e).into_result(id, &format!("tls {addr}"), std::time::Duration::ZERO),
+        Err(e) => {
+            return Fail::Local(e).into_result(
+                id,
+                &format!("tls {addr}"),
+                std::time::Duration::ZERO,
+            );
+        }
     };
     let roots = ca_file.as_deref().map_or(Roots::None, Roots::File);
-    let req = Request { addr, server_name: server_name.clone(), roots, require_verified: *require_verified, path, token };
+    let req = Request {
+        addr,
+        server_name: server_name.clone(),
+        roots,
+        require_verified: *require_verified,
+        path,
+        token,
+    };
     request(id, req, deadline).await
 }
 
@@ -243,7 +280,14 @@ pub struct Request<'a> {
 
 /// Connects, shakes hands, sends one GET and judges the answer.
 pub async fn request(id: &str, req: Request<'_>, deadline: Instant) -> ProbeResult {
-    let Request { addr, server_name, roots, require_verified, path, token } = req;
+    let Request {
+        addr,
+        server_name,
+        roots,
+        require_verified,
+        path,
+        token,
+    } = req;
     let address = addr.ip();
     let start = Instant::now();
     let what = format!("tls {addr}");

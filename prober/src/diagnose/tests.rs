@@ -506,3 +506,251 @@ fn a_pod_probe_to_a_host_measures_the_underlay_too() {
         f[0]
     );
 }
+
+mod node_checks {
+    use super::*;
+    use probe_pod::proto::{CheckFacts, KubeconfigFacts, NodeFacts, ResolvFacts, TokenFacts};
+    use std::path::PathBuf;
+
+    const NOW: u64 = 1_800_000_000;
+
+    fn token(iat: u64, exp: Option<u64>, bound: bool) -> TokenFacts {
+        TokenFacts {
+            format: "jwt".into(),
+            subject: Some("system:serviceaccount:kube-system:calico-cni-plugin".into()),
+            issued_at: Some(iat),
+            expires_at: exp,
+            bound,
+            service_account: Some("calico-cni-plugin".into()),
+            namespace: Some("kube-system".into()),
+            checked_at: NOW,
+            ..TokenFacts::default()
+        }
+    }
+
+    fn kubeconfig(path: &str, t: Option<TokenFacts>, api: Option<Outcome>) -> KubeconfigFacts {
+        KubeconfigFacts {
+            path: path.into(),
+            server: Some("https://10.96.0.1:443".into()),
+            auth: if t.is_some() {
+                "token".into()
+            } else {
+                "client-certificate".into()
+            },
+            token: t,
+            check: api.map(|o| CheckFacts {
+                outcome: o,
+                http_status: None,
+                detail: String::new(),
+            }),
+            ..KubeconfigFacts::default()
+        }
+    }
+
+    /// A run where every probe works and each node's host agent read `facts(node)`.
+    fn with_facts(inv: &mut Inventory, facts: &dyn Fn(&str) -> NodeFacts) -> Vec<Finding> {
+        for n in &mut inv.nodes {
+            n.host_root = Some(PathBuf::from(format!("/state/{}", n.name)));
+        }
+        let results: Vec<ResultRecord> = plan(inv, &Filter::default())
+            .iter()
+            .map(|p| {
+                let mut result = ProbeResult::new(p.id.clone(), Outcome::Ok, "ok");
+                if p.path == PathClass::NodeConfig {
+                    result.node = Some(facts(&p.from.node));
+                }
+                ResultRecord {
+                    path: p.path,
+                    from: p.from.clone(),
+                    to: p.to.clone(),
+                    result,
+                }
+            })
+            .collect();
+        diagnose(inv, &results, &[])
+    }
+
+    fn base(node: &str) -> NodeFacts {
+        NodeFacts {
+            root: format!("/state/{node}"),
+            kubelet: vec![KubeconfigFacts {
+                path: "/etc/kubernetes/kubelet.conf".into(),
+                server: Some("https://192.168.56.10:6443".into()),
+                auth: "client-certificate".into(),
+                check: Some(CheckFacts {
+                    outcome: Outcome::Ok,
+                    http_status: None,
+                    detail: String::new(),
+                }),
+                ..KubeconfigFacts::default()
+            }],
+            resolv_conf: Some(ResolvFacts {
+                nameservers: vec!["192.168.56.1".into()],
+                search: Vec::new(),
+            }),
+            ..NodeFacts::default()
+        }
+    }
+
+    #[test]
+    fn credentials_by_state() {
+        let mut inv = inventory(3, 1, "calico");
+        let f = with_facts(&mut inv, &|node| {
+            let mut f = base(node);
+            let kc = match node {
+                "n1" => kubeconfig(
+                    "/etc/cni/net.d/calico-kubeconfig",
+                    Some(token(NOW - 90_000, Some(NOW - 3600), true)),
+                    Some(Outcome::Unauthorized),
+                ),
+                "n2" => kubeconfig(
+                    "/etc/cni/net.d/multus.d/multus.kubeconfig",
+                    Some(token(NOW - 3 * 3600, Some(NOW + 86_400), true)),
+                    Some(Outcome::Ok),
+                ),
+                _ => kubeconfig(
+                    "/etc/cni/net.d/calico-kubeconfig",
+                    Some(token(NOW - 60, Some(NOW + 86_400), true)),
+                    Some(Outcome::Ok),
+                ),
+            };
+            f.cni_kubeconfigs = vec![kc];
+            f
+        });
+        assert_eq!(kinds(&f), [Kind::Credential, Kind::Credential], "{f:#?}");
+        assert!(
+            f.iter()
+                .any(|x| x
+                    .matches(&json!({"state": "expired", "severity": "error", "nodes": ["n1"]}))),
+            "{f:#?}"
+        );
+        assert!(
+            f.iter()
+                .any(|x| x
+                    .matches(&json!({"state": "stale", "severity": "warning", "nodes": ["n2"]}))),
+            "{f:#?}"
+        );
+        let expired = f
+            .iter()
+            .find(|x| x.state.as_deref() == Some("expired"))
+            .unwrap();
+        assert!(
+            expired.summary.contains("rejects it (HTTP 401)")
+                && expired.summary.contains("calico-cni-plugin"),
+            "{}",
+            expired.summary
+        );
+        assert!(
+            expired
+                .fix
+                .iter()
+                .any(|l| l.contains("spec.nodeName=n1") && l.contains("TokenRequest")),
+            "{:#?}",
+            expired.fix
+        );
+    }
+
+    #[test]
+    fn rejected_and_legacy_tokens() {
+        let mut inv = inventory(2, 1, "calico");
+        let f = with_facts(&mut inv, &|node| {
+            let mut f = base(node);
+            f.cni_kubeconfigs = vec![match node {
+                "n1" => kubeconfig(
+                    "/etc/cni/net.d/calico-kubeconfig",
+                    Some(token(NOW - 60, Some(NOW + 3600), true)),
+                    Some(Outcome::Unauthorized),
+                ),
+                _ => kubeconfig(
+                    "/etc/cni/net.d/flannel.kubeconfig",
+                    Some(token(NOW - 86_400 * 400, None, false)),
+                    Some(Outcome::Ok),
+                ),
+            }];
+            f
+        });
+        assert!(
+            f.iter()
+                .any(|x| x
+                    .matches(&json!({"kind": "credential", "state": "rejected", "nodes": ["n1"]}))),
+            "{f:#?}"
+        );
+        assert!(f.iter().any(|x| x.matches(&json!({"kind": "credential", "state": "non-expiring", "severity": "warning", "nodes": ["n2"]}))), "{f:#?}");
+    }
+
+    #[test]
+    fn certificates_and_fresh_tokens_are_fine() {
+        let mut inv = inventory(2, 1, "calico");
+        let f = with_facts(&mut inv, &|node| {
+            let mut f = base(node);
+            f.cni_kubeconfigs = vec![
+                kubeconfig("/etc/cni/net.d/a.kubeconfig", None, None),
+                kubeconfig(
+                    "/etc/cni/net.d/calico-kubeconfig",
+                    Some(token(NOW - 60, Some(NOW + 3600), true)),
+                    Some(Outcome::Ok),
+                ),
+            ];
+            f
+        });
+        assert!(f.is_empty(), "{f:#?}");
+    }
+
+    #[test]
+    fn kubelet_at_localhost_on_a_worker() {
+        let mut inv = inventory(3, 1, "flannel");
+        let f = with_facts(&mut inv, &|node| {
+            let mut f = base(node);
+            if node != "n2" {
+                return f;
+            }
+            f.kubelet[0].server = Some("https://localhost:6443".into());
+            f.kubelet[0].check = Some(CheckFacts {
+                outcome: Outcome::Refused,
+                http_status: None,
+                detail: "connection refused".into(),
+            });
+            f
+        });
+        assert_eq!(kinds(&f), [Kind::Misconfiguration], "{f:#?}");
+        assert_eq!(f[0].nodes, ["n2"]);
+        assert!(
+            f[0].fix[0].contains("https://192.168.56.10:6443"),
+            "{:#?}",
+            f[0].fix
+        );
+    }
+
+    #[test]
+    fn dns_forward_loop() {
+        let mut inv = inventory(3, 1, "flannel");
+        inv.cluster.dns.as_mut().unwrap().corefile =
+            Some(".:53 {\n    forward . /etc/resolv.conf\n}\n".into());
+        let f = with_facts(&mut inv, &|node| {
+            let mut f = base(node);
+            f.resolv_conf = Some(ResolvFacts {
+                nameservers: vec!["127.0.0.53".into()],
+                search: Vec::new(),
+            });
+            f
+        });
+        assert_eq!(kinds(&f), [Kind::Dns], "{f:#?}");
+        assert!(
+            f[0].matches(&json!({"state": "loop", "nodes": ["n1"]})),
+            "the DNS pod's node: {:#?}",
+            f[0]
+        );
+        // Without the Corefile forwarding to resolv.conf there is no loop.
+        inv.cluster.dns.as_mut().unwrap().corefile =
+            Some(".:53 {\n    forward . 8.8.8.8\n}\n".into());
+        let f = with_facts(&mut inv, &|node| {
+            let mut f = base(node);
+            f.resolv_conf = Some(ResolvFacts {
+                nameservers: vec!["127.0.0.53".into()],
+                search: Vec::new(),
+            });
+            f
+        });
+        assert!(f.is_empty(), "{f:#?}");
+    }
+}

@@ -838,7 +838,8 @@ pub fn inventory(s: &Scenario, l: &Layout) -> crate::inventory::Inventory {
             dns: Some(Dns {
                 service: SocketAddr::from((DNS_SERVICE, 53)),
                 endpoints: vec![SocketAddr::from((l.dns_pod.address, 53))],
-                names: vec!["kubernetes.default.svc.cluster.local".into()],
+                // An external name too: the lab's own upstream answers it (never a real one).
+                names: vec!["kubernetes.default.svc.cluster.local".into(), "example.com".into()],
                 corefile: Some(".:53 {\n    errors\n    kubernetes cluster.local in-addr.arpa ip6.arpa\n    forward . /etc/resolv.conf\n    cache 30\n    loop\n}\n".into()),
             }),
         },

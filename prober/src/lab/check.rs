@@ -384,16 +384,6 @@ pub fn render(checked: &[Checked]) -> (String, bool) {
     (out, ok)
 }
 
-/// Finding expectations the diagnosis cannot meet yet: the node checks (CNI credentials, the
-/// kubelet's API address, DNS forward loops) read files on the nodes and land separately.
-fn pending(want: &Value) -> bool {
-    match want.get("kind").and_then(Value::as_str) {
-        Some("credential" | "misconfiguration") => true,
-        Some("dns") => want.get("state").and_then(Value::as_str) == Some("loop"),
-        _ => false,
-    }
-}
-
 /// Compares the diagnosis with the scenario's finding expectations; `true` when they hold.
 #[must_use]
 pub fn findings(
@@ -404,13 +394,7 @@ pub fn findings(
     let mut ok = true;
     let show = |v: &Value| serde_json::to_string(v).unwrap_or_default();
     for want in &expect.findings {
-        if pending(want) {
-            let _ = writeln!(
-                out,
-                "skip finding     {} (node checks are not built yet)",
-                show(want)
-            );
-        } else if found.iter().any(|f| f.matches(want)) {
+        if found.iter().any(|f| f.matches(want)) {
             let _ = writeln!(out, "ok   finding     {}", show(want));
         } else {
             ok = false;

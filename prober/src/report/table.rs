@@ -248,6 +248,51 @@ fn wrap(text: &str, width: usize, indent: usize) -> String {
     out
 }
 
+/// Every CNI token the host agents found: whose, issued, expires, and the API server's verdict
+/// (INCIDENTS.md 3 and 4). Claims only; the token itself is never in the report.
+fn credentials(out: &mut String, report: &Report, style: Style) {
+    use crate::diagnose::{age, utc};
+    let mut lines = Vec::new();
+    for r in report
+        .results
+        .iter()
+        .filter(|r| r.path == PathClass::NodeConfig)
+    {
+        for kc in r.result.node.iter().flat_map(|n| &n.cni_kubeconfigs) {
+            let Some(t) = &kc.token else { continue };
+            let who = t.service_account.as_deref().map_or_else(
+                || t.subject.clone().unwrap_or_else(|| "?".into()),
+                |sa| format!("{}/{sa}", t.namespace.as_deref().unwrap_or("?")),
+            );
+            let issued = t.issued_at.map_or_else(
+                || "issued ?".into(),
+                |i| format!("issued {} ago", age(t.checked_at.saturating_sub(i))),
+            );
+            let expires = match t.expires_at {
+                Some(e) if e <= t.checked_at => format!("EXPIRED {}", utc(e)),
+                Some(e) => format!("expires {}", utc(e)),
+                None if t.format == "jwt" => "never expires".into(),
+                None => "opaque token".into(),
+            };
+            let api =
+                kc.check
+                    .as_ref()
+                    .map_or_else(String::new, |c| match (c.outcome, c.http_status) {
+                        (o, Some(s)) => format!(", API {o} ({s})"),
+                        (o, None) => format!(", API {o}"),
+                    });
+            lines.push(format!("  {:<5} {} ({who})", r.from.node, kc.path));
+            lines.push(format!("        {issued}, {expires}{api}"));
+        }
+    }
+    if !lines.is_empty() {
+        let _ = writeln!(out, "\nCNI credentials:");
+        for l in lines {
+            let _ = writeln!(out, "{}", truncate(&l, style.width));
+        }
+    }
+}
+
 /// Renders the report for a terminal.
 #[must_use]
 pub fn render(report: &Report, style: Style) -> String {
@@ -327,6 +372,7 @@ pub fn render(report: &Report, style: Style) -> String {
         );
         grid(&mut out, rs, style);
     }
+    credentials(&mut out, report, style);
     let _ = writeln!(out, "\n{}", truncate(LEGEND, style.width));
     let failures: Vec<&ResultRecord> = report
         .results
