@@ -33,11 +33,15 @@ pub struct Cluster {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "kebab-case")]
 pub enum Cni {
     Flannel,
     Calico,
     Cilium,
+    Canal,
+    Weave,
+    Antrea,
+    KubeRouter,
     Other,
 }
 

@@ -199,12 +199,20 @@ fn host_ports(inv: &Inventory) -> Vec<HostPort> {
             from_control_plane_only: true,
         },
     ];
-    match inv.cluster.cni {
-        Cni::Calico => v.extend([any(179), any(5473)]),
-        Cni::Cilium => v.push(any(4240)),
-        Cni::Flannel | Cni::Other => {}
-    }
+    v.extend(cni_tcp_ports(inv.cluster.cni).iter().map(|&p| any(p)));
     v
+}
+
+/// The TCP ports a CNI's agents listen on between nodes (DESIGN.md section 8).
+#[must_use]
+pub fn cni_tcp_ports(cni: Cni) -> &'static [u16] {
+    match cni {
+        Cni::Calico => &[179, 5473],
+        Cni::Cilium => &[4240],
+        Cni::Weave => &[6783],
+        Cni::KubeRouter => &[179],
+        Cni::Flannel | Cni::Canal | Cni::Antrea | Cni::Other => &[],
+    }
 }
 
 fn is_control_plane(n: &Node) -> bool {

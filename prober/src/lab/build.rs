@@ -663,11 +663,7 @@ pub fn processes(s: &Scenario, l: &Layout, agent: &Path, prober: &Path) -> Vec<P
         if n.control_plane {
             ports.extend([2379, 2380]);
         }
-        match s.cni {
-            crate::inventory::Cni::Calico => ports.extend([179, 5473]),
-            crate::inventory::Cni::Cilium => ports.push(4240),
-            crate::inventory::Cni::Flannel | crate::inventory::Cni::Other => {}
-        }
+        ports.extend(crate::plan::cni_tcp_ports(s.cni));
         let list: Vec<String> = ports.iter().map(u16::to_string).collect();
         out.push(Process {
             ns: n.ns.clone(),

@@ -2,6 +2,7 @@
 //! run `<exec prefix> probe-pod probe --plan -`, write the plan to stdin, read one JSON result per
 //! line from stdout. Only the way a command reaches the agent differs.
 
+pub mod kube;
 pub mod local;
 
 use std::future::Future;
