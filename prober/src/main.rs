@@ -36,6 +36,12 @@ enum Command {
     Matrix(MatrixArgs),
     /// Re-render a saved JSON report (`matrix -o json`) in any output format.
     Report(ReportArgs),
+    /// Read the cluster through the Kubernetes API (read-only) and print what the prober believes
+    /// about it, as an inventory you can inspect, edit and pass to `matrix --inventory`.
+    Discover(DiscoverArgs),
+    /// Print the objects the prober applies to run its agents (namespace, service account, the
+    /// two agent DaemonSets): the same as `deploy/base`.
+    Manifests(ManifestsArgs),
     /// A multi-node cluster emulator in network namespaces (Linux, root): real kernel VXLAN,
     /// nftables kube-proxy and firewalls, a TLS API server and a DNS server, with injectable faults.
     #[command(subcommand)]
@@ -74,11 +80,49 @@ struct OutputArgs {
     width: usize,
 }
 
+#[derive(Args, Clone)]
+struct KubeArgs {
+    /// Kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or the in-cluster service account).
+    #[arg(long, env = "PROBER_KUBECONFIG")]
+    kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context to use.
+    #[arg(long, env = "PROBER_CONTEXT")]
+    context: Option<String>,
+}
+
+#[derive(Args)]
+struct DiscoverArgs {
+    #[command(flatten)]
+    kube: KubeArgs,
+    /// Output format.
+    #[arg(short, long, env = "PROBER_OUTPUT", value_enum, default_value_t = DocFormat::Yaml)]
+    output: DocFormat,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum DocFormat {
+    Yaml,
+    Json,
+}
+
+#[derive(Args)]
+struct ManifestsArgs {
+    /// Namespace of the agents.
+    #[arg(long, short = 'n', env = "PROBER_NAMESPACE", default_value = prober::runtime::kube::manifests::DEFAULT_NAMESPACE)]
+    namespace: String,
+    /// Agent image.
+    #[arg(long, env = "PROBER_IMAGE", default_value = prober::runtime::kube::manifests::DEFAULT_IMAGE)]
+    image: String,
+}
+
 #[derive(Args)]
 struct MatrixArgs {
     /// Inventory file (YAML or JSON; DESIGN.md section 4), e.g. the one `prober lab up` writes.
+    /// Without it, the cluster is discovered through the Kubernetes API.
     #[arg(long, env = "PROBER_INVENTORY")]
-    inventory: PathBuf,
+    inventory: Option<PathBuf>,
+    #[command(flatten)]
+    kube: KubeArgs,
     #[command(flatten)]
     probe: ProbeArgs,
     #[command(flatten)]
@@ -514,8 +558,70 @@ fn run_matrix(inv: &Inventory, args: &ProbeArgs) -> Result<Report, String> {
     Ok(report)
 }
 
+fn runtime() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))
+}
+
+fn discover_cmd(args: &DiscoverArgs) -> ExitCode {
+    let result = runtime().and_then(|rt| {
+        rt.block_on(prober::runtime::kube::discover(
+            args.kube.kubeconfig.as_deref(),
+            args.kube.context.as_deref(),
+        ))
+    });
+    match result {
+        Ok(inv) => {
+            match args.output {
+                DocFormat::Yaml => print!("{}", inv.to_yaml()),
+                DocFormat::Json => {
+                    println!("{}", serde_json::to_string_pretty(&inv).unwrap_or_default());
+                }
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("prober discover: {e}");
+            ExitCode::from(EXIT_USAGE)
+        }
+    }
+}
+
+fn manifests_cmd(args: &ManifestsArgs) -> ExitCode {
+    let spec = prober::runtime::kube::manifests::AgentSpec {
+        namespace: args.namespace.clone(),
+        image: args.image.clone(),
+        ttl: None,
+        run: None,
+    };
+    print!("{}", prober::runtime::kube::manifests::yaml(&spec));
+    ExitCode::SUCCESS
+}
+
 fn matrix(args: &MatrixArgs) -> ExitCode {
-    let inv = match Inventory::load(&args.inventory) {
+    let Some(path) = &args.inventory else {
+        // The Kubernetes runtime: discovery works; deploying agents and pods/exec are not built
+        // yet, and saying so beats pretending.
+        let found = runtime().and_then(|rt| {
+            rt.block_on(prober::runtime::kube::discover(
+                args.kube.kubeconfig.as_deref(),
+                args.kube.context.as_deref(),
+            ))
+        });
+        match found {
+            Ok(inv) => eprintln!(
+                "prober matrix: found {} nodes, but running agents through the Kubernetes API is not built yet; \
+                 for now, run `prober discover > inv.yaml`, add each node's agents (exec prefixes) and pass --inventory inv.yaml",
+                inv.nodes.len()
+            ),
+            Err(e) => eprintln!("prober matrix: {e}"),
+        }
+        return ExitCode::from(EXIT_USAGE);
+    };
+    let inv = match Inventory::load(path) {
         Ok(i) => i,
         Err(e) => {
             eprintln!("prober matrix: {e}");
@@ -584,6 +690,8 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Matrix(a) => matrix(&a),
         Command::Report(a) => report_cmd(&a),
+        Command::Discover(a) => discover_cmd(&a),
+        Command::Manifests(a) => manifests_cmd(&a),
         Command::Lab(LabCommand::Apiserver(a)) => apiserver(&a),
         Command::Lab(cmd) => {
             install_signal_teardown();

@@ -1,13 +1,14 @@
-//! The agents as Kubernetes objects, built in code: a namespace, a ServiceAccount with no API
-//! access, and two DaemonSets (host network and pod network). `prober manifests` prints exactly
+//! The agents as Kubernetes objects, built in code: a namespace, a `ServiceAccount` with no API
+//! access, and two `DaemonSets` (host network and pod network). `prober manifests` prints exactly
 //! these, and `deploy/base` holds the same (a test compares them).
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetSpec};
 use k8s_openapi::api::core::v1::{
-    Capabilities, Container, HostPathVolumeSource, Namespace, PodSecurityContext, PodSpec, PodTemplateSpec, ResourceRequirements, SecurityContext,
-    ServiceAccount, Sysctl, Toleration, Volume, VolumeMount,
+    Capabilities, Container, HostPathVolumeSource, Namespace, PodSecurityContext, PodSpec,
+    PodTemplateSpec, ResourceRequirements, SecurityContext, ServiceAccount, Sysctl, Toleration,
+    Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
@@ -35,14 +36,22 @@ pub struct AgentSpec {
 
 impl Default for AgentSpec {
     fn default() -> Self {
-        Self { namespace: DEFAULT_NAMESPACE.into(), image: DEFAULT_IMAGE.into(), ttl: None, run: None }
+        Self {
+            namespace: DEFAULT_NAMESPACE.into(),
+            image: DEFAULT_IMAGE.into(),
+            ttl: None,
+            run: None,
+        }
     }
 }
 
 fn labels(spec: &AgentSpec, component: &str) -> BTreeMap<String, String> {
     let mut l = BTreeMap::from([
         ("app.kubernetes.io/name".to_string(), "prober".to_string()),
-        ("app.kubernetes.io/component".to_string(), component.to_string()),
+        (
+            "app.kubernetes.io/component".to_string(),
+            component.to_string(),
+        ),
         (MANAGED_BY.0.to_string(), MANAGED_BY.1.to_string()),
     ]);
     if let Some(run) = &spec.run {
@@ -63,8 +72,14 @@ fn meta(spec: &AgentSpec, name: &str, component: &str, namespaced: bool) -> Obje
 fn resources() -> ResourceRequirements {
     let q = |s: &str| Quantity(s.into());
     ResourceRequirements {
-        requests: Some(BTreeMap::from([("cpu".into(), q("10m")), ("memory".into(), q("16Mi"))])),
-        limits: Some(BTreeMap::from([("cpu".into(), q("500m")), ("memory".into(), q("128Mi"))])),
+        requests: Some(BTreeMap::from([
+            ("cpu".into(), q("10m")),
+            ("memory".into(), q("16Mi")),
+        ])),
+        limits: Some(BTreeMap::from([
+            ("cpu".into(), q("500m")),
+            ("memory".into(), q("128Mi")),
+        ])),
         ..ResourceRequirements::default()
     }
 }
@@ -80,18 +95,45 @@ fn args(spec: &AgentSpec, extra: &[&str]) -> Vec<String> {
 
 fn host_path(name: &str, path: &str, kind: &str) -> (Volume, VolumeMount) {
     (
-        Volume { name: name.into(), host_path: Some(HostPathVolumeSource { path: path.into(), type_: Some(kind.into()) }), ..Volume::default() },
-        VolumeMount { name: name.into(), mount_path: format!("/host{path}"), read_only: Some(true), ..VolumeMount::default() },
+        Volume {
+            name: name.into(),
+            host_path: Some(HostPathVolumeSource {
+                path: path.into(),
+                type_: Some(kind.into()),
+            }),
+            ..Volume::default()
+        },
+        VolumeMount {
+            name: name.into(),
+            mount_path: format!("/host{path}"),
+            read_only: Some(true),
+            ..VolumeMount::default()
+        },
     )
 }
 
 fn daemonset(spec: &AgentSpec, name: &str, component: &str, pod: PodSpec) -> DaemonSet {
-    let selector = BTreeMap::from([("app.kubernetes.io/name".to_string(), "prober".to_string()), ("app.kubernetes.io/component".to_string(), component.to_string())]);
+    let selector = BTreeMap::from([
+        ("app.kubernetes.io/name".to_string(), "prober".to_string()),
+        (
+            "app.kubernetes.io/component".to_string(),
+            component.to_string(),
+        ),
+    ]);
     DaemonSet {
         metadata: meta(spec, name, component, true),
         spec: Some(DaemonSetSpec {
-            selector: LabelSelector { match_labels: Some(selector), ..LabelSelector::default() },
-            template: PodTemplateSpec { metadata: Some(ObjectMeta { labels: Some(labels(spec, component)), ..ObjectMeta::default() }), spec: Some(pod) },
+            selector: LabelSelector {
+                match_labels: Some(selector),
+                ..LabelSelector::default()
+            },
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(labels(spec, component)),
+                    ..ObjectMeta::default()
+                }),
+                spec: Some(pod),
+            },
             ..DaemonSetSpec::default()
         }),
         ..DaemonSet::default()
@@ -100,7 +142,10 @@ fn daemonset(spec: &AgentSpec, name: &str, component: &str, pod: PodSpec) -> Dae
 
 /// Tolerates every taint: control-plane nodes must be covered too.
 fn tolerate_all() -> Vec<Toleration> {
-    vec![Toleration { operator: Some("Exists".into()), ..Toleration::default() }]
+    vec![Toleration {
+        operator: Some("Exists".into()),
+        ..Toleration::default()
+    }]
 }
 
 /// The host-network agent: sniffs VXLAN (`CAP_NET_RAW` only) and reads the node's files read-only.
@@ -124,7 +169,10 @@ pub fn host_daemonset(spec: &AgentSpec) -> DaemonSet {
             run_as_non_root: Some(false),
             read_only_root_filesystem: Some(true),
             allow_privilege_escalation: Some(false),
-            capabilities: Some(Capabilities { add: Some(vec!["NET_RAW".into()]), drop: Some(vec!["ALL".into()]) }),
+            capabilities: Some(Capabilities {
+                add: Some(vec!["NET_RAW".into()]),
+                drop: Some(vec!["ALL".into()]),
+            }),
             ..SecurityContext::default()
         }),
         ..Container::default()
@@ -160,7 +208,10 @@ pub fn pod_daemonset(spec: &AgentSpec) -> DaemonSet {
             run_as_user: Some(65_534),
             read_only_root_filesystem: Some(true),
             allow_privilege_escalation: Some(false),
-            capabilities: Some(Capabilities { drop: Some(vec!["ALL".into()]), ..Capabilities::default() }),
+            capabilities: Some(Capabilities {
+                drop: Some(vec!["ALL".into()]),
+                ..Capabilities::default()
+            }),
             ..SecurityContext::default()
         }),
         ..Container::default()
@@ -174,7 +225,10 @@ pub fn pod_daemonset(spec: &AgentSpec) -> DaemonSet {
             automount_service_account_token: Some(false),
             tolerations: Some(tolerate_all()),
             security_context: Some(PodSecurityContext {
-                sysctls: Some(vec![Sysctl { name: "net.ipv4.ping_group_range".into(), value: "0 2147483647".into() }]),
+                sysctls: Some(vec![Sysctl {
+                    name: "net.ipv4.ping_group_range".into(),
+                    value: "0 2147483647".into(),
+                }]),
                 ..PodSecurityContext::default()
             }),
             containers: vec![container],
@@ -185,13 +239,20 @@ pub fn pod_daemonset(spec: &AgentSpec) -> DaemonSet {
 
 #[must_use]
 pub fn namespace(spec: &AgentSpec) -> Namespace {
-    Namespace { metadata: meta(spec, &spec.namespace, "namespace", false), ..Namespace::default() }
+    Namespace {
+        metadata: meta(spec, &spec.namespace, "namespace", false),
+        ..Namespace::default()
+    }
 }
 
 /// The agents' identity: no API permissions at all, and no token mounted.
 #[must_use]
 pub fn service_account(spec: &AgentSpec) -> ServiceAccount {
-    ServiceAccount { metadata: meta(spec, SERVICE_ACCOUNT, "agent", true), automount_service_account_token: Some(false), ..ServiceAccount::default() }
+    ServiceAccount {
+        metadata: meta(spec, SERVICE_ACCOUNT, "agent", true),
+        automount_service_account_token: Some(false),
+        ..ServiceAccount::default()
+    }
 }
 
 /// Everything, in apply order, as JSON values (kind and apiVersion set).
@@ -204,17 +265,38 @@ pub fn all(spec: &AgentSpec) -> Vec<serde_json::Value> {
     };
     let json = |v: serde_json::Result<serde_json::Value>| v.unwrap_or(serde_json::Value::Null);
     vec![
-        with_type(json(serde_json::to_value(namespace(spec))), "v1", "Namespace"),
-        with_type(json(serde_json::to_value(service_account(spec))), "v1", "ServiceAccount"),
-        with_type(json(serde_json::to_value(host_daemonset(spec))), "apps/v1", "DaemonSet"),
-        with_type(json(serde_json::to_value(pod_daemonset(spec))), "apps/v1", "DaemonSet"),
+        with_type(
+            json(serde_json::to_value(namespace(spec))),
+            "v1",
+            "Namespace",
+        ),
+        with_type(
+            json(serde_json::to_value(service_account(spec))),
+            "v1",
+            "ServiceAccount",
+        ),
+        with_type(
+            json(serde_json::to_value(host_daemonset(spec))),
+            "apps/v1",
+            "DaemonSet",
+        ),
+        with_type(
+            json(serde_json::to_value(pod_daemonset(spec))),
+            "apps/v1",
+            "DaemonSet",
+        ),
     ]
 }
 
 /// `all` as a multi-document YAML stream.
 #[must_use]
 pub fn yaml(spec: &AgentSpec) -> String {
-    all(spec).iter().map(|v| format!("---\n{}", serde_saphyr::to_string(v).unwrap_or_default())).collect()
+    let mut out = String::new();
+    for v in all(spec) {
+        out.push_str("---\n");
+        out.push_str(&serde_saphyr::to_string(&v).unwrap_or_default());
+    }
+    out
 }
 
 #[cfg(test)]
@@ -228,36 +310,78 @@ mod tests {
         assert_eq!(pod.host_network, Some(true));
         assert_eq!(pod.dns_policy.as_deref(), Some("ClusterFirstWithHostNet"));
         assert_eq!(pod.automount_service_account_token, Some(false));
-        assert_eq!(pod.tolerations.unwrap()[0].operator.as_deref(), Some("Exists"));
+        assert_eq!(
+            pod.tolerations.unwrap()[0].operator.as_deref(),
+            Some("Exists")
+        );
         let c = &pod.containers[0];
-        let caps = c.security_context.as_ref().unwrap().capabilities.as_ref().unwrap();
+        let caps = c
+            .security_context
+            .as_ref()
+            .unwrap()
+            .capabilities
+            .as_ref()
+            .unwrap();
         assert_eq!(caps.add.as_deref(), Some(&["NET_RAW".to_string()][..]));
         assert_eq!(caps.drop.as_deref(), Some(&["ALL".to_string()][..]));
-        assert_eq!(c.security_context.as_ref().unwrap().read_only_root_filesystem, Some(true));
+        assert_eq!(
+            c.security_context
+                .as_ref()
+                .unwrap()
+                .read_only_root_filesystem,
+            Some(true)
+        );
         let mounts = c.volume_mounts.as_ref().unwrap();
-        assert!(mounts.iter().all(|m| m.read_only == Some(true) && m.mount_path.starts_with("/host/")));
+        assert!(
+            mounts
+                .iter()
+                .all(|m| m.read_only == Some(true) && m.mount_path.starts_with("/host/"))
+        );
         let paths: Vec<&str> = mounts.iter().map(|m| m.mount_path.as_str()).collect();
-        assert_eq!(paths, ["/host/etc/cni/net.d", "/host/etc/kubernetes", "/host/etc/resolv.conf"]);
+        assert_eq!(
+            paths,
+            [
+                "/host/etc/cni/net.d",
+                "/host/etc/kubernetes",
+                "/host/etc/resolv.conf"
+            ]
+        );
     }
 
     #[test]
     fn pod_agent_is_unprivileged() {
-        let spec = AgentSpec { ttl: Some("30m".into()), run: Some("r1".into()), ..AgentSpec::default() };
+        let spec = AgentSpec {
+            ttl: Some("30m".into()),
+            run: Some("r1".into()),
+            ..AgentSpec::default()
+        };
         let ds = pod_daemonset(&spec);
         assert_eq!(ds.metadata.labels.as_ref().unwrap()[RUN_LABEL], "r1");
         let pod = ds.spec.unwrap().template.spec.unwrap();
         assert_eq!(pod.host_network, None);
         assert!(pod.volumes.is_none(), "no host mounts");
-        assert_eq!(pod.security_context.unwrap().sysctls.unwrap()[0].name, "net.ipv4.ping_group_range");
+        assert_eq!(
+            pod.security_context.unwrap().sysctls.unwrap()[0].name,
+            "net.ipv4.ping_group_range"
+        );
         let c = &pod.containers[0];
-        assert_eq!(c.args.as_deref().unwrap(), ["serve", "--sniff", "never", "--ttl", "30m"]);
+        assert_eq!(
+            c.args.as_deref().unwrap(),
+            ["serve", "--sniff", "never", "--ttl", "30m"]
+        );
         let sc = c.security_context.as_ref().unwrap();
-        assert_eq!((sc.run_as_non_root, sc.run_as_user), (Some(true), Some(65_534)));
+        assert_eq!(
+            (sc.run_as_non_root, sc.run_as_user),
+            (Some(true), Some(65_534))
+        );
         assert!(sc.capabilities.as_ref().unwrap().add.is_none());
     }
 
     #[test]
     fn the_service_account_mounts_no_token() {
-        assert_eq!(service_account(&AgentSpec::default()).automount_service_account_token, Some(false));
+        assert_eq!(
+            service_account(&AgentSpec::default()).automount_service_account_token,
+            Some(false)
+        );
     }
 }

@@ -1,5 +1,106 @@
-//! The Kubernetes runtime: discovery, the agents as DaemonSets, and (next) probing through
-//! `pods/exec`, which works while the pod network, ClusterIPs and DNS are broken.
+//! The Kubernetes runtime: discovery, the agents as `DaemonSets`, and (next) probing through
+//! `pods/exec`, which works while the pod network, `ClusterIPs` and DNS are broken.
 
 pub mod discover;
 pub mod manifests;
+
+use std::path::Path;
+use std::time::Duration;
+
+use kube::config::{Config, KubeConfigOptions, Kubeconfig};
+
+/// Connecting gives up after this: a cluster that cannot be reached is reported within seconds.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    #[error("cannot load the kubeconfig {source_name}: {message}")]
+    Config {
+        source_name: String,
+        message: String,
+    },
+    #[error("cannot reach the cluster at {server} (from {source_name}): {message}")]
+    Unreachable {
+        server: String,
+        source_name: String,
+        message: String,
+    },
+}
+
+/// A client from `--kubeconfig`/`--context`, `KUBECONFIG`, `~/.kube/config`, or the in-cluster
+/// service account, in that order; and a description of where it came from.
+pub async fn client(
+    kubeconfig: Option<&Path>,
+    context: Option<&str>,
+) -> Result<(kube::Client, String, String), ConnectError> {
+    let options = KubeConfigOptions {
+        context: context.map(String::from),
+        ..KubeConfigOptions::default()
+    };
+    let (config, source_name) = match kubeconfig {
+        Some(path) => {
+            let source_name = path.display().to_string();
+            let kc = Kubeconfig::read_from(path).map_err(|e| ConnectError::Config {
+                source_name: source_name.clone(),
+                message: e.to_string(),
+            })?;
+            let c = Config::from_custom_kubeconfig(kc, &options)
+                .await
+                .map_err(|e| ConnectError::Config {
+                    source_name: source_name.clone(),
+                    message: e.to_string(),
+                })?;
+            (c, source_name)
+        }
+        None if context.is_some() => {
+            let source_name =
+                std::env::var("KUBECONFIG").unwrap_or_else(|_| "~/.kube/config".into());
+            let c = Config::from_kubeconfig(&options)
+                .await
+                .map_err(|e| ConnectError::Config {
+                    source_name: source_name.clone(),
+                    message: e.to_string(),
+                })?;
+            (c, source_name)
+        }
+        None => {
+            let source_name = std::env::var("KUBECONFIG")
+                .unwrap_or_else(|_| "~/.kube/config or the in-cluster service account".into());
+            let c = Config::infer().await.map_err(|e| ConnectError::Config {
+                source_name: source_name.clone(),
+                message: e.to_string(),
+            })?;
+            (c, source_name)
+        }
+    };
+    let mut config = config;
+    config.connect_timeout = Some(CONNECT_TIMEOUT);
+    config.read_timeout = Some(Duration::from_secs(30));
+    let server = config.cluster_url.to_string();
+    let client = kube::Client::try_from(config).map_err(|e| ConnectError::Unreachable {
+        server: server.clone(),
+        source_name: source_name.clone(),
+        message: e.to_string(),
+    })?;
+    Ok((client, server, source_name))
+}
+
+/// Connects and discovers, naming the kubeconfig and server when the cluster cannot be reached.
+pub async fn discover(
+    kubeconfig: Option<&Path>,
+    context: Option<&str>,
+) -> Result<crate::inventory::Inventory, String> {
+    let (client, server, source_name) = client(kubeconfig, context)
+        .await
+        .map_err(|e| e.to_string())?;
+    let raw = tokio::time::timeout(CONNECT_TIMEOUT * 3, discover::read(&client))
+        .await
+        .map_err(|_| {
+            format!(
+                "cannot reach the cluster at {server} (from {source_name}): no answer within {} s",
+                (CONNECT_TIMEOUT * 3).as_secs()
+            )
+        })?
+        .map_err(|e| format!("cannot reach the cluster at {server} (from {source_name}): {e}"))?;
+    discover::build(&raw).map_err(|e| e.to_string())
+}

@@ -1,0 +1,115 @@
+//! `prober manifests` prints real Kubernetes objects, and exactly what `deploy/base` holds.
+
+mod common;
+
+use common::{prober, root};
+
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+
+fn docs(text: &str) -> Vec<serde_json::Value> {
+    text.split("\n---")
+        .map(|d| d.trim_start_matches("---").trim())
+        .filter(|d| !d.is_empty())
+        .map(|d| serde_saphyr::from_str(d).unwrap_or_else(|e| panic!("not YAML: {e}\n{d}")))
+        .collect()
+}
+
+#[test]
+fn manifests_are_kubernetes_objects_and_match_deploy() {
+    let out = std::process::Command::new(prober())
+        .arg("manifests")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let printed = docs(&String::from_utf8_lossy(&out.stdout));
+    let kinds: Vec<&str> = printed
+        .iter()
+        .map(|d| d["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        ["Namespace", "ServiceAccount", "DaemonSet", "DaemonSet"]
+    );
+    let _: Namespace = serde_json::from_value(printed[0].clone()).unwrap();
+    let sa: ServiceAccount = serde_json::from_value(printed[1].clone()).unwrap();
+    assert_eq!(sa.automount_service_account_token, Some(false));
+    for d in &printed[2..] {
+        let ds: DaemonSet = serde_json::from_value(d.clone()).unwrap();
+        let pod = ds.spec.unwrap().template.spec.unwrap();
+        assert_eq!(
+            pod.automount_service_account_token,
+            Some(false),
+            "agents never call the API"
+        );
+        assert_eq!(pod.containers[0].args.as_ref().unwrap()[0], "serve");
+    }
+    let deployed = docs(&std::fs::read_to_string(root().join("deploy/base/agents.yaml")).unwrap());
+    assert_eq!(
+        printed, deployed,
+        "deploy/base/agents.yaml drifted from `prober manifests`: regenerate it with `prober manifests > deploy/base/agents.yaml`"
+    );
+    let kustomization =
+        std::fs::read_to_string(root().join("deploy/base/kustomization.yaml")).unwrap();
+    assert!(kustomization.contains("agents.yaml") && kustomization.contains("rbac.yaml"));
+    for doc in docs(&std::fs::read_to_string(root().join("deploy/base/rbac.yaml")).unwrap()) {
+        assert!(
+            doc["kind"].is_string() && doc["metadata"]["name"].is_string(),
+            "{doc}"
+        );
+    }
+}
+
+#[test]
+fn namespace_and_image_flags() {
+    let out = std::process::Command::new(prober())
+        .args([
+            "manifests",
+            "-n",
+            "probing",
+            "--image",
+            "registry.local/prober:dev",
+        ])
+        .output()
+        .unwrap();
+    let printed = docs(&String::from_utf8_lossy(&out.stdout));
+    assert_eq!(printed[0]["metadata"]["name"], "probing");
+    assert!(
+        printed[1..]
+            .iter()
+            .all(|d| d["metadata"]["namespace"] == "probing")
+    );
+    assert_eq!(
+        printed[2]["spec"]["template"]["spec"]["containers"][0]["image"],
+        "registry.local/prober:dev"
+    );
+}
+
+#[test]
+fn without_a_cluster_matrix_fails_fast_and_clearly() {
+    let dir = std::env::temp_dir().join(format!("prober-kc-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kc = dir.join("kubeconfig");
+    // Loopback port 1: nothing listens; the connection is refused at once.
+    std::fs::write(&kc, "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: \"https://127.0.0.1:1\"}\nusers:\n- name: u\n  user: {token: abc}\ncontexts:\n- name: x\n  context: {cluster: c, user: u}\ncurrent-context: x\n").unwrap();
+    let started = std::time::Instant::now();
+    let out = std::process::Command::new(prober())
+        .args(["matrix", "--kubeconfig"])
+        .arg(&kc)
+        .output()
+        .unwrap();
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("https://127.0.0.1:1") && err.contains(kc.to_str().unwrap()),
+        "names the server and the kubeconfig: {err}"
+    );
+    let missing = std::process::Command::new(prober())
+        .args(["discover", "--kubeconfig", "/nonexistent/kubeconfig"])
+        .output()
+        .unwrap();
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("/nonexistent/kubeconfig"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
