@@ -151,9 +151,37 @@ async fn shutdown_signal() {
 fn read_plan(path: &PathBuf) -> Result<String, String> {
     let mut text = String::new();
     let res = if path.as_os_str() == "-" {
-        std::io::stdin()
-            .take(MAX_PLAN_BYTES)
-            .read_to_string(&mut text)
+        // Read exactly one JSON document and stop: over pods/exec, stdin may never be closed
+        // (clusters without the v5 stream protocol cannot signal EOF on stdin alone).
+        let stdin = std::io::stdin().lock().take(MAX_PLAN_BYTES);
+        match serde_json::Deserializer::from_reader(stdin)
+            .into_iter::<serde_json::Value>()
+            .next()
+        {
+            Some(Ok(v)) => {
+                text = v.to_string();
+                Ok(text.len())
+            }
+            Some(Err(e)) if e.is_io() => Err(std::io::Error::other(e.to_string())),
+            Some(Err(e)) => {
+                let message = e.to_string();
+                let message = message
+                    .rfind(" at line ")
+                    .map_or(message.as_str(), |i| &message[..i])
+                    .to_string();
+                return Err(format!(
+                    "plan is not valid JSON at line {}, column {}: {message}",
+                    e.line(),
+                    e.column()
+                ));
+            }
+            None => {
+                return Err(
+                    "plan is not valid JSON at line 1, column 0: standard input held no plan"
+                        .into(),
+                );
+            }
+        }
     } else {
         std::fs::File::open(path).and_then(|f| f.take(MAX_PLAN_BYTES).read_to_string(&mut text))
     };

@@ -90,3 +90,27 @@ fn help_explains_the_commands() {
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("--ttl"));
 }
+
+#[test]
+fn the_plan_is_read_without_waiting_for_end_of_input() {
+    // Over pods/exec stdin may stay open: the agent stops reading after one JSON document.
+    use std::io::{BufRead, Write};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_probe-pod"))
+        .args(["probe", "--plan", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(br#"{"deadlineMs":2000,"probes":[{"id":"a","kind":"tcp","address":"127.0.0.1","port":1}]}"#).unwrap();
+    stdin.flush().unwrap();
+    let started = std::time::Instant::now();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.contains("\"outcome\":\"refused\""), "{line}");
+    let status = child.wait().unwrap();
+    assert!(status.success() && started.elapsed() < std::time::Duration::from_secs(5));
+    drop(stdin);
+}
