@@ -39,6 +39,8 @@ enum Command {
     /// Read the cluster through the Kubernetes API (read-only) and print what the prober believes
     /// about it, as an inventory you can inspect, edit and pass to `matrix --inventory`.
     Discover(DiscoverArgs),
+    /// Remove the agents left behind by crashed runs (found by label).
+    Cleanup(CleanupArgs),
     /// Print the objects the prober applies to run its agents (namespace, service account, the
     /// two agent DaemonSets): the same as `deploy/base`.
     Manifests(ManifestsArgs),
@@ -90,6 +92,34 @@ struct KubeArgs {
     context: Option<String>,
 }
 
+#[derive(Args, Clone)]
+struct AgentArgs {
+    /// Namespace of the agents.
+    #[arg(long, short = 'n', env = "PROBER_NAMESPACE", default_value = prober::runtime::kube::manifests::DEFAULT_NAMESPACE)]
+    namespace: String,
+    /// Agent image.
+    #[arg(long, env = "PROBER_IMAGE", default_value = prober::runtime::kube::manifests::DEFAULT_IMAGE)]
+    image: String,
+    /// Leave the agents running afterwards (remove them with `prober cleanup`).
+    #[arg(long, env = "PROBER_KEEP_AGENTS")]
+    keep_agents: bool,
+    /// Use agents already installed from deploy/ (the scheduled mode): apply and remove nothing.
+    #[arg(long, env = "PROBER_USE_EXISTING")]
+    use_existing: bool,
+    /// How long to wait for the agents to become ready before probing with those that are.
+    #[arg(long, env = "PROBER_AGENT_WAIT", default_value = "90s", value_parser = parse_timeout)]
+    agent_wait: Duration,
+}
+
+#[derive(Args)]
+struct CleanupArgs {
+    #[command(flatten)]
+    kube: KubeArgs,
+    /// Namespace of the agents.
+    #[arg(long, short = 'n', env = "PROBER_NAMESPACE", default_value = prober::runtime::kube::manifests::DEFAULT_NAMESPACE)]
+    namespace: String,
+}
+
 #[derive(Args)]
 struct DiscoverArgs {
     #[command(flatten)]
@@ -123,6 +153,8 @@ struct MatrixArgs {
     inventory: Option<PathBuf>,
     #[command(flatten)]
     kube: KubeArgs,
+    #[command(flatten)]
+    agents: AgentArgs,
     #[command(flatten)]
     probe: ProbeArgs,
     #[command(flatten)]
@@ -601,25 +633,138 @@ fn manifests_cmd(args: &ManifestsArgs) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-fn matrix(args: &MatrixArgs) -> ExitCode {
-    let Some(path) = &args.inventory else {
-        // The Kubernetes runtime: discovery works; deploying agents and pods/exec are not built
-        // yet, and saying so beats pretending.
-        let found = runtime().and_then(|rt| {
-            rt.block_on(prober::runtime::kube::discover(
+/// The matrix through the Kubernetes API: discover, deploy the agents, wait, probe through
+/// pods/exec, clean up (on success, failure and Ctrl-C).
+async fn kube_matrix(args: &MatrixArgs) -> Result<Report, String> {
+    use prober::runtime::kube::{deploy, exec::KubeExec, manifests::AgentSpec};
+    let (client, server, source) = prober::runtime::kube::client(
+        args.kube.kubeconfig.as_deref(),
+        args.kube.context.as_deref(),
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    let raw = tokio::time::timeout(
+        prober::runtime::kube::CONNECT_TIMEOUT * 3,
+        prober::runtime::kube::discover::read(&client),
+    )
+    .await
+    .map_err(|_| format!("cannot reach the cluster at {server} (from {source}): no answer"))?
+    .map_err(|e| format!("cannot reach the cluster at {server} (from {source}): {e}"))?;
+    let mut inv = prober::runtime::kube::discover::build(&raw).map_err(|e| e.to_string())?;
+    let run = format!("r{:x}", std::process::id());
+    let spec = AgentSpec {
+        namespace: args.agents.namespace.clone(),
+        image: args.agents.image.clone(),
+        ttl: (!args.agents.use_existing).then(|| "2h".to_string()),
+        run: (!args.agents.use_existing).then(|| run.clone()),
+    };
+    let created_ns = if args.agents.use_existing {
+        false
+    } else {
+        deploy::apply(&client, &spec)
+            .await
+            .map_err(|e| e.to_string())?
+    };
+    let nodes: Vec<String> = inv.nodes.iter().map(|n| n.name.clone()).collect();
+    let progress = |ready: usize, wanted: usize| {
+        if std::io::stderr().is_terminal() {
+            eprint!("\ragents ready: {ready}/{wanted}   ");
+        }
+    };
+    let outcome = async {
+        let (ready, missing) =
+            deploy::wait(&client, &spec, &nodes, args.agents.agent_wait, &progress)
+                .await
+                .map_err(|e| e.to_string())?;
+        for n in &mut inv.nodes {
+            for (kind, slot) in [
+                (prober::plan::AgentKind::Host, &mut n.agents.host),
+                (prober::plan::AgentKind::Pod, &mut n.agents.pod),
+            ] {
+                let agent = prober::plan::AgentRef {
+                    node: n.name.clone(),
+                    agent: kind,
+                };
+                *slot = ready.get(&agent).map(|p| prober::inventory::Agent {
+                    exec: vec![
+                        "kubectl".into(),
+                        "-n".into(),
+                        spec.namespace.clone(),
+                        "exec".into(),
+                        p.pod.clone(),
+                        "--".into(),
+                    ],
+                    address: p.address,
+                    port: prober::lab::build::AGENT_PORT,
+                });
+            }
+        }
+        let filter = Filter {
+            paths: args.probe.paths.clone(),
+            skip_paths: args.probe.skip_paths.clone(),
+            nodes: args.probe.nodes.clone(),
+        };
+        let planned = prober::plan::plan(&inv, &filter);
+        let runtime = Arc::new(KubeExec::new(client.clone(), &spec.namespace, ready));
+        let cfg = RunConfig {
+            probe_timeout: args.probe.timeout,
+            concurrency: args.probe.concurrency.max(1),
+            ..RunConfig::default()
+        };
+        let mut out = prober::run::run(&planned, runtime, &cfg, None, async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await;
+        out.agents.extend(missing);
+        Ok::<_, String>(Report::new(out, &inv))
+    }
+    .await;
+    let keep = args.agents.use_existing || args.agents.keep_agents;
+    if !keep && let Err(e) = deploy::cleanup(&client, &spec, created_ns).await {
+        eprintln!("prober matrix: cleanup: {e} (run `prober cleanup`)");
+    }
+
+    outcome
+}
+
+fn cleanup_cmd(args: &CleanupArgs) -> ExitCode {
+    let result = runtime().and_then(|rt| {
+        rt.block_on(async {
+            let (client, _, _) = prober::runtime::kube::client(
                 args.kube.kubeconfig.as_deref(),
                 args.kube.context.as_deref(),
-            ))
-        });
-        match found {
-            Ok(inv) => eprintln!(
-                "prober matrix: found {} nodes, but running agents through the Kubernetes API is not built yet; \
-                 for now, run `prober discover > inv.yaml`, add each node's agents (exec prefixes) and pass --inventory inv.yaml",
-                inv.nodes.len()
-            ),
-            Err(e) => eprintln!("prober matrix: {e}"),
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+            prober::runtime::kube::deploy::cleanup_leftovers(&client, &args.namespace)
+                .await
+                .map_err(|e| e.to_string())
+        })
+    });
+    match result {
+        Ok(n) => {
+            println!("removed {n} agent DaemonSet(s) from {}", args.namespace);
+            ExitCode::SUCCESS
         }
-        return ExitCode::from(EXIT_USAGE);
+        Err(e) => {
+            eprintln!("prober cleanup: {e}");
+            ExitCode::from(EXIT_USAGE)
+        }
+    }
+}
+
+fn matrix(args: &MatrixArgs) -> ExitCode {
+    let Some(path) = &args.inventory else {
+        return match runtime().and_then(|rt| rt.block_on(kube_matrix(args))) {
+            Ok(r) => {
+                print!("{}", render(&r, &args.out));
+                ExitCode::from(r.summary.exit_code)
+            }
+            Err(e) => {
+                eprintln!("prober matrix: {e}");
+                ExitCode::from(EXIT_USAGE)
+            }
+        };
     };
     let inv = match Inventory::load(path) {
         Ok(i) => i,
@@ -692,6 +837,7 @@ fn main() -> ExitCode {
         Command::Report(a) => report_cmd(&a),
         Command::Discover(a) => discover_cmd(&a),
         Command::Manifests(a) => manifests_cmd(&a),
+        Command::Cleanup(a) => cleanup_cmd(&a),
         Command::Lab(LabCommand::Apiserver(a)) => apiserver(&a),
         Command::Lab(cmd) => {
             install_signal_teardown();

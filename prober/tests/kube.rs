@@ -200,3 +200,315 @@ async fn discovers_a_three_node_calico_cluster() {
     let back: prober::inventory::Inventory = serde_saphyr::from_str(&inv.to_yaml()).unwrap();
     assert_eq!(back, inv);
 }
+
+mod deploy {
+    use super::*;
+
+    /// How the mock API server answers one request, given its body.
+    type Responder = Box<dyn Fn(&serde_json::Value) -> Response<Body> + Send>;
+    use http_body_util::BodyExt;
+    use prober::plan::{AgentKind, AgentRef};
+    use prober::runtime::kube::deploy::{agents_from_pods, apply, cleanup};
+    use prober::runtime::kube::manifests::AgentSpec;
+
+    fn status(code: u16, reason: &str) -> Response<Body> {
+        let body = serde_json::json!({"kind": "Status", "apiVersion": "v1", "status": if code < 300 { "Success" } else { "Failure" }, "reason": reason, "code": code, "metadata": {}});
+        Response::builder()
+            .status(code)
+            .body(Body::from(body.to_string().into_bytes()))
+            .unwrap()
+    }
+
+    /// Serves `steps` in order: each is (method, uri, response); returns the request bodies.
+    fn serve(
+        mut handle: tower_test::mock::Handle<Request<Body>, Response<Body>>,
+        steps: Vec<(&'static str, String, Responder)>,
+    ) -> tokio::task::JoinHandle<Vec<serde_json::Value>> {
+        tokio::spawn(async move {
+            let mut bodies = Vec::new();
+            for (method, uri, respond) in steps {
+                let (request, send) = handle
+                    .next_request()
+                    .await
+                    .expect("fewer requests than expected");
+                assert_eq!(
+                    (request.method().as_str(), request.uri().to_string()),
+                    (method, uri.clone()),
+                    "unexpected request"
+                );
+                if method == "PATCH" {
+                    assert_eq!(
+                        request.headers()["content-type"],
+                        "application/apply-patch+yaml",
+                        "server-side apply"
+                    );
+                }
+                let bytes = request
+                    .into_body()
+                    .collect()
+                    .await
+                    .map(http_body_util::Collected::to_bytes)
+                    .unwrap_or_default();
+                let body: serde_json::Value = if bytes.is_empty() {
+                    serde_json::Value::Null
+                } else {
+                    serde_json::from_slice(&bytes).unwrap()
+                };
+                send.send_response(respond(&body));
+                bodies.push(body);
+            }
+            assert!(
+                handle.next_request().await.is_none(),
+                "more requests than expected"
+            );
+            bodies
+        })
+    }
+
+    fn echo() -> Responder {
+        Box::new(|b: &serde_json::Value| {
+            Response::builder()
+                .status(200)
+                .body(Body::from(b.to_string().into_bytes()))
+                .unwrap()
+        })
+    }
+
+    #[tokio::test]
+    async fn apply_is_server_side_with_a_field_manager() {
+        let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let client = kube::Client::new(service, "default");
+        let q = "?&force=true&fieldManager=prober";
+        let server = serve(
+            handle,
+            vec![
+                (
+                    "GET",
+                    "/api/v1/namespaces/prober-system".into(),
+                    Box::new(|_: &serde_json::Value| status(404, "NotFound")),
+                ),
+                (
+                    "PATCH",
+                    format!("/api/v1/namespaces/prober-system{q}"),
+                    echo(),
+                ),
+                (
+                    "PATCH",
+                    format!("/api/v1/namespaces/prober-system/serviceaccounts/prober-agent{q}"),
+                    echo(),
+                ),
+                (
+                    "PATCH",
+                    format!("/apis/apps/v1/namespaces/prober-system/daemonsets/probe-host{q}"),
+                    echo(),
+                ),
+                (
+                    "PATCH",
+                    format!("/apis/apps/v1/namespaces/prober-system/daemonsets/probe-pod{q}"),
+                    echo(),
+                ),
+            ],
+        );
+        let spec = AgentSpec {
+            run: Some("r1".into()),
+            ttl: Some("2h".into()),
+            ..AgentSpec::default()
+        };
+        let created = apply(&client, &spec).await.unwrap();
+        drop(client);
+        let bodies = server.await.unwrap();
+        assert!(created, "the namespace did not exist: cleanup removes it");
+        assert_eq!(bodies[1]["kind"], "Namespace");
+        assert_eq!(bodies[2]["automountServiceAccountToken"], false);
+        let host = &bodies[3];
+        assert_eq!(host["kind"], "DaemonSet");
+        assert_eq!(host["metadata"]["labels"]["prober.io/run"], "r1");
+        assert_eq!(host["spec"]["template"]["spec"]["hostNetwork"], true);
+        assert_eq!(
+            host["spec"]["template"]["spec"]["tolerations"][0]["operator"],
+            "Exists"
+        );
+        assert_eq!(
+            host["spec"]["template"]["spec"]["containers"][0]["securityContext"]["capabilities"]["add"],
+            serde_json::json!(["NET_RAW"])
+        );
+        assert_eq!(
+            host["spec"]["template"]["spec"]["containers"][0]["args"],
+            serde_json::json!(["serve", "--ttl", "2h"])
+        );
+        assert!(
+            bodies[4]["spec"]["template"]["spec"]
+                .get("hostNetwork")
+                .is_none()
+        );
+    }
+
+    #[tokio::test]
+    async fn cleanup_deletes_exactly_what_the_run_created() {
+        let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let client = kube::Client::new(service, "default");
+        let ok = || -> Responder { Box::new(|_: &serde_json::Value| status(200, "")) };
+        let server = serve(
+            handle,
+            vec![
+                (
+                    "DELETE",
+                    "/apis/apps/v1/namespaces/prober-system/daemonsets/probe-host?".into(),
+                    ok(),
+                ),
+                (
+                    "DELETE",
+                    "/apis/apps/v1/namespaces/prober-system/daemonsets/probe-pod?".into(),
+                    Box::new(|_: &serde_json::Value| status(404, "NotFound")),
+                ),
+                (
+                    "DELETE",
+                    "/api/v1/namespaces/prober-system/serviceaccounts/prober-agent?".into(),
+                    ok(),
+                ),
+                ("DELETE", "/api/v1/namespaces/prober-system?".into(), ok()),
+            ],
+        );
+        let deleted = cleanup(&client, &AgentSpec::default(), true).await.unwrap();
+        drop(client);
+        server.await.unwrap();
+        assert_eq!(
+            deleted,
+            [
+                "daemonset/probe-host",
+                "serviceaccount/prober-agent",
+                "namespace/prober-system"
+            ],
+            "an already-gone object is not claimed"
+        );
+    }
+
+    fn pod(
+        name: &str,
+        node: &str,
+        component: &str,
+        ready: bool,
+        ip: Option<&str>,
+        waiting: Option<&str>,
+    ) -> k8s_openapi::api::core::v1::Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "labels": {"app.kubernetes.io/component": component}},
+            "spec": {"nodeName": node, "containers": [{"name": "probe-pod"}]},
+            "status": {
+                "phase": if ready { "Running" } else { "Pending" },
+                "podIP": ip,
+                "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}],
+                "containerStatuses": waiting.map(|w| vec![serde_json::json!({"name": "probe-pod", "ready": false, "restartCount": 0, "image": "x", "imageID": "", "state": {"waiting": {"reason": w, "message": "back-off pulling image"}}})]).unwrap_or_default()
+            }
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn agents_that_never_became_ready_are_reported_with_the_reason() {
+        let pods = [
+            pod("h1", "cp1", "host-agent", true, Some("192.168.56.10"), None),
+            pod("p1", "cp1", "pod-agent", true, Some("10.244.0.5"), None),
+            pod("h2", "w1", "host-agent", true, Some("192.168.56.11"), None),
+            pod(
+                "p2",
+                "w1",
+                "pod-agent",
+                false,
+                None,
+                Some("ImagePullBackOff"),
+            ),
+        ];
+        let nodes = ["cp1".to_string(), "w1".to_string(), "w2".to_string()];
+        let (ready, missing) = agents_from_pods(&pods, &nodes);
+        assert_eq!(ready.len(), 3);
+        assert_eq!(
+            ready[&AgentRef {
+                node: "w1".into(),
+                agent: AgentKind::Host
+            }]
+                .pod,
+            "h2"
+        );
+        let why: Vec<(String, AgentKind, String)> = missing
+            .iter()
+            .map(|m| (m.node.clone(), m.agent, m.detail.clone()))
+            .collect();
+        assert_eq!(why.len(), 3, "{why:?}");
+        assert!(
+            why[0].0 == "w1"
+                && why[0].1 == AgentKind::Pod
+                && why[0].2.starts_with("ImagePullBackOff"),
+            "{why:?}"
+        );
+        assert!(
+            why[1..]
+                .iter()
+                .all(|(n, _, d)| n == "w2" && d.contains("no agent pod was scheduled")),
+            "{why:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn exec_goes_through_the_api_server_with_the_plan_command() {
+        use probe_pod::proto::Plan;
+        use prober::runtime::Runtime;
+        use prober::runtime::kube::deploy::AgentPod;
+        use prober::runtime::kube::exec::KubeExec;
+        let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let client = kube::Client::new(service, "default");
+        let agent = AgentRef {
+            node: "w1".into(),
+            agent: AgentKind::Pod,
+        };
+        let agents = std::collections::BTreeMap::from([(
+            agent.clone(),
+            AgentPod {
+                pod: "probe-pod-x7k2p".into(),
+                address: "10.244.1.5".parse().unwrap(),
+            },
+        )]);
+        let exec = KubeExec::new(client, "prober-system", agents);
+        let server = tokio::spawn(async move {
+            let (request, send) = handle.next_request().await.unwrap();
+            send.send_response(status(403, "Forbidden"));
+            request
+        });
+        let plan: Plan = probe_pod::proto::parse_plan(
+            r#"{"deadlineMs":1000,"probes":[{"id":"a","kind":"icmp","address":"10.244.2.5"}]}"#,
+        )
+        .unwrap();
+        let (tx, _rx) = tokio::sync::mpsc::channel(4);
+        let err = exec
+            .run(&agent, &plan, tx)
+            .await
+            .expect_err("the mock refuses the upgrade");
+        let request = server.await.unwrap();
+        assert_eq!(request.method(), http::Method::GET);
+        assert_eq!(
+            request.uri().to_string(),
+            "/api/v1/namespaces/prober-system/pods/probe-pod-x7k2p/exec?&stdin=true&stdout=true&stderr=true&container=probe-pod&command=probe-pod&command=probe&command=--plan&command=-"
+        );
+        assert!(
+            request
+                .headers()
+                .get("sec-websocket-protocol")
+                .is_some_and(|p| p.to_str().unwrap().contains("channel.k8s.io")),
+            "{:?}",
+            request.headers()
+        );
+        assert!(err.to_string().contains("probe-pod-x7k2p"), "{err}");
+        let missing = exec
+            .run(
+                &AgentRef {
+                    node: "w9".into(),
+                    agent: AgentKind::Host,
+                },
+                &plan,
+                tokio::sync::mpsc::channel(1).0,
+            )
+            .await
+            .unwrap_err();
+        assert!(missing.to_string().contains("w9/host"), "{missing}");
+    }
+}

@@ -1,7 +1,9 @@
 //! The Kubernetes runtime: discovery, the agents as `DaemonSets`, and (next) probing through
 //! `pods/exec`, which works while the pod network, `ClusterIPs` and DNS are broken.
 
+pub mod deploy;
 pub mod discover;
+pub mod exec;
 pub mod manifests;
 
 use std::path::Path;

@@ -1,0 +1,131 @@
+//! Probing through `pods/exec` (API server -> kubelet -> container): the coordinator never relies
+//! on the paths it measures to reach its agents.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, AttachParams};
+use probe_pod::proto::{Plan, ProbeResult};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::sync::mpsc;
+
+use super::deploy::AgentPod;
+use crate::plan::AgentRef;
+use crate::runtime::{Runtime, RuntimeError};
+
+/// The agent container's name and command.
+pub const CONTAINER: &str = "probe-pod";
+pub const COMMAND: [&str; 4] = ["probe-pod", "probe", "--plan", "-"];
+const STDERR_LIMIT: u64 = 16 * 1024;
+const GRACE: Duration = Duration::from_secs(10);
+
+pub struct KubeExec {
+    pods: Api<Pod>,
+    agents: BTreeMap<AgentRef, AgentPod>,
+}
+
+impl KubeExec {
+    #[must_use]
+    pub fn new(
+        client: kube::Client,
+        namespace: &str,
+        agents: BTreeMap<AgentRef, AgentPod>,
+    ) -> Self {
+        Self {
+            pods: Api::namespaced(client, namespace),
+            agents,
+        }
+    }
+}
+
+impl Runtime for KubeExec {
+    async fn run(
+        &self,
+        agent: &AgentRef,
+        plan: &Plan,
+        results: mpsc::Sender<ProbeResult>,
+    ) -> Result<(), RuntimeError> {
+        let pod = &self
+            .agents
+            .get(agent)
+            .ok_or_else(|| RuntimeError::NoAgent(agent.clone()))?
+            .pod;
+        let command = format!("pods/exec {pod}: {}", COMMAND.join(" "));
+        let text = serde_json::to_string(plan).map_err(|e| RuntimeError::Protocol {
+            command: command.clone(),
+            message: e.to_string(),
+        })?;
+        let ap = AttachParams::default()
+            .container(CONTAINER)
+            .stdin(true)
+            .stdout(true)
+            .stderr(true);
+        let deadline = Duration::from_millis(plan.deadline_ms.get()) + GRACE;
+        let work = async {
+            let mut proc =
+                self.pods
+                    .exec(pod, COMMAND, &ap)
+                    .await
+                    .map_err(|e| RuntimeError::Start {
+                        command: command.clone(),
+                        source: std::io::Error::other(e.to_string()),
+                    })?;
+            let mut stdin = proc.stdin().ok_or_else(|| RuntimeError::Protocol {
+                command: command.clone(),
+                message: "no stdin channel".into(),
+            })?;
+            let stdout = proc.stdout().ok_or_else(|| RuntimeError::Protocol {
+                command: command.clone(),
+                message: "no stdout channel".into(),
+            })?;
+            let stderr = proc.stderr();
+            let status = proc.take_status();
+            // The agent reads one JSON document and needs no end of input.
+            stdin
+                .write_all(text.as_bytes())
+                .await
+                .map_err(|e| RuntimeError::Protocol {
+                    command: command.clone(),
+                    message: format!("cannot send the plan: {e}"),
+                })?;
+            stdin.write_all(b"\n").await.ok();
+            let mut lines = BufReader::new(stdout).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                let r: ProbeResult =
+                    serde_json::from_str(&line).map_err(|e| RuntimeError::Protocol {
+                        command: command.clone(),
+                        message: format!("unreadable result line: {e}"),
+                    })?;
+                let _ = results.send(r).await;
+            }
+            let mut err_text = String::new();
+            if let Some(mut e) = stderr {
+                let _ = (&mut e)
+                    .take(STDERR_LIMIT)
+                    .read_to_string(&mut err_text)
+                    .await;
+            }
+            drop(stdin);
+            let status = match status {
+                Some(s) => s.await,
+                None => None,
+            };
+            match status {
+                Some(s) if s.status.as_deref() == Some("Failure") => Err(RuntimeError::Exit {
+                    command: command.clone(),
+                    status: s.message.unwrap_or_else(|| s.reason.unwrap_or_default()),
+                    stderr: err_text.trim().to_string(),
+                }),
+                _ => Ok(()),
+            }
+        };
+        match tokio::time::timeout(deadline, work).await {
+            Ok(r) => r,
+            Err(_) => Err(RuntimeError::Deadline {
+                command,
+                secs: deadline.as_secs(),
+            }),
+        }
+    }
+}
