@@ -672,10 +672,12 @@ async fn kube_matrix(args: &MatrixArgs) -> Result<Report, String> {
         }
     };
     let outcome = async {
-        let (ready, missing) =
-            deploy::wait(&client, &spec, &nodes, args.agents.agent_wait, &progress)
-                .await
-                .map_err(|e| e.to_string())?;
+        // Ctrl-C while the agents start: stop waiting, clean up below.
+        let waited = tokio::select! {
+            w = deploy::wait(&client, &spec, &nodes, args.agents.agent_wait, &progress) => w.map_err(|e| e.to_string()),
+            _ = tokio::signal::ctrl_c() => Err("interrupted while waiting for the agents".to_string()),
+        };
+        let (ready, missing) = waited?;
         for n in &mut inv.nodes {
             for (kind, slot) in [
                 (prober::plan::AgentKind::Host, &mut n.agents.host),
@@ -831,7 +833,20 @@ fn apiserver(args: &ApiserverArgs) -> ExitCode {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // Installed as `kubectl-probe`, it is a kubectl plugin: `kubectl probe matrix`.
+    let invoked = std::env::args_os().next().map(std::path::PathBuf::from);
+    let name = invoked
+        .as_deref()
+        .and_then(Path::file_name)
+        .map(|n| n.to_string_lossy().into_owned());
+    let cli = match name.as_deref() {
+        Some("kubectl-probe") => {
+            use clap::{CommandFactory, FromArgMatches};
+            let matches = Cli::command().bin_name("kubectl probe").get_matches();
+            Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+        }
+        _ => Cli::parse(),
+    };
     match cli.command {
         Command::Matrix(a) => matrix(&a),
         Command::Report(a) => report_cmd(&a),

@@ -113,3 +113,27 @@ fn without_a_cluster_matrix_fails_fast_and_clearly() {
     assert!(String::from_utf8_lossy(&missing.stderr).contains("/nonexistent/kubeconfig"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn installed_as_kubectl_probe_it_is_a_kubectl_plugin() {
+    let dir = std::env::temp_dir().join(format!("prober-plugin-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let plugin = dir.join("kubectl-probe");
+    let _ = std::fs::remove_file(&plugin);
+    std::os::unix::fs::symlink(prober(), &plugin).unwrap();
+    let out = std::process::Command::new(&plugin)
+        .arg("--help")
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && help.contains("Usage: kubectl probe"),
+        "{help}"
+    );
+    let manifests = std::process::Command::new(&plugin)
+        .arg("manifests")
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&manifests.stdout).contains("kind: DaemonSet"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -6,7 +6,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use probe_pod::proto::{Plan, ProbeResult};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 use tokio::sync::mpsc;
 
@@ -91,18 +91,7 @@ impl Runtime for Local {
                 let _ = stdin.write_all(text.as_bytes()).await;
                 drop(stdin);
             };
-            let reader = async {
-                let mut lines = BufReader::new(stdout).lines();
-                while let Ok(Some(line)) = lines.next_line().await {
-                    match serde_json::from_str::<ProbeResult>(&line) {
-                        Ok(r) => {
-                            let _ = results.send(r).await;
-                        }
-                        Err(e) => return Err(format!("unreadable result line: {e}")),
-                    }
-                }
-                Ok(())
-            };
+            let reader = async { super::read_results(stdout, &results).await.map(drop) };
             let mut err_text = String::new();
             let mut limited = (&mut stderr).take(STDERR_LIMIT);
             let err_reader = limited.read_to_string(&mut err_text);

@@ -7,7 +7,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, AttachParams};
 use probe_pod::proto::{Plan, ProbeResult};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 
 use super::deploy::AgentPod;
@@ -39,6 +39,36 @@ impl KubeExec {
     }
 }
 
+/// An API error worth retrying: throttling, server errors, and failed connections.
+fn transient(e: &kube::Error) -> bool {
+    match e {
+        kube::Error::Api(s) => s.code == 429 || s.code >= 500,
+        kube::Error::HyperError(_) | kube::Error::Service(_) => true,
+        _ => false,
+    }
+}
+
+impl KubeExec {
+    /// Starts the exec session, retrying transient API errors with backoff (0.5 s, 1 s, 2 s).
+    async fn start(
+        &self,
+        pod: &str,
+        ap: &AttachParams,
+    ) -> Result<kube::api::AttachedProcess, kube::Error> {
+        let mut delay = Duration::from_millis(500);
+        for _ in 0..3 {
+            match self.pods.exec(pod, COMMAND, ap).await {
+                Err(e) if transient(&e) => {
+                    tokio::time::sleep(delay).await;
+                    delay *= 2;
+                }
+                other => return other,
+            }
+        }
+        self.pods.exec(pod, COMMAND, ap).await
+    }
+}
+
 impl Runtime for KubeExec {
     async fn run(
         &self,
@@ -63,14 +93,13 @@ impl Runtime for KubeExec {
             .stderr(true);
         let deadline = Duration::from_millis(plan.deadline_ms.get()) + GRACE;
         let work = async {
-            let mut proc =
-                self.pods
-                    .exec(pod, COMMAND, &ap)
-                    .await
-                    .map_err(|e| RuntimeError::Start {
-                        command: command.clone(),
-                        source: std::io::Error::other(e.to_string()),
-                    })?;
+            let mut proc = self
+                .start(pod, &ap)
+                .await
+                .map_err(|e| RuntimeError::Start {
+                    command: command.clone(),
+                    source: std::io::Error::other(e.to_string()),
+                })?;
             let mut stdin = proc.stdin().ok_or_else(|| RuntimeError::Protocol {
                 command: command.clone(),
                 message: "no stdin channel".into(),
@@ -90,15 +119,12 @@ impl Runtime for KubeExec {
                     message: format!("cannot send the plan: {e}"),
                 })?;
             stdin.write_all(b"\n").await.ok();
-            let mut lines = BufReader::new(stdout).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
-                let r: ProbeResult =
-                    serde_json::from_str(&line).map_err(|e| RuntimeError::Protocol {
-                        command: command.clone(),
-                        message: format!("unreadable result line: {e}"),
-                    })?;
-                let _ = results.send(r).await;
-            }
+            crate::runtime::read_results(stdout, &results)
+                .await
+                .map_err(|message| RuntimeError::Protocol {
+                    command: command.clone(),
+                    message,
+                })?;
             let mut err_text = String::new();
             if let Some(mut e) = stderr {
                 let _ = (&mut e)
