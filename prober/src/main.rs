@@ -291,9 +291,13 @@ fn install_signal_teardown() {
         let held = lab::LAB_LOCK.lock();
         if let Some((prefix, state)) = CURRENT.lock().ok().and_then(|c| c.clone()) {
             eprintln!("prober: {sig:?}: tearing the lab down");
-            let _ = lab::teardown_locked(&prefix, &state);
+            if let Err(e) = lab::teardown_locked(&prefix, &state) {
+                eprintln!("prober: teardown: {e}");
+            }
         }
-        drop(held);
+        // Exit while still holding the lock: released earlier, the build thread could start one
+        // more `ip netns add` that would outlive us and leave a namespace behind.
+        let _held = held;
         std::process::exit(130);
     });
 }
