@@ -760,26 +760,13 @@ fn cleanup_cmd(args: &CleanupArgs) -> ExitCode {
 }
 
 fn matrix(args: &MatrixArgs) -> ExitCode {
-    let Some(path) = &args.inventory else {
-        return match runtime().and_then(|rt| rt.block_on(kube_matrix(args))) {
-            Ok(r) => {
-                print!("{}", render(&r, &args.out));
-                ExitCode::from(r.summary.exit_code)
-            }
-            Err(e) => {
-                eprintln!("prober matrix: {e}");
-                ExitCode::from(EXIT_USAGE)
-            }
-        };
+    let result = match &args.inventory {
+        None => runtime().and_then(|rt| rt.block_on(kube_matrix(args))),
+        Some(path) => Inventory::load(path)
+            .map_err(|e| e.to_string())
+            .and_then(|inv| run_matrix(&inv, &args.probe)),
     };
-    let inv = match Inventory::load(path) {
-        Ok(i) => i,
-        Err(e) => {
-            eprintln!("prober matrix: {e}");
-            return ExitCode::from(EXIT_USAGE);
-        }
-    };
-    match run_matrix(&inv, &args.probe) {
+    match result {
         Ok(r) => {
             print!("{}", render(&r, &args.out));
             ExitCode::from(r.summary.exit_code)

@@ -39,40 +39,41 @@ pub async fn client(
         context: context.map(String::from),
         ..KubeConfigOptions::default()
     };
+    let config_err = |source_name: &str| {
+        let source_name = source_name.to_string();
+        move |e: &dyn std::fmt::Display| ConnectError::Config {
+            source_name: source_name.clone(),
+            message: e.to_string(),
+        }
+    };
     let (config, source_name) = match kubeconfig {
         Some(path) => {
             let source_name = path.display().to_string();
-            let kc = Kubeconfig::read_from(path).map_err(|e| ConnectError::Config {
-                source_name: source_name.clone(),
-                message: e.to_string(),
-            })?;
-            let c = Config::from_custom_kubeconfig(kc, &options)
-                .await
-                .map_err(|e| ConnectError::Config {
-                    source_name: source_name.clone(),
-                    message: e.to_string(),
-                })?;
-            (c, source_name)
+            let err = config_err(&source_name);
+            let kc = Kubeconfig::read_from(path).map_err(|e| err(&e))?;
+            (
+                Config::from_custom_kubeconfig(kc, &options)
+                    .await
+                    .map_err(|e| err(&e))?,
+                source_name,
+            )
         }
         None if context.is_some() => {
             let source_name =
                 std::env::var("KUBECONFIG").unwrap_or_else(|_| "~/.kube/config".into());
-            let c = Config::from_kubeconfig(&options)
-                .await
-                .map_err(|e| ConnectError::Config {
-                    source_name: source_name.clone(),
-                    message: e.to_string(),
-                })?;
-            (c, source_name)
+            let err = config_err(&source_name);
+            (
+                Config::from_kubeconfig(&options)
+                    .await
+                    .map_err(|e| err(&e))?,
+                source_name,
+            )
         }
         None => {
             let source_name = std::env::var("KUBECONFIG")
                 .unwrap_or_else(|_| "~/.kube/config or the in-cluster service account".into());
-            let c = Config::infer().await.map_err(|e| ConnectError::Config {
-                source_name: source_name.clone(),
-                message: e.to_string(),
-            })?;
-            (c, source_name)
+            let err = config_err(&source_name);
+            (Config::infer().await.map_err(|e| err(&e))?, source_name)
         }
     };
     let mut config = config;
