@@ -13,6 +13,9 @@ pub const DEFAULT_AGENT_PORT: u16 = 9917;
 pub const DEFAULT_VXLAN_PORT: u16 = 8472;
 /// The four bytes that open every probe payload (TCP echo, UDP echo, ICMP echo, crafted VXLAN).
 pub const MAGIC: [u8; 4] = *b"PRB1";
+/// The magic of the crafted VXLAN probe's inner packet, distinct from `MAGIC` so the sniffer's
+/// filter copies only those (not every VTEP ping or MTU probe) to user space.
+pub const VXLAN_MAGIC: [u8; 4] = *b"PRBV";
 
 /// A TCP or UDP port, never 0.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

@@ -3,7 +3,7 @@
 
 use socket2::SockFilter;
 
-use crate::proto::MAGIC;
+use crate::proto::VXLAN_MAGIC;
 
 use super::packet::{ICMP_MAGIC_OFFSET, VXLAN_MAGIC_OFFSET};
 
@@ -72,7 +72,7 @@ fn assemble(prog: &[Ins]) -> Vec<Insn> {
 #[must_use]
 pub fn sniffer_program(ports: &[u16]) -> Vec<Insn> {
     use Target::{Next, To};
-    let magic = u32::from_be_bytes(MAGIC);
+    let magic = u32::from_be_bytes(VXLAN_MAGIC);
     let mut p = vec![
         Ins::Stmt(LD_H_ABS, 6),
         Ins::Jump(JSET_K, 0x1fff, To("drop"), Next),
@@ -193,8 +193,15 @@ mod tests {
         assert_eq!(run(&prog, &crafted(8472)), 0xffff);
         assert_eq!(run(&prog, &crafted(4789)), 0xffff);
         assert_eq!(run(&prog, &crafted(53)), 0, "other port");
+        // The decapsulated crafted probe passes; ordinary probe pings (VTEP, MTU) do not.
+        let crafted_inner = ipv4(1, 0, &echo_request(1, 1, b"PRBV\0\0\0\x05"));
+        assert_eq!(run(&prog, &crafted_inner), 0xffff);
         let probe_ping = ipv4(1, 0, &echo_request(1, 1, &probe_payload(5, 8)));
-        assert_eq!(run(&prog, &probe_ping), 0xffff);
+        assert_eq!(
+            run(&prog, &probe_ping),
+            0,
+            "VTEP and MTU pings are not sniffed"
+        );
         let plain_ping = ipv4(1, 0, &echo_request(1, 1, b"abcdefgh"));
         assert_eq!(run(&prog, &plain_ping), 0, "ping without magic");
         let mut frag = crafted(8472);

@@ -11,7 +11,7 @@ use pnet_packet::ipv4::{self, Ipv4Packet, MutableIpv4Packet};
 use pnet_packet::udp::UdpPacket;
 use pnet_packet::vxlan::{MutableVxlanPacket, VxlanPacket};
 
-use crate::proto::MAGIC;
+use crate::proto::{MAGIC, VXLAN_MAGIC};
 
 /// Bytes of magic + nonce at the start of every probe payload.
 pub const PAYLOAD_HEADER: usize = 8;
@@ -36,6 +36,13 @@ pub fn probe_payload(nonce: u32, len: usize) -> Vec<u8> {
     let mut p = vec![0u8; len.max(PAYLOAD_HEADER)];
     p[..4].copy_from_slice(&MAGIC);
     p[4..8].copy_from_slice(&nonce.to_be_bytes());
+    p
+}
+
+/// The inner payload of a crafted VXLAN probe: `VXLAN_MAGIC` and the nonce.
+fn vxlan_payload(nonce: u32) -> Vec<u8> {
+    let mut p = probe_payload(nonce, PAYLOAD_HEADER);
+    p[..4].copy_from_slice(&VXLAN_MAGIC);
     p
 }
 
@@ -108,7 +115,7 @@ pub fn vxlan_datagram(p: &VxlanProbe) -> Vec<u8> {
     let icmp = echo_request(
         u16::try_from(p.nonce >> 16).unwrap_or(0),
         u16::try_from(p.nonce & 0xffff).unwrap_or(0),
-        &probe_payload(p.nonce, PAYLOAD_HEADER),
+        &vxlan_payload(p.nonce),
     );
     let ip_len = IPV4_HEADER + icmp.len();
     let mut buf = vec![0u8; VXLAN_HEADER + ETHERNET_HEADER + ip_len];
@@ -197,7 +204,13 @@ fn icmp_nonce(icmp: &[u8]) -> Option<u32> {
     if pkt.get_icmp_type() != IcmpTypes::EchoRequest {
         return None;
     }
-    payload_nonce(icmp.get(ICMP_HEADER..)?)
+    let payload = icmp.get(ICMP_HEADER..)?;
+    if payload.len() < PAYLOAD_HEADER || payload[..4] != VXLAN_MAGIC {
+        return None;
+    }
+    Some(u32::from_be_bytes([
+        payload[4], payload[5], payload[6], payload[7],
+    ]))
 }
 
 #[cfg(test)]
@@ -229,7 +242,7 @@ mod tests {
         let want = hex("08 000000 000001 00 \
              020000000002 020000000001 0800 \
              45 00 0024 0000 4000 40 01 21f2 0af40100 0af40200 \
-             08 00 2a41 dead beef 50524231 deadbeef");
+             08 00 2a1c dead beef 50524256 deadbeef");
         assert_eq!(got, want);
         // The checksums verify.
         let ip = Ipv4Packet::new(&got[22..]).unwrap();
@@ -255,7 +268,7 @@ mod tests {
         );
         assert_eq!(parse_captured(&pkt, &[4789]), None, "other port");
         assert_eq!(VXLAN_MAGIC_OFFSET as usize + 20, 20 + 8 + 8 + 14 + 20 + 8);
-        assert_eq!(&pkt[20 + VXLAN_MAGIC_OFFSET as usize..][..4], b"PRB1");
+        assert_eq!(&pkt[20 + VXLAN_MAGIC_OFFSET as usize..][..4], b"PRBV");
     }
 
     #[test]

@@ -34,6 +34,9 @@ impl Sniffer {
         let proto = Protocol::from(i32::from(eth_p_ip.to_be()));
         let sock = Socket::new(Domain::PACKET, Type::DGRAM, Some(proto))?;
         sock.attach_filter(&bpf::to_filter(&bpf::sniffer_program(vxlan_ports)))?;
+        // Bursts of receipts (one per peer) must not overflow the queue; the kernel caps this at
+        // net.core.rmem_max.
+        let _ = sock.set_recv_buffer_size(4 << 20);
         sock.set_nonblocking(true)?;
         Ok(Self {
             fd: super::async_fd(sock, tokio::io::Interest::READABLE)?,
