@@ -314,7 +314,11 @@ fn vxlan_to_a_node_without_vxlan_is_refused() {
 fn tls_probe_against_a_real_tls_server() {
     let mut net = Routed::new();
     net.server.serve(&["--sniff", "never"]);
-    let dir = std::env::temp_dir().join(format!("ppt-tls-{}", std::process::id()));
+    let tmp_dir = tempfile::Builder::new()
+        .prefix("ppt-tls-")
+        .tempdir()
+        .unwrap();
+    let dir = tmp_dir.path().to_path_buf();
     let server_ip: IpAddr = SERVER.parse().unwrap();
     let good = pki(&dir.join("good"), server_ip);
     let other = pki(&dir.join("other"), server_ip);
@@ -341,7 +345,6 @@ fn tls_probe_against_a_real_tls_server() {
             {"id": "echo-to-tls", "kind": "tcp", "address": SERVER, "port": 6443, "echo": true},
         ]),
     ));
-    std::fs::remove_dir_all(&dir).unwrap();
     assert_outcomes(
         &r,
         &[
@@ -412,7 +415,11 @@ fn dns_over_udp_and_tcp_separately() {
     ]);
     net.server.wait_listening("udp", 53);
     net.server.wait_listening("tcp", 53);
-    let dir = std::env::temp_dir().join(format!("ppt-dns-{}", std::process::id()));
+    let tmp_dir = tempfile::Builder::new()
+        .prefix("ppt-dns-")
+        .tempdir()
+        .unwrap();
+    let dir = tmp_dir.path().to_path_buf();
     std::fs::create_dir_all(&dir).unwrap();
     let resolv = dir.join("resolv.conf");
     std::fs::write(&resolv, format!("search default.svc.cluster.local svc.cluster.local cluster.local\nnameserver {SERVER}\noptions ndots:5\n")).unwrap();
@@ -448,7 +455,6 @@ fn dns_over_udp_and_tcp_separately() {
 
     net.router_rule("tcp dport 53 drop;");
     let r = net.client.probe(&plan(1000, probes));
-    std::fs::remove_dir_all(&dir).unwrap();
     assert_eq!(outcome(&r, "udp"), Outcome::Ok, "UDP still works");
     assert_eq!(
         outcome(&r, "tcp"),

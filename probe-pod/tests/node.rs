@@ -49,8 +49,11 @@ fn now() -> u64 {
 #[test]
 #[allow(clippy::too_many_lines, clippy::many_single_char_names)] // one fixture root, checked file by file
 fn fixture_kubeconfigs_give_the_right_facts() {
-    let root = std::env::temp_dir().join(format!("probe-pod-node-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&root);
+    let tmp_root = tempfile::Builder::new()
+        .prefix("probe-pod-node-")
+        .tempdir()
+        .unwrap();
+    let root = tmp_root.path().to_path_buf();
     let t = now();
     let expired = bound(t - 90_000, t - 3600, "calico-cni-plugin");
     let fresh = bound(t - 60, t + 3600, "calico-cni-plugin");
@@ -212,7 +215,6 @@ fn fixture_kubeconfigs_give_the_right_facts() {
     );
     assert_eq!(facts.resolv_conf.unwrap().nameservers, ["127.0.0.53"]);
     assert!(facts.errors.iter().any(|e| e.contains("broken.kubeconfig")));
-    std::fs::remove_dir_all(&root).unwrap();
 }
 
 #[test]

@@ -87,7 +87,11 @@ fn namespace_and_image_flags() {
 
 #[test]
 fn without_a_cluster_matrix_fails_fast_and_clearly() {
-    let dir = std::env::temp_dir().join(format!("prober-kc-{}", std::process::id()));
+    let tmp_dir = tempfile::Builder::new()
+        .prefix("prober-kc-")
+        .tempdir()
+        .unwrap();
+    let dir = tmp_dir.path().to_path_buf();
     std::fs::create_dir_all(&dir).unwrap();
     let kc = dir.join("kubeconfig");
     // Loopback port 1: nothing listens; the connection is refused at once.
@@ -111,12 +115,15 @@ fn without_a_cluster_matrix_fails_fast_and_clearly() {
         .unwrap();
     assert_eq!(missing.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&missing.stderr).contains("/nonexistent/kubeconfig"));
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
 fn installed_as_kubectl_probe_it_is_a_kubectl_plugin() {
-    let dir = std::env::temp_dir().join(format!("prober-plugin-{}", std::process::id()));
+    let tmp_dir = tempfile::Builder::new()
+        .prefix("prober-plugin-")
+        .tempdir()
+        .unwrap();
+    let dir = tmp_dir.path().to_path_buf();
     std::fs::create_dir_all(&dir).unwrap();
     let plugin = dir.join("kubectl-probe");
     let _ = std::fs::remove_file(&plugin);
@@ -135,5 +142,4 @@ fn installed_as_kubectl_probe_it_is_a_kubectl_plugin() {
         .output()
         .unwrap();
     assert!(String::from_utf8_lossy(&manifests.stdout).contains("kind: DaemonSet"));
-    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -318,7 +318,11 @@ fn ctrl_c_stops_with_what_was_gathered() {
 
 #[test]
 fn bad_inventories_exit_2_naming_the_problem() {
-    let dir = std::env::temp_dir().join(format!("prober-inv-test-{}", std::process::id()));
+    let tmp_dir = tempfile::Builder::new()
+        .prefix("prober-inv-test-")
+        .tempdir()
+        .unwrap();
+    let dir = tmp_dir.path().to_path_buf();
     std::fs::create_dir_all(&dir).unwrap();
     let good = "cluster:\n  cni: flannel\n  podCIDR: 10.244.0.0/16\n  serviceCIDR: 10.96.0.0/12\n  api: {service: \"10.96.0.1:443\", endpoints: [\"192.168.56.10:6443\"]}\nnodes:\n  - name: n1\n    address: 192.168.56.10\n    agents:\n      host: {exec: [ip, netns, exec, x], address: 192.168.56.10, port: 9917}\n";
     let cases = [
@@ -372,7 +376,6 @@ fn bad_inventories_exit_2_naming_the_problem() {
         "a report must be a report: {}",
         text(&out)
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
