@@ -3,21 +3,14 @@
 
 use std::collections::HashMap;
 use std::process::Stdio;
-use std::time::Duration;
 
 use probe_pod::proto::{Plan, ProbeResult};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 use tokio::sync::mpsc;
 
 use super::{Runtime, RuntimeError};
 use crate::inventory::Inventory;
 use crate::plan::{AgentKind, AgentRef};
-
-/// Most stderr kept for an error message.
-const STDERR_LIMIT: u64 = 16 * 1024;
-/// Time beyond the plan's own deadline before the agent is killed.
-const GRACE: Duration = Duration::from_secs(5);
 
 pub struct Local {
     /// The agent binary as the exec prefix sees it (a path, or a name on its PATH).
@@ -66,10 +59,7 @@ impl Runtime for Local {
         let mut argv: Vec<&str> = prefix.iter().map(String::as_str).collect();
         argv.extend([self.agent_bin.as_str(), "probe", "--plan", "-"]);
         let command = argv.join(" ");
-        let text = serde_json::to_string(plan).map_err(|e| RuntimeError::Protocol {
-            command: command.clone(),
-            message: e.to_string(),
-        })?;
+        let text = super::plan_text(plan, &command)?;
         let mut child = Command::new(argv[0])
             .args(&argv[1..])
             .stdin(Stdio::piped())
@@ -81,39 +71,32 @@ impl Runtime for Local {
                 command: command.clone(),
                 source,
             })?;
-        let mut stdin = child.stdin.take().expect("piped");
-        let stdout = child.stdout.take().expect("piped");
-        let mut stderr = child.stderr.take().expect("piped");
-        let deadline = Duration::from_millis(plan.deadline_ms.get()) + GRACE;
+        let (stdin, stdout, stderr) = (
+            child.stdin.take().expect("piped"),
+            child.stdout.take().expect("piped"),
+            child.stderr.take(),
+        );
+        let deadline = super::session_deadline(plan);
         let work = async {
-            // Write the plan while reading: a large plan must not deadlock against a full pipe.
-            let writer = async {
-                let _ = stdin.write_all(text.as_bytes()).await;
-                drop(stdin);
-            };
-            let reader = async { super::read_results(stdout, &results).await.map(drop) };
-            let mut err_text = String::new();
-            let mut limited = (&mut stderr).take(STDERR_LIMIT);
-            let err_reader = limited.read_to_string(&mut err_text);
-            let ((), read, _) = tokio::join!(writer, reader, err_reader);
-            let status = child.wait().await;
-            (read, status, err_text)
+            let talk = super::converse(stdin, stdout, stderr, &text, &results).await;
+            (talk, child.wait().await)
         };
-        let Ok((read, status, err_text)) = tokio::time::timeout(deadline, work).await else {
+        let Ok((talk, status)) = tokio::time::timeout(deadline, work).await else {
             return Err(RuntimeError::Deadline {
                 command,
                 secs: deadline.as_secs(),
             });
         };
-        if let Err(message) = read {
+        if let Err(message) = talk.read {
             return Err(RuntimeError::Protocol { command, message });
         }
+        let err_text = talk.stderr;
         match status {
             Ok(s) if s.success() => Ok(()),
             Ok(s) => Err(RuntimeError::Exit {
                 command,
                 status: s.to_string(),
-                stderr: err_text.trim().to_string(),
+                stderr: err_text,
             }),
             Err(e) => Err(RuntimeError::Exit {
                 command,

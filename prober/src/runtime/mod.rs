@@ -33,6 +33,68 @@ pub enum RuntimeError {
     NoAgent(AgentRef),
 }
 
+/// Most stderr kept for an error message.
+const STDERR_LIMIT: u64 = 16 * 1024;
+/// Time beyond the plan's own deadline before an agent session is abandoned.
+const GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// How long one agent session may take.
+#[must_use]
+pub fn session_deadline(plan: &Plan) -> std::time::Duration {
+    std::time::Duration::from_millis(plan.deadline_ms.get()) + GRACE
+}
+
+/// The plan as the agent reads it, or a protocol error naming `command`.
+pub fn plan_text(plan: &Plan, command: &str) -> Result<String, RuntimeError> {
+    serde_json::to_string(plan).map_err(|e| RuntimeError::Protocol {
+        command: command.to_string(),
+        message: e.to_string(),
+    })
+}
+
+/// What one conversation with an agent produced.
+pub struct Conversation {
+    /// `Err` when a result line could not be read.
+    pub read: Result<usize, String>,
+    /// The start of the agent's stderr, for an error message.
+    pub stderr: String,
+}
+
+/// Writes the plan while reading the results and stderr, all three at once, so no pipe can fill
+/// up and stall the others. Stdin stays open until the results end: the agent needs no end of
+/// input, and over `pods/exec` without the v5 stream protocol closing it would close everything.
+pub async fn converse<W, O, E>(
+    mut stdin: W,
+    stdout: O,
+    stderr: Option<E>,
+    plan: &str,
+    results: &mpsc::Sender<ProbeResult>,
+) -> Conversation
+where
+    W: tokio::io::AsyncWrite + Unpin,
+    O: tokio::io::AsyncRead + Unpin,
+    E: tokio::io::AsyncRead + Unpin,
+{
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let writer = async {
+        let _ = stdin.write_all(plan.as_bytes()).await;
+        let _ = stdin.write_all(b"\n").await;
+        let _ = stdin.flush().await;
+    };
+    let mut err_text = String::new();
+    let err_reader = async {
+        if let Some(e) = stderr {
+            let _ = e.take(STDERR_LIMIT).read_to_string(&mut err_text).await;
+        }
+    };
+    let ((), read, ()) = tokio::join!(writer, read_results(stdout, results), err_reader);
+    drop(stdin);
+    Conversation {
+        read,
+        stderr: err_text.trim().to_string(),
+    }
+}
+
 /// Reads the agent's stdout — one JSON result per line, in chunks of any size — and sends each
 /// result on. Returns how many; an unreadable line is a protocol error.
 pub async fn read_results<R: tokio::io::AsyncRead + Unpin>(

@@ -7,7 +7,6 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, AttachParams};
 use probe_pod::proto::{Plan, ProbeResult};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 
 use super::deploy::AgentPod;
@@ -17,8 +16,6 @@ use crate::runtime::{Runtime, RuntimeError};
 /// The agent container's name and command.
 pub const CONTAINER: &str = "probe-pod";
 pub const COMMAND: [&str; 4] = ["probe-pod", "probe", "--plan", "-"];
-const STDERR_LIMIT: u64 = 16 * 1024;
-const GRACE: Duration = Duration::from_secs(10);
 
 pub struct KubeExec {
     pods: Api<Pod>,
@@ -82,16 +79,17 @@ impl Runtime for KubeExec {
             .ok_or_else(|| RuntimeError::NoAgent(agent.clone()))?
             .pod;
         let command = format!("pods/exec {pod}: {}", COMMAND.join(" "));
-        let text = serde_json::to_string(plan).map_err(|e| RuntimeError::Protocol {
-            command: command.clone(),
-            message: e.to_string(),
-        })?;
+        let text = crate::runtime::plan_text(plan, &command)?;
         let ap = AttachParams::default()
             .container(CONTAINER)
             .stdin(true)
             .stdout(true)
             .stderr(true);
-        let deadline = Duration::from_millis(plan.deadline_ms.get()) + GRACE;
+        let deadline = crate::runtime::session_deadline(plan);
+        let protocol = |message: &str| RuntimeError::Protocol {
+            command: command.clone(),
+            message: message.to_string(),
+        };
         let work = async {
             let mut proc = self
                 .start(pod, &ap)
@@ -100,39 +98,12 @@ impl Runtime for KubeExec {
                     command: command.clone(),
                     source: std::io::Error::other(e.to_string()),
                 })?;
-            let mut stdin = proc.stdin().ok_or_else(|| RuntimeError::Protocol {
-                command: command.clone(),
-                message: "no stdin channel".into(),
-            })?;
-            let stdout = proc.stdout().ok_or_else(|| RuntimeError::Protocol {
-                command: command.clone(),
-                message: "no stdout channel".into(),
-            })?;
+            let stdin = proc.stdin().ok_or_else(|| protocol("no stdin channel"))?;
+            let stdout = proc.stdout().ok_or_else(|| protocol("no stdout channel"))?;
             let stderr = proc.stderr();
             let status = proc.take_status();
-            // The agent reads one JSON document and needs no end of input.
-            stdin
-                .write_all(text.as_bytes())
-                .await
-                .map_err(|e| RuntimeError::Protocol {
-                    command: command.clone(),
-                    message: format!("cannot send the plan: {e}"),
-                })?;
-            stdin.write_all(b"\n").await.ok();
-            crate::runtime::read_results(stdout, &results)
-                .await
-                .map_err(|message| RuntimeError::Protocol {
-                    command: command.clone(),
-                    message,
-                })?;
-            let mut err_text = String::new();
-            if let Some(mut e) = stderr {
-                let _ = (&mut e)
-                    .take(STDERR_LIMIT)
-                    .read_to_string(&mut err_text)
-                    .await;
-            }
-            drop(stdin);
+            let talk = crate::runtime::converse(stdin, stdout, stderr, &text, &results).await;
+            talk.read.map_err(|m| protocol(&m))?;
             let status = match status {
                 Some(s) => s.await,
                 None => None,
@@ -141,7 +112,7 @@ impl Runtime for KubeExec {
                 Some(s) if s.status.as_deref() == Some("Failure") => Err(RuntimeError::Exit {
                     command: command.clone(),
                     status: s.message.unwrap_or_else(|| s.reason.unwrap_or_default()),
-                    stderr: err_text.trim().to_string(),
+                    stderr: talk.stderr,
                 }),
                 _ => Ok(()),
             }
