@@ -226,6 +226,21 @@ impl<'a> Ctx<'a> {
         out
     }
 
+    /// Cites `evidence` and `consequences` in `f`, marks them explained, and records `f`.
+    fn emit(
+        &mut self,
+        findings: &mut Vec<Finding>,
+        mut f: Finding,
+        evidence: &[usize],
+        consequences: &[usize],
+    ) {
+        f.evidence = self.ids(evidence);
+        f.consequences = self.ids(consequences);
+        self.explained
+            .extend(evidence.iter().chain(consequences).copied());
+        findings.push(f);
+    }
+
     fn id(&self, i: usize) -> String {
         self.results[i].result.id.clone()
     }
@@ -306,11 +321,7 @@ fn unreachable_nodes(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
         f.state = Some("unreachable".into());
         f.nodes = vec![name.clone()];
         f.fix.push(format!("check that {name} is up and that its uplink and the network around it pass traffic at all (ping {})", ctx.inv.nodes[x].address));
-        f.evidence = ctx.ids(&ev);
-        f.consequences = ctx.ids(&cons);
-        ctx.explained.extend(ev);
-        ctx.explained.extend(cons);
-        findings.push(f);
+        ctx.emit(findings, f, &ev, &cons);
     }
 }
 
@@ -417,11 +428,8 @@ fn firewall_gaps(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) -> HashSet<Link
             consequences[*k].push(i);
         }
     }
-    for ((mut f, ev, _), cons) in new_findings.into_iter().zip(consequences) {
-        f.evidence = ctx.ids(&ev);
-        f.consequences = ctx.ids(&cons);
-        ctx.explained.extend(cons);
-        findings.push(f);
+    for ((f, ev, _), cons) in new_findings.into_iter().zip(consequences) {
+        ctx.emit(findings, f, &ev, &cons);
     }
     blocked
 }
@@ -790,12 +798,7 @@ fn bootstrap_cycles(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
     f.cycle = cycle;
     f.components = components;
     f.fix = fix;
-    f.evidence = ctx.ids(&ev);
-    f.consequences = ctx.ids(&cons);
-    ctx.explained
-        .extend(ev.iter().copied().filter(|&i| failed(&ctx.results[i])));
-    ctx.explained.extend(cons);
-    findings.push(f);
+    ctx.emit(findings, f, &ev, &cons);
 }
 
 fn service_proxy(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
@@ -822,12 +825,7 @@ fn service_proxy(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
     }
     f.fix.push("on the node: nft list ruleset | grep -c 10.96 (or iptables-save -t nat | grep KUBE-SERVICES); restart kube-proxy there if the rules are missing".into());
     f.nodes = names;
-    f.evidence = ctx.ids(&ev);
-    f.consequences = ctx.ids(&cons);
-    ctx.explained
-        .extend(ev.iter().copied().filter(|&i| failed(&ctx.results[i])));
-    ctx.explained.extend(cons);
-    findings.push(f);
+    ctx.emit(findings, f, &ev, &cons);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1040,7 +1038,7 @@ fn node_checks(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
 }
 
 fn credential_findings(
-    ctx: &Ctx<'_>,
+    ctx: &mut Ctx<'_>,
     findings: &mut Vec<Finding>,
     groups: BTreeMap<&'static str, CredentialGroup>,
 ) {
@@ -1060,13 +1058,12 @@ fn credential_findings(
         for n in &f.nodes {
             f.fix.push(cni_restart(ctx, n));
         }
-        f.evidence = ctx.ids(&g.evidence);
-        findings.push(f);
+        ctx.emit(findings, f, &g.evidence, &[]);
     }
 }
 
 fn localhost_finding(
-    ctx: &Ctx<'_>,
+    ctx: &mut Ctx<'_>,
     findings: &mut Vec<Finding>,
     localhost: &[(String, usize, String)],
 ) {
@@ -1090,8 +1087,12 @@ fn localhost_finding(
     for n in &f.nodes {
         f.fix.push(format!("on {n}: set server: https://{cp} in /etc/kubernetes/kubelet.conf, then systemctl restart kubelet"));
     }
-    f.evidence = ctx.ids(&localhost.iter().map(|l| l.1).collect::<Vec<_>>());
-    findings.push(f);
+    ctx.emit(
+        findings,
+        f,
+        &localhost.iter().map(|l| l.1).collect::<Vec<_>>(),
+        &[],
+    );
 }
 
 fn loop_finding(
@@ -1137,10 +1138,8 @@ fn loop_finding(
     f.nodes = nodes.iter().map(ToString::to_string).collect();
     f.fix.push("in the coredns ConfigMap, replace `forward . /etc/resolv.conf` with `forward . <your real upstream resolvers>`".into());
     f.fix.push("or give the kubelet a resolv.conf with real upstreams (resolvConf: /run/systemd/resolve/resolv.conf) and restart the DNS pods".into());
-    f.evidence = ctx.ids(&relevant.iter().map(|l| l.1).collect::<Vec<_>>());
-    f.consequences = ctx.ids(&cons);
-    ctx.explained.extend(cons);
-    findings.push(f);
+    let evidence: Vec<usize> = relevant.iter().map(|l| l.1).collect();
+    ctx.emit(findings, f, &evidence, &cons);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1217,9 +1216,7 @@ fn overlay_and_mtu(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>, blocked: &Has
         );
         f.fix.push(format!("measure the path MTU between the nodes (ping -M do -s {} <peer>); either raise the underlay MTU to {} or lower the CNI's MTU to the underlay's minus {}", size.saturating_sub(28) + 50, u32::from(size) + 50, 50));
         f.nodes = names;
-        f.evidence = ctx.ids(&mtu);
-        ctx.explained.extend(mtu);
-        findings.push(f);
+        ctx.emit(findings, f, &mtu, &[]);
     }
     if !overlay.is_empty() {
         let pairs: BTreeSet<(u32, u32)> = overlay
@@ -1241,9 +1238,7 @@ fn overlay_and_mtu(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>, blocked: &Has
         );
         f.fix.push("compare `ip route`, `bridge fdb show dev flannel.1` and `ip neigh show dev flannel.1` on the nodes involved with the other nodes; restart the CNI agent there".into());
         f.nodes = names;
-        f.evidence = ctx.ids(&overlay);
-        ctx.explained.extend(overlay);
-        findings.push(f);
+        ctx.emit(findings, f, &overlay, &[]);
     }
 }
 
@@ -1293,9 +1288,7 @@ fn dns(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
         );
         f.state = Some(rcode.to_lowercase());
         f.fix.push("check the DNS pods' logs and configuration (kubectl -n kube-system logs -l k8s-app=kube-dns; the coredns ConfigMap)".into());
-        f.evidence = ctx.ids(&idx);
-        ctx.explained.extend(idx);
-        findings.push(f);
+        ctx.emit(findings, f, &idx, &[]);
     }
     if !silent.is_empty() {
         let mut f = Finding::new(
@@ -1305,9 +1298,7 @@ fn dns(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
         );
         f.state = Some("no-answer".into());
         f.fix.push("kubectl -n kube-system get pods -l k8s-app=kube-dns -o wide; kubectl -n kube-system logs -l k8s-app=kube-dns".into());
-        f.evidence = ctx.ids(&silent);
-        ctx.explained.extend(silent);
-        findings.push(f);
+        ctx.emit(findings, f, &silent, &[]);
     }
 }
 
@@ -1337,9 +1328,7 @@ fn agent_missing(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>, agents: &[Agent
             ),
         );
         f.nodes = vec![a.node.clone()];
-        f.consequences = ctx.ids(&idx);
-        ctx.explained.extend(idx);
-        findings.push(f);
+        ctx.emit(findings, f, &[], &idx);
     }
 }
 
@@ -1374,9 +1363,7 @@ fn unexplained(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
             ),
         );
         f.nodes = nodes.into_iter().collect();
-        f.evidence = ctx.ids(&idx);
-        ctx.explained.extend(idx);
-        findings.push(f);
+        ctx.emit(findings, f, &idx, &[]);
     }
 }
 
