@@ -2,6 +2,7 @@
 //! engine, the responders and the raw-socket code.
 
 pub mod proto;
+pub mod util;
 
 #[cfg(feature = "engine")]
 pub mod engine;

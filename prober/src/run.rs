@@ -88,12 +88,6 @@ fn nonce_for(run_salt: u32, id: &str) -> u32 {
     })
 }
 
-fn unix_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(0))
-}
-
 /// Runs plans on many agents at once; returns results by id and the agents that failed.
 async fn fan_out<R: Runtime + 'static>(
     runtime: &Arc<R>,
@@ -164,7 +158,7 @@ pub async fn run<R: Runtime + 'static>(
     cancel: impl Future<Output = ()> + Send,
 ) -> RunOutput {
     let started = Instant::now();
-    let since = unix_ms().saturating_sub(5000);
+    let since = probe_pod::util::unix_ms().saturating_sub(5000);
     let salt = u32::try_from(since & 0xffff_ffff).unwrap_or(0) ^ std::process::id().rotate_left(16);
     let mut cancel = Box::pin(cancel);
     let mut nonces: HashMap<String, u32> = HashMap::new();

@@ -86,12 +86,6 @@ struct ContextEntry {
     user: String,
 }
 
-fn now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
 fn number(v: &serde_json::Value) -> Option<u64> {
     #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
     v.as_u64()
@@ -284,7 +278,7 @@ fn read_kubeconfig(
         facts.auth = auth;
         match cred {
             Some(Ok(t)) if !t.is_empty() => {
-                facts.token = Some(token_facts(&t, now()));
+                facts.token = Some(token_facts(&t, crate::util::unix_secs()));
                 token = Some(t);
             }
             Some(Ok(_)) => facts.error = Some(format!("{rel}: the token is empty")),

@@ -161,9 +161,7 @@ async fn answer<S: AsyncReadExt + AsyncWriteExt + Unpin>(
         }
         value.trim().strip_prefix("Bearer ").map(str::trim)
     });
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
+    let now = probe_pod::util::unix_secs();
     let (status, body) = respond(path, bearer, allowed, now);
     let reason = match status {
         200 => "OK",

@@ -243,7 +243,7 @@ pub fn run(lab: &Lab) -> Vec<Checked> {
             nonces.insert(i, nonce);
         }
     }
-    let sent_at = probe_pod_unix_ms();
+    let sent_at = probe_pod::util::unix_ms();
     let mut results: BTreeMap<String, ProbeResult> = BTreeMap::new();
     for (ns, probes) in &by_ns {
         match run_agent(&exec_prefix(ns), &agent, probes, PROBE_TIMEOUT_MS * 3) {
@@ -311,12 +311,6 @@ fn sorted(v: &[String]) -> Vec<String> {
     v.sort();
     v.dedup();
     v
-}
-
-fn probe_pod_unix_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(0))
 }
 
 /// Asks the target node's host agent which interfaces saw `nonce`, waiting briefly for both the

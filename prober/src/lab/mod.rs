@@ -117,16 +117,7 @@ fn write(path: &Path, text: &str) -> Result<(), LabError> {
 }
 
 fn unique_name() -> String {
-    format!("{:04x}", probe_pod_nonce() & 0xffff)
-}
-
-fn probe_pod_nonce() -> u32 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::hash::RandomState::new().build_hasher();
-    h.write_u32(std::process::id());
-    #[allow(clippy::cast_possible_truncation)]
-    let v = h.finish() as u32;
-    v
+    format!("{:04x}", probe_pod::util::random_u32() & 0xffff)
 }
 
 impl Lab {
@@ -214,10 +205,13 @@ impl Lab {
         write(&pki_dir.join("ca.crt"), &pki.ca_pem)?;
         write(&pki_dir.join("apiserver.crt"), &pki.cert_pem)?;
         write(&pki_dir.join("apiserver.key"), &pki.key_pem)?;
-        let key = format!("{:08x}{:08x}", probe_pod_nonce(), probe_pod_nonce()).into_bytes();
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
+        let key = format!(
+            "{:08x}{:08x}",
+            probe_pod::util::random_u32(),
+            probe_pod::util::random_u32()
+        )
+        .into_bytes();
+        let now = probe_pod::util::unix_secs();
         let files = build::host_files(&self.scenario, l, &pki.ca_pem, &build::Tokens { now, key });
         for (path, text) in &files.files {
             write(path, text)?;
