@@ -3,9 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::io::Write;
 use std::net::Ipv4Addr;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use probe_pod::proto::{Outcome, ProbeResult};
@@ -14,6 +12,9 @@ use serde_json::{Value, json};
 use super::Lab;
 use super::build::{AGENT_PORT, API_PORT, API_SERVICE, DNS_SERVICE, Layout};
 use super::scenario::{Reach, ReachProbe};
+use crate::plan::{AgentKind, AgentRef};
+use crate::runtime::Runtime;
+use crate::runtime::local::Local;
 
 const PROBE_TIMEOUT_MS: u64 = 2000;
 
@@ -89,7 +90,7 @@ fn resolve_target(
     })
 }
 
-fn agent_ns(l: &Layout, from: &str) -> Result<(String, usize), String> {
+fn agent_of(l: &Layout, from: &str) -> Result<(AgentRef, usize), String> {
     let (node, which) = from
         .split_once('/')
         .ok_or_else(|| format!("source {from:?}: expected NODE/host or NODE/pod"))?;
@@ -99,8 +100,20 @@ fn agent_ns(l: &Layout, from: &str) -> Result<(String, usize), String> {
         .position(|n| n.name == node)
         .ok_or_else(|| format!("source {from:?}: unknown node"))?;
     match which {
-        "host" => Ok((l.nodes[i].ns.clone(), i)),
-        "pod" => Ok((l.nodes[i].pods[0].ns.clone(), i)),
+        "host" => Ok((
+            AgentRef {
+                node: node.to_string(),
+                agent: AgentKind::Host,
+            },
+            i,
+        )),
+        "pod" => Ok((
+            AgentRef {
+                node: node.to_string(),
+                agent: AgentKind::Pod,
+            },
+            i,
+        )),
         _ => Err(format!("source {from:?}: expected NODE/host or NODE/pod")),
     }
 }
@@ -158,7 +171,7 @@ pub fn cni_token_file(l: &Layout, node: usize) -> std::path::PathBuf {
 fn expected_offender(l: &Layout, r: &Reach) -> Option<Result<Ipv4Addr, String>> {
     let want = r.icmp_from.as_deref()?;
     if want == "router" {
-        let zone = agent_ns(l, &r.from)
+        let zone = agent_of(l, &r.from)
             .ok()
             .map_or(0, |(_, n)| l.nodes[n].zone);
         return Some(Ok(l
@@ -173,68 +186,78 @@ fn expected_offender(l: &Layout, r: &Reach) -> Option<Result<Ipv4Addr, String>> 
     )
 }
 
-/// Runs a plan with `<exec prefix> probe-pod probe --plan -`; results by id.
-pub fn run_agent(
-    exec: &[String],
-    agent_bin: &str,
-    probes: &[Value],
-    deadline_ms: u64,
-) -> Result<BTreeMap<String, ProbeResult>, String> {
-    let plan =
-        json!({"deadlineMs": deadline_ms, "probeTimeoutMs": PROBE_TIMEOUT_MS, "probes": probes})
-            .to_string();
-    let mut child = Command::new(&exec[0])
-        .args(&exec[1..])
-        .args([agent_bin, "probe", "--plan", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("cannot run {}: {e}", exec.join(" ")))?;
-    if let Some(mut stdin) = child.stdin.take() {
-        stdin
-            .write_all(plan.as_bytes())
-            .map_err(|e| format!("cannot send the plan: {e}"))?;
-    }
-    let out = child
-        .wait_with_output()
-        .map_err(|e| format!("agent: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "agent exited {}: {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|line| {
-            serde_json::from_str::<ProbeResult>(line)
-                .map(|r| (r.id.clone(), r))
-                .map_err(|e| format!("bad result {line:?}: {e}"))
-        })
-        .collect()
+/// The lab's agents, reached through the local runtime exactly as the matrix reaches them.
+struct Agents {
+    local: Local,
+    rt: tokio::runtime::Runtime,
 }
 
-fn exec_prefix(ns: &str) -> Vec<String> {
-    vec!["ip".into(), "netns".into(), "exec".into(), ns.into()]
+impl Agents {
+    fn new(lab: &Lab) -> Result<Self, String> {
+        let inv = super::build::inventory(&lab.scenario, &lab.layout);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| format!("cannot start the runtime: {e}"))?;
+        Ok(Self {
+            local: Local::new(&inv, lab.agent_bin.display().to_string()),
+            rt,
+        })
+    }
+
+    /// Runs `probes` (JSON specs) on `agent`; results by id.
+    fn run(
+        &self,
+        agent: &AgentRef,
+        probes: &[Value],
+        deadline_ms: u64,
+    ) -> Result<BTreeMap<String, ProbeResult>, String> {
+        let text = json!({"deadlineMs": deadline_ms, "probeTimeoutMs": PROBE_TIMEOUT_MS, "probes": probes}).to_string();
+        let plan = probe_pod::proto::parse_plan(&text).map_err(|e| e.to_string())?;
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<ProbeResult>(64);
+        self.rt.block_on(async {
+            let collect = async {
+                let mut out = BTreeMap::new();
+                while let Some(r) = rx.recv().await {
+                    out.insert(r.id.clone(), r);
+                }
+                out
+            };
+            let (ran, out) = tokio::join!(self.local.run(agent, &plan, tx), collect);
+            ran.map(|()| out).map_err(|e| e.to_string())
+        })
+    }
 }
 
 /// Runs every reachability expectation of the lab's scenario.
 #[must_use]
 pub fn run(lab: &Lab) -> Vec<Checked> {
     let l = &lab.layout;
-    let agent = lab.agent_bin.display().to_string();
     let reaches = &lab.scenario.expect.reachability;
-    let mut by_ns: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+    let agents = match Agents::new(lab) {
+        Ok(a) => a,
+        Err(e) => {
+            return reaches
+                .iter()
+                .map(|r| Checked {
+                    reach: r.clone(),
+                    outcome: None,
+                    detail: e.clone(),
+                    seen_on: None,
+                    pass: false,
+                })
+                .collect();
+        }
+    };
+    let mut by_agent: BTreeMap<AgentRef, Vec<Value>> = BTreeMap::new();
     let mut errors: BTreeMap<usize, String> = BTreeMap::new();
     let mut nonces = BTreeMap::new();
     for (i, r) in reaches.iter().enumerate() {
         let nonce = 0x5000_0000 + u32::try_from(i).unwrap_or(0);
-        match agent_ns(l, &r.from)
-            .and_then(|(ns, node)| spec(lab, &format!("r{i}"), r, node, nonce).map(|s| (ns, s)))
-        {
-            Ok((ns, s)) => by_ns.entry(ns).or_default().push(s),
+        match agent_of(l, &r.from).and_then(|(agent, node)| {
+            spec(lab, &format!("r{i}"), r, node, nonce).map(|s| (agent, s))
+        }) {
+            Ok((agent, s)) => by_agent.entry(agent).or_default().push(s),
             Err(e) => {
                 errors.insert(i, e);
             }
@@ -245,8 +268,8 @@ pub fn run(lab: &Lab) -> Vec<Checked> {
     }
     let sent_at = probe_pod::util::unix_ms();
     let mut results: BTreeMap<String, ProbeResult> = BTreeMap::new();
-    for (ns, probes) in &by_ns {
-        match run_agent(&exec_prefix(ns), &agent, probes, PROBE_TIMEOUT_MS * 3) {
+    for (agent, probes) in &by_agent {
+        match agents.run(agent, probes, PROBE_TIMEOUT_MS * 3) {
             Ok(r) => results.extend(r),
             Err(e) => {
                 for p in probes {
@@ -274,7 +297,7 @@ pub fn run(lab: &Lab) -> Vec<Checked> {
             let res = &results[&format!("r{i}")];
             let seen_on = nonces
                 .get(&i)
-                .map(|&nonce| seen(lab, r, nonce, sent_at, &agent));
+                .map(|&nonce| seen(lab, &agents, r, nonce, sent_at));
             let mut detail = res.detail.clone();
             let offender_ok = match expected_offender(l, r) {
                 None => true,
@@ -315,7 +338,7 @@ fn sorted(v: &[String]) -> Vec<String> {
 
 /// Asks the target node's host agent which interfaces saw `nonce`, waiting briefly for both the
 /// underlay and the VXLAN device.
-fn seen(lab: &Lab, r: &Reach, nonce: u32, since: u64, agent: &str) -> Vec<String> {
+fn seen(lab: &Lab, agents: &Agents, r: &Reach, nonce: u32, since: u64) -> Vec<String> {
     let l = &lab.layout;
     let Ok(t) = resolve_target(l, &r.to, r.probe, r.port) else {
         return Vec::new();
@@ -327,7 +350,15 @@ fn seen(lab: &Lab, r: &Reach, nonce: u32, since: u64, agent: &str) -> Vec<String
     let deadline = Instant::now() + Duration::from_secs(2);
     loop {
         let probe = json!({"id": "seen", "kind": "seen", "sinceMs": since.saturating_sub(1000), "nonces": [nonce]});
-        let got: Vec<String> = run_agent(&exec_prefix(&l.nodes[node].ns), agent, &[probe], 3000)
+        let got: Vec<String> = agents
+            .run(
+                &AgentRef {
+                    node: l.nodes[node].name.clone(),
+                    agent: AgentKind::Host,
+                },
+                &[probe],
+                3000,
+            )
             .ok()
             .and_then(|mut m| m.remove("seen"))
             .and_then(|r| r.seen)
