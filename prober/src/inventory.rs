@@ -147,6 +147,16 @@ pub struct Node {
     pub agents: Agents,
 }
 
+impl Node {
+    /// Whether the node runs the control plane (by its roles).
+    #[must_use]
+    pub fn is_control_plane(&self) -> bool {
+        self.roles
+            .iter()
+            .any(|r| r == "control-plane" || r == "master")
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Vtep {

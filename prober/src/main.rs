@@ -342,10 +342,7 @@ fn build(b: &BuildArgs) -> Result<(Scenario, Lab), ExitCode> {
         return Err(ExitCode::from(EXIT_USAGE));
     }
     // The name must be known before building so the signal handler can clean up after it.
-    let name = opts
-        .name
-        .clone()
-        .unwrap_or_else(|| format!("{:04x}", std::process::id() & 0xffff));
+    let name = opts.name.clone().unwrap_or_else(lab::unique_name);
     let opts = Options {
         name: Some(name.clone()),
         ..opts

@@ -175,7 +175,7 @@ struct HostPort {
     from_control_plane_only: bool,
 }
 
-fn host_ports(inv: &Inventory) -> Vec<HostPort> {
+fn host_ports(cni: Cni) -> Vec<HostPort> {
     let any = |port| HostPort {
         port,
         to_control_plane_only: false,
@@ -199,8 +199,19 @@ fn host_ports(inv: &Inventory) -> Vec<HostPort> {
             from_control_plane_only: true,
         },
     ];
-    v.extend(cni_tcp_ports(inv.cluster.cni).iter().map(|&p| any(p)));
+    v.extend(cni_tcp_ports(cni).iter().map(|&p| any(p)));
     v
+}
+
+/// The TCP ports a node serves to the other nodes (DESIGN.md section 8): the lab's stand-ins
+/// listen on exactly these.
+#[must_use]
+pub fn served_tcp_ports(cni: Cni, control_plane: bool) -> Vec<u16> {
+    host_ports(cni)
+        .into_iter()
+        .filter(|h| control_plane || !h.to_control_plane_only)
+        .map(|h| h.port)
+        .collect()
 }
 
 /// The TCP ports a CNI's agents listen on between nodes (DESIGN.md section 8).
@@ -213,12 +224,6 @@ pub fn cni_tcp_ports(cni: Cni) -> &'static [u16] {
         Cni::KubeRouter => &[179],
         Cni::Flannel | Cni::Canal | Cni::Antrea | Cni::Other => &[],
     }
-}
-
-fn is_control_plane(n: &Node) -> bool {
-    n.roles
-        .iter()
-        .any(|r| r == "control-plane" || r == "master")
 }
 
 /// Stable, readable ids: `pod-to-pod:n1/pod->n3/pod:tcp/9917`.
@@ -305,12 +310,12 @@ impl<'a> Builder<'a> {
 
     fn node_to_node(&mut self) {
         let inv: &'a Inventory = self.inv;
-        let ports = host_ports(inv);
+        let ports = host_ports(inv.cluster.cni);
         for (fnode, _) in self.agents(AgentKind::Host) {
             for tnode in inv.nodes.iter().filter(|t| t.name != fnode.name) {
                 for hp in &ports {
-                    if (hp.to_control_plane_only && !is_control_plane(tnode))
-                        || (hp.from_control_plane_only && !is_control_plane(fnode))
+                    if (hp.to_control_plane_only && !tnode.is_control_plane())
+                        || (hp.from_control_plane_only && !fnode.is_control_plane())
                     {
                         continue;
                     }

@@ -994,12 +994,10 @@ fn node_checks(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
                 g.evidence.push(i);
             }
         }
-        let control_plane = ctx.node.get(node.as_str()).is_some_and(|&n| {
-            ctx.inv.nodes[n as usize]
-                .roles
-                .iter()
-                .any(|r| r == "control-plane" || r == "master")
-        });
+        let control_plane = ctx
+            .node
+            .get(node.as_str())
+            .is_some_and(|&n| ctx.inv.nodes[n as usize].is_control_plane());
         for kc in &facts.kubelet {
             let Some(server) = &kc.server else { continue };
             let local = ["https://localhost", "https://127.", "https://[::1]"]

@@ -659,12 +659,13 @@ pub fn processes(s: &Scenario, l: &Layout, agent: &Path, prober: &Path) -> Vec<P
     for n in &l.nodes {
         // The host agent also stands in for what listens on a real node: the kubelet, etcd on
         // control planes, and the CNI's TCP ports.
-        let mut ports = vec![10250u16];
-        if n.control_plane {
-            ports.extend([2379, 2380]);
-        }
-        ports.extend(crate::plan::cni_tcp_ports(s.cni));
-        let list: Vec<String> = ports.iter().map(u16::to_string).collect();
+        // (The API server's own port is the stand-in's, not the agent's.)
+        let ports = crate::plan::served_tcp_ports(s.cni, n.control_plane);
+        let list: Vec<String> = ports
+            .iter()
+            .filter(|&&p| p != API_PORT)
+            .map(u16::to_string)
+            .collect();
         out.push(Process {
             ns: n.ns.clone(),
             argv: vec![

@@ -116,7 +116,9 @@ fn write(path: &Path, text: &str) -> Result<(), LabError> {
     std::fs::write(path, text).map_err(err)
 }
 
-fn unique_name() -> String {
+/// A fresh lab name: four hex digits.
+#[must_use]
+pub fn unique_name() -> String {
     format!("{:04x}", probe_pod::util::random_u32() & 0xffff)
 }
 

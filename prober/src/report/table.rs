@@ -306,16 +306,11 @@ pub fn render(report: &Report, style: Style) -> String {
     } else {
         paint("0 failed", GREEN, style)
     };
+    // Short by construction (a few numbers), so never cut: cutting would count colour codes.
     let _ = writeln!(
         out,
-        "{}",
-        truncate(
-            &format!(
-                "{} nodes, {} agents: {} probes in {secs:.1} s: {} ok, {verdict}, {} unknown",
-                s.nodes, s.agents, c.total, c.ok, c.unknown
-            ),
-            style.width + 20
-        )
+        "{} nodes, {} agents: {} probes in {secs:.1} s: {} ok, {verdict}, {} unknown",
+        s.nodes, s.agents, c.total, c.ok, c.unknown
     );
     if s.interrupted {
         let _ = writeln!(
