@@ -111,28 +111,26 @@ pub fn del_ns(name: &str) -> Result<(), ExecError> {
     run("ip", &["netns", "del", name], None).map(drop)
 }
 
-pub fn ip_batch(ns: &str, lines: &[String]) -> Result<(), ExecError> {
+/// Runs `tool -n NS -batch -` (`ip` or `bridge`) with one command per line; nothing to do for
+/// no lines.
+fn batch(tool: &str, ns: &str, lines: &[String]) -> Result<(), ExecError> {
     if lines.is_empty() {
         return Ok(());
     }
     run(
-        "ip",
+        tool,
         &["-n", ns, "-batch", "-"],
         Some(&(lines.join("\n") + "\n")),
     )
     .map(drop)
 }
 
+pub fn ip_batch(ns: &str, lines: &[String]) -> Result<(), ExecError> {
+    batch("ip", ns, lines)
+}
+
 pub fn bridge_batch(ns: &str, lines: &[String]) -> Result<(), ExecError> {
-    if lines.is_empty() {
-        return Ok(());
-    }
-    run(
-        "bridge",
-        &["-n", ns, "-batch", "-"],
-        Some(&(lines.join("\n") + "\n")),
-    )
-    .map(drop)
+    batch("bridge", ns, lines)
 }
 
 pub fn nft(ns: &str, ruleset: &str) -> Result<(), ExecError> {

@@ -187,9 +187,11 @@ impl Lab {
         }
         for st in &setups {
             exec::sysctl(&st.ns, &st.sysctl).map_err(step(format!("sysctl in {}", st.ns)))?;
-            exec::ip_batch(&st.ns, &["link set lo up".to_string()])
-                .map_err(step(format!("loopback in {}", st.ns)))?;
-            exec::ip_batch(&st.ns, &st.config).map_err(step(format!("configure {}", st.ns)))?;
+            // Loopback first, in the same `ip` process as the rest of the configuration.
+            let lines: Vec<String> = std::iter::once("link set lo up".to_string())
+                .chain(st.config.iter().cloned())
+                .collect();
+            exec::ip_batch(&st.ns, &lines).map_err(step(format!("configure {}", st.ns)))?;
         }
         for st in &setups {
             exec::bridge_batch(&st.ns, &st.fdb).map_err(step(format!("fdb in {}", st.ns)))?;
