@@ -1,14 +1,10 @@
-//! The prober agent: wire types (`proto`, always built) and, behind the `engine` feature, the probe
-//! engine, the responders and the raw-socket code.
+//! The prober agent: the probe engine, the responders and the raw-socket code. The wire types it
+//! speaks live in `probe-proto`, re-exported here as `proto` and `util`.
 
-pub mod proto;
-pub mod util;
+pub use probe_proto as proto;
+pub use probe_proto::util;
 
-#[cfg(feature = "engine")]
 pub mod engine;
-#[cfg(feature = "engine")]
 pub mod net;
-#[cfg(feature = "engine")]
 pub mod probe;
-#[cfg(feature = "engine")]
 pub mod serve;

@@ -4,7 +4,7 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Instant;
 
-use probe_pod::proto::{MacAddr, Outcome, ProbeResult};
+use probe_proto::{MacAddr, Outcome, ProbeResult};
 use prober::diagnose::diagnose;
 use prober::inventory::{Agent, Agents, Api, Cidr, Cluster, Cni, Inventory, Node, Overlay, Vtep};
 use prober::plan::{AgentKind, AgentRef, PathClass, Protocol, Target};

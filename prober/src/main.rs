@@ -198,7 +198,7 @@ struct ReportArgs {
 }
 
 fn parse_timeout(s: &str) -> Result<Duration, String> {
-    let d = probe_pod::proto::parse_duration(s)?;
+    let d = probe_proto::parse_duration(s)?;
     if d.is_zero() {
         return Err("must be more than zero".into());
     }

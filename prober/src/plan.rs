@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 
-use probe_pod::proto::{DnsRecordType, MacAddr, Port, Probe, Transport, Vni};
+use probe_proto::{DnsRecordType, MacAddr, Port, Probe, Transport, Vni};
 use serde::{Deserialize, Serialize};
 
 use crate::inventory::{Agent, Cni, Inventory, Node};

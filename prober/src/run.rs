@@ -8,7 +8,7 @@ use std::num::{NonZeroU32, NonZeroU64};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use probe_pod::proto::{Outcome, Plan, Port, Probe, ProbeResult, ProbeSpec};
+use probe_proto::{Outcome, Plan, Port, Probe, ProbeResult, ProbeSpec};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinSet;
@@ -158,7 +158,7 @@ pub async fn run<R: Runtime + 'static>(
     cancel: impl Future<Output = ()> + Send,
 ) -> RunOutput {
     let started = Instant::now();
-    let since = probe_pod::util::unix_ms().saturating_sub(5000);
+    let since = probe_proto::util::unix_ms().saturating_sub(5000);
     let salt = u32::try_from(since & 0xffff_ffff).unwrap_or(0) ^ std::process::id().rotate_left(16);
     let mut cancel = Box::pin(cancel);
     let mut nonces: HashMap<String, u32> = HashMap::new();
@@ -367,7 +367,7 @@ fn confirm_vxlan(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use probe_pod::proto::Sighting;
+    use probe_proto::Sighting;
 
     fn sent() -> ProbeResult {
         ProbeResult::new("vx", Outcome::Ok, "sent")

@@ -451,7 +451,7 @@ mod deploy {
 
     #[tokio::test]
     async fn exec_goes_through_the_api_server_with_the_plan_command() {
-        use probe_pod::proto::Plan;
+        use probe_proto::Plan;
         use prober::runtime::Runtime;
         use prober::runtime::kube::deploy::AgentPod;
         use prober::runtime::kube::exec::KubeExec;
@@ -474,7 +474,7 @@ mod deploy {
             send.send_response(status(403, "Forbidden"));
             request
         });
-        let plan: Plan = probe_pod::proto::parse_plan(
+        let plan: Plan = probe_proto::parse_plan(
             r#"{"deadlineMs":1000,"probes":[{"id":"a","kind":"icmp","address":"10.244.2.5"}]}"#,
         )
         .unwrap();

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::net::{IpAddr, SocketAddr};
 
 pub use finding::{Direction, Finding, Kind, Severity};
-use probe_pod::proto::Outcome;
+use probe_proto::Outcome;
 
 use crate::inventory::{ApiAccess, Component, Inventory};
 use crate::plan::{AgentKind, PathClass, Protocol};
@@ -881,7 +881,7 @@ fn cni_restart(ctx: &Ctx<'_>, node: &str) -> String {
 
 /// What a CNI token's facts say: (state, sentence), or `None` when it is fine.
 fn credential_state(
-    kc: &probe_pod::proto::KubeconfigFacts,
+    kc: &probe_proto::KubeconfigFacts,
     node: &str,
 ) -> Option<(&'static str, String)> {
     let t = kc.token.as_ref()?;

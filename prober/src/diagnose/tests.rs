@@ -3,7 +3,7 @@
 
 use std::collections::HashSet;
 
-use probe_pod::proto::{IcmpInfo, Outcome, ProbeResult};
+use probe_proto::{IcmpInfo, Outcome, ProbeResult};
 use serde_json::json;
 
 use super::*;
@@ -442,7 +442,7 @@ fn dns_rcode_is_a_dns_finding() {
         .filter(|r| r.path == PathClass::Dns && r.from.node == "n2")
     {
         r.result.outcome = Outcome::DnsError;
-        r.result.dns = Some(probe_pod::proto::DnsInfo {
+        r.result.dns = Some(probe_proto::DnsInfo {
             server: "10.96.0.10:53".parse().unwrap(),
             name: "kubernetes.default.svc.cluster.local".into(),
             rcode: Some("SERVFAIL".into()),
@@ -509,7 +509,7 @@ fn a_pod_probe_to_a_host_measures_the_underlay_too() {
 
 mod node_checks {
     use super::*;
-    use probe_pod::proto::{CheckFacts, KubeconfigFacts, NodeFacts, ResolvFacts, TokenFacts};
+    use probe_proto::{CheckFacts, KubeconfigFacts, NodeFacts, ResolvFacts, TokenFacts};
     use std::path::PathBuf;
 
     const NOW: u64 = 1_800_000_000;

@@ -161,7 +161,7 @@ async fn answer<S: AsyncReadExt + AsyncWriteExt + Unpin>(
         }
         value.trim().strip_prefix("Bearer ").map(str::trim)
     });
-    let now = probe_pod::util::unix_secs();
+    let now = probe_proto::util::unix_secs();
     let (status, body) = respond(path, bearer, allowed, now);
     let reason = match status {
         200 => "OK",

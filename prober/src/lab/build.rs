@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 
-use probe_pod::proto::MacAddr;
+use probe_proto::MacAddr;
 
 use super::scenario::{Action, Direction, Fault, Place, Protocol, Scenario};
 use crate::inventory::Cidr;

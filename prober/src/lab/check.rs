@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
 
-use probe_pod::proto::{Outcome, ProbeResult};
+use probe_proto::{Outcome, ProbeResult};
 use serde_json::{Value, json};
 
 use super::Lab;
@@ -213,7 +213,7 @@ impl Agents {
         deadline_ms: u64,
     ) -> Result<BTreeMap<String, ProbeResult>, String> {
         let text = json!({"deadlineMs": deadline_ms, "probeTimeoutMs": PROBE_TIMEOUT_MS, "probes": probes}).to_string();
-        let plan = probe_pod::proto::parse_plan(&text).map_err(|e| e.to_string())?;
+        let plan = probe_proto::parse_plan(&text).map_err(|e| e.to_string())?;
         let (tx, mut rx) = tokio::sync::mpsc::channel::<ProbeResult>(64);
         self.rt.block_on(async {
             let collect = async {
@@ -266,7 +266,7 @@ pub fn run(lab: &Lab) -> Vec<Checked> {
             nonces.insert(i, nonce);
         }
     }
-    let sent_at = probe_pod::util::unix_ms();
+    let sent_at = probe_proto::util::unix_ms();
     let mut results: BTreeMap<String, ProbeResult> = BTreeMap::new();
     for (agent, probes) in &by_agent {
         match agents.run(agent, probes, PROBE_TIMEOUT_MS * 3) {

@@ -119,7 +119,7 @@ fn write(path: &Path, text: &str) -> Result<(), LabError> {
 /// A fresh lab name: four hex digits.
 #[must_use]
 pub fn unique_name() -> String {
-    format!("{:04x}", probe_pod::util::random_u32() & 0xffff)
+    format!("{:04x}", probe_proto::util::random_u32() & 0xffff)
 }
 
 impl Lab {
@@ -211,11 +211,11 @@ impl Lab {
         write(&pki_dir.join("apiserver.key"), &pki.key_pem)?;
         let key = format!(
             "{:08x}{:08x}",
-            probe_pod::util::random_u32(),
-            probe_pod::util::random_u32()
+            probe_proto::util::random_u32(),
+            probe_proto::util::random_u32()
         )
         .into_bytes();
-        let now = probe_pod::util::unix_secs();
+        let now = probe_proto::util::unix_secs();
         let files = build::host_files(&self.scenario, l, &pki.ca_pem, &build::Tokens { now, key });
         for (path, text) in &files.files {
             write(path, text)?;

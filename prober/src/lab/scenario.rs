@@ -243,7 +243,7 @@ pub struct Reach {
     /// For `mtu`: IPv4 packet size.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub size: Option<u16>,
-    pub outcome: probe_pod::proto::Outcome,
+    pub outcome: probe_proto::Outcome,
     /// For `vxlan`: the interfaces of the target host that must have seen the datagram
     /// (exactly these).
     #[serde(default, skip_serializing_if = "Option::is_none")]

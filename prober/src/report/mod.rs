@@ -5,7 +5,7 @@ mod table;
 
 use std::collections::BTreeMap;
 
-use probe_pod::proto::Outcome;
+use probe_proto::Outcome;
 use serde::{Deserialize, Serialize};
 
 use crate::diagnose::{Finding, Severity};

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
-use probe_pod::proto::Outcome;
+use probe_proto::Outcome;
 
 use super::{Report, is_unknown};
 use crate::plan::PathClass;

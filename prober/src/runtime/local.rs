@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::process::Stdio;
 
-use probe_pod::proto::{Plan, ProbeResult};
+use probe_proto::{Plan, ProbeResult};
 use tokio::process::Command;
 use tokio::sync::mpsc;
 

@@ -7,7 +7,7 @@ pub mod local;
 
 use std::future::Future;
 
-use probe_pod::proto::{Plan, ProbeResult};
+use probe_proto::{Plan, ProbeResult};
 use tokio::sync::mpsc;
 
 use crate::plan::AgentRef;
@@ -151,7 +151,7 @@ mod tests {
         assert_eq!(rx.recv().await.unwrap().id, "a");
         assert_eq!(
             rx.recv().await.unwrap().outcome,
-            probe_pod::proto::Outcome::Timeout
+            probe_proto::Outcome::Timeout
         );
     }
 

@@ -145,7 +145,7 @@ fn flannel_vtep(n: &K8sNode, pod_cidr: Option<Cidr>) -> Option<Vtep> {
     let mac = v.get("VtepMAC")?.as_str()?.to_string();
     Some(Vtep {
         address: pod_cidr?.addr,
-        mac: probe_pod::proto::MacAddr::try_from(mac).ok()?,
+        mac: probe_proto::MacAddr::try_from(mac).ok()?,
     })
 }
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, AttachParams};
-use probe_pod::proto::{Plan, ProbeResult};
+use probe_proto::{Plan, ProbeResult};
 use tokio::sync::mpsc;
 
 use super::deploy::AgentPod;

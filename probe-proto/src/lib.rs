@@ -7,6 +7,8 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+pub mod util;
+
 /// The port every agent listens on unless told otherwise.
 pub const DEFAULT_AGENT_PORT: u16 = 9917;
 /// The port the kernel's VXLAN device of flannel and cilium owns.
