@@ -7,8 +7,7 @@ use std::time::Instant;
 use probe_proto::{MacAddr, Outcome, ProbeResult};
 use prober::diagnose::diagnose;
 use prober::inventory::{Agent, Agents, Api, Cidr, Cluster, Cni, Inventory, Node, Overlay, Vtep};
-use prober::plan::{AgentKind, AgentRef, PathClass, Protocol, Target};
-use prober::run::ResultRecord;
+use prober::model::{AgentKind, AgentRef, PathClass, Protocol, ResultRecord, Target};
 
 const NODES: u32 = 1000;
 /// Nodes behind a firewall that drops UDP 8472 to and from everyone else.
@@ -99,6 +98,7 @@ fn record(
         result.rtt_micros = Some(400);
     }
     ResultRecord {
+        unknown: None,
         path,
         from: AgentRef {
             node: format!("n{}", from.0),

@@ -4,6 +4,7 @@
 pub mod diagnose;
 pub mod inventory;
 pub mod lab;
+pub mod model;
 pub mod plan;
 pub mod report;
 pub mod run;

@@ -11,7 +11,8 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use prober::inventory::Inventory;
 use prober::lab::{self, Lab, Options, check, scenario::Scenario};
-use prober::plan::{Filter, PathClass};
+use prober::model::PathClass;
+use prober::plan::Filter;
 use prober::report::{self, Report};
 use prober::run::RunConfig;
 use prober::runtime::local::Local;
@@ -681,10 +682,10 @@ async fn kube_matrix(args: &MatrixArgs) -> Result<Report, String> {
         let (ready, missing) = waited?;
         for n in &mut inv.nodes {
             for (kind, slot) in [
-                (prober::plan::AgentKind::Host, &mut n.agents.host),
-                (prober::plan::AgentKind::Pod, &mut n.agents.pod),
+                (prober::model::AgentKind::Host, &mut n.agents.host),
+                (prober::model::AgentKind::Pod, &mut n.agents.pod),
             ] {
-                let agent = prober::plan::AgentRef {
+                let agent = prober::model::AgentRef {
                     node: n.name.clone(),
                     agent: kind,
                 };

@@ -4,134 +4,9 @@ use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 
 use probe_proto::{DnsRecordType, MacAddr, Port, Probe, Transport, Vni};
-use serde::{Deserialize, Serialize};
 
 use crate::inventory::{Agent, Cni, Inventory, Node};
-
-/// The path classes of DESIGN.md section 3 (also the JSON values).
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Hash,
-    PartialOrd,
-    Ord,
-    Serialize,
-    Deserialize,
-    clap::ValueEnum,
-)]
-#[serde(rename_all = "kebab-case")]
-pub enum PathClass {
-    PodToPod,
-    NodeToPod,
-    PodToNode,
-    NodeToNode,
-    PodToService,
-    NodeToService,
-    PodToApiserver,
-    NodeToApiserver,
-    Overlay,
-    Dns,
-    /// The node's own configuration, read by its host agent (not a network path).
-    NodeConfig,
-}
-
-impl PathClass {
-    pub const ALL: [PathClass; 11] = [
-        Self::PodToPod,
-        Self::NodeToPod,
-        Self::PodToNode,
-        Self::NodeToNode,
-        Self::PodToService,
-        Self::NodeToService,
-        Self::PodToApiserver,
-        Self::NodeToApiserver,
-        Self::Overlay,
-        Self::Dns,
-        Self::NodeConfig,
-    ];
-
-    #[must_use]
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::PodToPod => "pod-to-pod",
-            Self::NodeToPod => "node-to-pod",
-            Self::PodToNode => "pod-to-node",
-            Self::NodeToNode => "node-to-node",
-            Self::PodToService => "pod-to-service",
-            Self::NodeToService => "node-to-service",
-            Self::PodToApiserver => "pod-to-apiserver",
-            Self::NodeToApiserver => "node-to-apiserver",
-            Self::Overlay => "overlay",
-            Self::Dns => "dns",
-            Self::NodeConfig => "node-config",
-        }
-    }
-}
-
-impl std::fmt::Display for PathClass {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// Which of a node's two agents.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum AgentKind {
-    Host,
-    Pod,
-}
-
-impl AgentKind {
-    #[must_use]
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Host => "host",
-            Self::Pod => "pod",
-        }
-    }
-}
-
-/// One agent: a node and which of its agents.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct AgentRef {
-    pub node: String,
-    pub agent: AgentKind,
-}
-
-impl std::fmt::Display for AgentRef {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}", self.node, self.agent.as_str())
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Protocol {
-    Tcp,
-    Udp,
-    Icmp,
-}
-
-/// Where a probe goes.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Target {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub node: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub agent: Option<AgentKind>,
-    /// `kubernetes`, `kube-dns`, `apiserver`, `dns-pod`, `vtep`, or a DNS name asked for.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub service: Option<String>,
-    pub address: IpAddr,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub port: Option<u16>,
-    pub protocol: Protocol,
-}
+use crate::model::{AgentKind, AgentRef, PathClass, Protocol, Target};
 
 /// One cell of the matrix.
 #[derive(Debug, Clone, PartialEq)]
@@ -141,6 +16,9 @@ pub struct PlannedProbe {
     pub from: AgentRef,
     pub to: Target,
     pub probe: Probe,
+    /// The port of the receiving node's host agent, whose sniffer confirms a crafted overlay
+    /// datagram (`seen`); `None` for probes that are answered directly.
+    pub receipt_port: Option<Port>,
 }
 
 /// Which paths and nodes to plan.
@@ -246,9 +124,9 @@ impl<'a> Builder<'a> {
         label: &str,
         what: &str,
         probe: Probe,
-    ) {
+    ) -> Option<&mut PlannedProbe> {
         if !self.filter.wants(path) || !self.filter.touches(&from.node, to.node.as_deref()) {
-            return;
+            return None;
         }
         let id = id(path, &from, label, what);
         self.out.push(PlannedProbe {
@@ -257,7 +135,9 @@ impl<'a> Builder<'a> {
             from,
             to,
             probe,
+            receipt_port: None,
         });
+        self.out.last_mut()
     }
 
     fn agents(&self, kind: AgentKind) -> Vec<(&'a Node, &'a Agent)> {
@@ -400,14 +280,17 @@ impl<'a> Builder<'a> {
                     inner_destination: Some(vtep.address),
                     destination_mac: Some(MacAddr(vtep.mac.0)),
                 };
-                self.push(
+                let receipt_port = tnode.agents.host.as_ref().and_then(|a| Port::new(a.port));
+                if let Some(p) = self.push(
                     PathClass::Overlay,
                     from,
                     vx_target,
                     &label,
                     &format!("vxlan/{}", ov.port),
                     probe,
-                );
+                ) {
+                    p.receipt_port = receipt_port;
+                }
             }
         }
         // Full-size packets between pods: small ones passing while these vanish is an MTU hole.

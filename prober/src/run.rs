@@ -9,34 +9,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use probe_proto::{Outcome, Plan, Port, Probe, ProbeResult, ProbeSpec};
-use serde::{Deserialize, Serialize};
 use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinSet;
 
-use crate::plan::{AgentKind, AgentRef, PathClass, PlannedProbe, Target, by_agent};
+use crate::model::{AgentKind, AgentRef, AgentStatus, ResultRecord, Unknown};
+use crate::plan::{PlannedProbe, by_agent};
 use crate::runtime::Runtime;
-
-/// One probe's result, with where it went: the report's `results[]` entry.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ResultRecord {
-    pub path: PathClass,
-    pub from: AgentRef,
-    pub to: Target,
-    #[serde(flatten)]
-    pub result: ProbeResult,
-}
-
-/// Whether an agent ran.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct AgentStatus {
-    pub node: String,
-    pub agent: AgentKind,
-    pub ran: bool,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub detail: String,
-}
 
 #[derive(Debug, Clone)]
 pub struct RunConfig {
@@ -205,28 +183,10 @@ pub async fn run<R: Runtime + 'static>(
         .await;
     }
 
-    let mut records = Vec::with_capacity(planned.len());
-    for p in planned {
-        let result = results.remove(&p.id).unwrap_or_else(|| {
-            let why = match failed.get(&p.from) {
-                Some(e) => format!("unknown: agent {} could not run: {e}", p.from),
-                None if interrupted => {
-                    "unknown: interrupted before this probe finished".to_string()
-                }
-                None => format!(
-                    "unknown: agent {} returned no result for this probe",
-                    p.from
-                ),
-            };
-            ProbeResult::new(p.id.clone(), Outcome::Error, why)
-        });
-        records.push(ResultRecord {
-            path: p.path,
-            from: p.from.clone(),
-            to: p.to.clone(),
-            result,
-        });
-    }
+    let records = planned
+        .iter()
+        .map(|p| record_for(p, results.remove(&p.id), failed.get(&p.from), interrupted))
+        .collect();
     let agents = agents_planned
         .into_iter()
         .map(|a| {
@@ -247,6 +207,46 @@ pub async fn run<R: Runtime + 'static>(
     }
 }
 
+/// The report's entry for one planned probe: its result, or why it has none.
+fn record_for(
+    p: &PlannedProbe,
+    result: Option<ProbeResult>,
+    agent_failed: Option<&String>,
+    interrupted: bool,
+) -> ResultRecord {
+    if let Some(result) = result {
+        return ResultRecord {
+            path: p.path,
+            from: p.from.clone(),
+            to: p.to.clone(),
+            unknown: None,
+            result,
+        };
+    }
+    let (why, detail) = match agent_failed {
+        Some(e) => (
+            Unknown::AgentFailed,
+            format!("agent {} could not run: {e}", p.from),
+        ),
+        None if interrupted => (
+            Unknown::Interrupted,
+            "interrupted before this probe finished".to_string(),
+        ),
+        None => (
+            Unknown::NoResult,
+            format!("agent {} returned no result for this probe", p.from),
+        ),
+    };
+    ResultRecord::unknown(
+        p.path,
+        p.from.clone(),
+        p.to.clone(),
+        p.id.clone(),
+        why,
+        detail,
+    )
+}
+
 /// Phase 2: asks each VXLAN receiver's sniffer which of our nonces it saw, and where, and turns
 /// every "sent" result into what the receiver saw. Returns whether it was interrupted.
 async fn confirm_receipts<R: Runtime + 'static>(
@@ -265,14 +265,18 @@ async fn confirm_receipts<R: Runtime + 'static>(
         node: p.to.node.clone().unwrap_or_default(),
         agent: AgentKind::Host,
     };
-    let mut asks: BTreeMap<AgentRef, Vec<u32>> = BTreeMap::new();
+    // The receiver's sniffer is asked through its own agent's port, as the inventory gives it.
+    let mut asks: BTreeMap<AgentRef, (Port, Vec<u32>)> = BTreeMap::new();
     for p in planned.iter().filter(sent) {
-        asks.entry(receiver(p)).or_default().push(nonces[&p.id]);
+        let Some(port) = p.receipt_port else { continue };
+        asks.entry(receiver(p))
+            .or_insert_with(|| (port, Vec::new()))
+            .1
+            .push(nonces[&p.id]);
     }
-    let port = Port::new(crate::lab::build::AGENT_PORT).expect("non-zero");
     let plans: Vec<(AgentRef, Plan)> = asks
         .into_iter()
-        .map(|(agent, list)| {
+        .map(|(agent, (port, list))| {
             let probe = Probe::Seen {
                 since_ms: since,
                 nonces: Some(list),

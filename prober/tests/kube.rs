@@ -207,7 +207,7 @@ mod deploy {
     /// How the mock API server answers one request, given its body.
     type Responder = Box<dyn Fn(&serde_json::Value) -> Response<Body> + Send>;
     use http_body_util::BodyExt;
-    use prober::plan::{AgentKind, AgentRef};
+    use prober::model::{AgentKind, AgentRef};
     use prober::runtime::kube::deploy::{agents_from_pods, apply, cleanup};
     use prober::runtime::kube::manifests::AgentSpec;
 

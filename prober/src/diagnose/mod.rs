@@ -8,13 +8,13 @@ pub mod finding;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::net::{IpAddr, SocketAddr};
 
-pub use finding::{Direction, Finding, Kind, Severity};
+pub use finding::{Finding, Kind, Severity};
 use probe_proto::Outcome;
 
 use crate::inventory::{ApiAccess, Component, Inventory};
-use crate::plan::{AgentKind, PathClass, Protocol};
-use crate::report::is_unknown;
-use crate::run::{AgentStatus, ResultRecord};
+use crate::model::time::{age, utc};
+use crate::model::{AgentKind, Direction, PathClass, Protocol};
+use crate::model::{AgentStatus, ResultRecord};
 
 /// A directed underlay port between two nodes (indices into the inventory's nodes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -39,7 +39,7 @@ struct Ctx<'a> {
 }
 
 fn failed(r: &ResultRecord) -> bool {
-    !r.result.outcome.is_ok() && !is_unknown(r)
+    r.is_failed()
 }
 
 impl<'a> Ctx<'a> {
@@ -834,39 +834,6 @@ fn service_proxy(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
 /// One hour: a bound service-account token older than this was not refreshed (INCIDENTS.md 4).
 const STALE_AFTER: u64 = 3600;
 
-/// `2026-11-30 08:26 UTC`.
-#[must_use]
-pub fn utc(secs: u64) -> String {
-    // Days from the civil-from-days algorithm (Howard Hinnant), no date crate needed.
-    let days = i64::try_from(secs / 86_400).unwrap_or(0);
-    let rem = secs % 86_400;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02} UTC",
-        rem / 3600,
-        rem % 3600 / 60
-    )
-}
-
-/// `3 hours`, `1 day`.
-#[must_use]
-pub fn age(secs: u64) -> String {
-    let (n, unit) = match secs {
-        s if s >= 86_400 => (s / 86_400, "day"),
-        s if s >= 3600 => (s / 3600, "hour"),
-        s => (s / 60, "minute"),
-    };
-    format!("{n} {unit}{}", if n == 1 { "" } else { "s" })
-}
-
 fn cni_restart(ctx: &Ctx<'_>, node: &str) -> String {
     let cni = ctx.inv.components.iter().find(|c| c.role == "cni");
     let (ns, name) = cni.map_or(("kube-system", "the CNI agent"), |c| {
@@ -1307,7 +1274,7 @@ fn agent_missing(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>, agents: &[Agent
             .iter()
             .enumerate()
             .filter(|(i, r)| {
-                (r.from.node == a.node && r.from.agent == a.agent && is_unknown(r))
+                (r.from.node == a.node && r.from.agent == a.agent && r.is_unknown())
                     || (failed(r)
                         && !ctx.explained.contains(i)
                         && r.to.node.as_deref() == Some(&a.node)

@@ -40,7 +40,13 @@ fn run_with_agents(
             if outcome.is_ok() {
                 result.rtt_micros = Some(500);
             }
+            // A model answer of "unknown: ..." stands for a probe that never ran.
+            let unknown = result
+                .detail
+                .starts_with("unknown:")
+                .then_some(crate::model::Unknown::AgentFailed);
             ResultRecord {
+                unknown,
                 path: p.path,
                 from: p.from.clone(),
                 to: p.to.clone(),
@@ -289,6 +295,7 @@ fn rejected_by_the_host_itself_says_where() {
                     });
                 }
                 ResultRecord {
+                    unknown: None,
                     path: p.path,
                     from: p.from.clone(),
                     to: p.to.clone(),
@@ -560,6 +567,7 @@ mod node_checks {
                     result.node = Some(facts(&p.from.node));
                 }
                 ResultRecord {
+                    unknown: None,
                     path: p.path,
                     from: p.from.clone(),
                     to: p.to.clone(),

@@ -7,8 +7,9 @@ use std::path::{Path, PathBuf};
 
 use probe_proto::MacAddr;
 
-use super::scenario::{Action, Direction, Fault, Place, Protocol, Scenario};
+use super::scenario::{Action, Fault, Place, Scenario};
 use crate::inventory::Cidr;
+use crate::model::{Direction, Protocol};
 
 pub const VXLAN_PORT: u16 = 8472;
 pub const AGENT_PORT: u16 = 9917;

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use super::Lab;
 use super::build::{AGENT_PORT, API_PORT, API_SERVICE, DNS_SERVICE, Layout};
 use super::scenario::{Reach, ReachProbe};
-use crate::plan::{AgentKind, AgentRef};
+use crate::model::{AgentKind, AgentRef};
 use crate::runtime::Runtime;
 use crate::runtime::local::Local;
 

@@ -3,8 +3,8 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use super::{Report, is_unknown};
-use crate::run::ResultRecord;
+use super::Report;
+use crate::model::ResultRecord;
 
 fn escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
@@ -36,11 +36,8 @@ pub fn render(report: &Report) -> String {
         c.total, c.failed, c.unknown
     );
     for (path, rs) in by_path {
-        let failures = rs
-            .iter()
-            .filter(|r| !r.result.outcome.is_ok() && !is_unknown(r))
-            .count();
-        let skipped = rs.iter().filter(|r| is_unknown(r)).count();
+        let failures = rs.iter().filter(|r| r.is_failed()).count();
+        let skipped = rs.iter().filter(|r| r.is_unknown()).count();
         let _ = writeln!(
             out,
             "  <testsuite name=\"{path}\" tests=\"{}\" failures=\"{failures}\" skipped=\"{skipped}\">",
@@ -60,7 +57,7 @@ pub fn render(report: &Report) -> String {
             );
             if r.result.outcome.is_ok() {
                 out.push_str("/>\n");
-            } else if is_unknown(r) {
+            } else if r.is_unknown() {
                 let _ = writeln!(
                     out,
                     "><skipped message=\"{}\"/></testcase>",

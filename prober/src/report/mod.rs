@@ -5,18 +5,31 @@ mod table;
 
 use std::collections::BTreeMap;
 
-use probe_proto::Outcome;
 use serde::{Deserialize, Serialize};
 
 use crate::diagnose::{Finding, Severity};
 use crate::inventory::Inventory;
-use crate::plan::PathClass;
-use crate::run::{AgentStatus, ResultRecord, RunOutput};
+use crate::model::PathClass;
+use crate::model::{AgentStatus, ResultRecord};
+use crate::run::RunOutput;
 
 pub use junit::render as junit;
 pub use table::{Style, render as table};
 
 pub const SCHEMA: &str = "prober.report/v1";
+
+/// A saved report that cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    #[error("not JSON: {0}")]
+    Syntax(#[source] serde_json::Error),
+    #[error("schema {0:?} is not {SCHEMA:?}")]
+    Schema(String),
+    #[error("no \"schema\" field: not a prober report (expected {SCHEMA:?})")]
+    NoSchema,
+    #[error("not a valid {SCHEMA} report: {0}")]
+    Shape(#[source] serde_json::Error),
+}
 
 /// Exit codes (DESIGN.md section 4).
 pub const EXIT_OK: u8 = 0;
@@ -80,12 +93,6 @@ pub struct Summary {
     pub exit_code: u8,
 }
 
-/// A result whose probe never ran (its agent was missing, or the run was interrupted).
-#[must_use]
-pub fn is_unknown(r: &ResultRecord) -> bool {
-    r.result.outcome == Outcome::Error && r.result.detail.starts_with("unknown:")
-}
-
 fn latency(micros: &[u64]) -> Option<Latency> {
     if micros.is_empty() {
         return None;
@@ -103,7 +110,7 @@ fn latency(micros: &[u64]) -> Option<Latency> {
 }
 
 fn count(results: &[&ResultRecord]) -> Counts {
-    let unknown = results.iter().filter(|r| is_unknown(r)).count();
+    let unknown = results.iter().filter(|r| r.is_unknown()).count();
     let ok = results.iter().filter(|r| r.result.outcome.is_ok()).count();
     Counts {
         total: results.len(),
@@ -171,19 +178,21 @@ impl Report {
     }
 
     /// Reads a saved JSON report, refusing other schemas.
-    pub fn from_json(text: &str) -> Result<Self, String> {
-        let v: serde_json::Value =
-            serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+    pub fn from_json(text: &str) -> Result<Self, ReportError> {
+        let v: serde_json::Value = serde_json::from_str(text).map_err(ReportError::Syntax)?;
         match v.get("schema").and_then(|s| s.as_str()) {
             Some(SCHEMA) => {}
-            Some(other) => return Err(format!("schema {other:?} is not {SCHEMA:?}")),
-            None => {
-                return Err(format!(
-                    "no \"schema\" field: not a prober report (expected {SCHEMA:?})"
-                ));
+            Some(other) => return Err(ReportError::Schema(other.to_string())),
+            None => return Err(ReportError::NoSchema),
+        }
+        let mut report: Report = serde_json::from_value(v).map_err(ReportError::Shape)?;
+        // Reports written before results carried `unknown` said so in the detail.
+        for r in &mut report.results {
+            if r.unknown.is_none() && r.result.detail.starts_with("unknown:") {
+                r.unknown = Some(crate::model::Unknown::AgentFailed);
             }
         }
-        serde_json::from_value(v).map_err(|e| format!("not a valid {SCHEMA} report: {e}"))
+        Ok(report)
     }
 
     #[must_use]

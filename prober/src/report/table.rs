@@ -6,9 +6,9 @@ use std::fmt::Write as _;
 
 use probe_proto::Outcome;
 
-use super::{Report, is_unknown};
-use crate::plan::PathClass;
-use crate::run::ResultRecord;
+use super::Report;
+use crate::model::PathClass;
+use crate::model::ResultRecord;
 
 #[derive(Debug, Clone, Copy)]
 pub struct Style {
@@ -106,12 +106,9 @@ fn grid(out: &mut String, rs: &[&ResultRecord], style: Style) {
         let Some(list) = cells.get(&(row.to_string(), col.to_string())) else {
             return (' ', "");
         };
-        if let Some(f) = list
-            .iter()
-            .find(|r| !r.result.outcome.is_ok() && !is_unknown(r))
-        {
+        if let Some(f) = list.iter().find(|r| r.is_failed()) {
             (cell_char(f.result.outcome), RED)
-        } else if list.iter().any(|r| is_unknown(r)) {
+        } else if list.iter().any(|r| r.is_unknown()) {
             ('?', YELLOW)
         } else {
             ('.', GREEN)
@@ -251,7 +248,7 @@ fn wrap(text: &str, width: usize, indent: usize) -> String {
 /// Every CNI token the host agents found: whose, issued, expires, and the API server's verdict
 /// (INCIDENTS.md 3 and 4). Claims only; the token itself is never in the report.
 fn credentials(out: &mut String, report: &Report, style: Style) {
-    use crate::diagnose::{age, utc};
+    use crate::model::time::{age, utc};
     let mut lines = Vec::new();
     for r in report
         .results

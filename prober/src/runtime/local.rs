@@ -10,7 +10,7 @@ use tokio::sync::mpsc;
 
 use super::{Runtime, RuntimeError};
 use crate::inventory::Inventory;
-use crate::plan::{AgentKind, AgentRef};
+use crate::model::{AgentKind, AgentRef};
 
 pub struct Local {
     /// The agent binary as the exec prefix sees it (a path, or a name on its PATH).

@@ -10,7 +10,7 @@ use std::future::Future;
 use probe_proto::{Plan, ProbeResult};
 use tokio::sync::mpsc;
 
-use crate::plan::AgentRef;
+use crate::model::AgentRef;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {

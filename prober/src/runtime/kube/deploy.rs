@@ -14,8 +14,8 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use super::manifests::{
     self, AgentSpec, HOST_DAEMONSET, MANAGED_BY, POD_DAEMONSET, RUN_LABEL, SERVICE_ACCOUNT,
 };
-use crate::plan::{AgentKind, AgentRef};
-use crate::run::AgentStatus;
+use crate::model::AgentStatus;
+use crate::model::{AgentKind, AgentRef};
 
 /// The field manager of every server-side apply.
 pub const FIELD_MANAGER: &str = "prober";

@@ -10,7 +10,7 @@ use probe_proto::{Plan, ProbeResult};
 use tokio::sync::mpsc;
 
 use super::deploy::AgentPod;
-use crate::plan::AgentRef;
+use crate::model::AgentRef;
 use crate::runtime::{Runtime, RuntimeError};
 
 /// The agent container's name and command.

@@ -1,0 +1,11 @@
+//! The bottom layer: the data every other layer speaks — path classes, agents, targets, results
+//! and their known/unknown state, protocols, directions, and how times are written.
+
+mod agent;
+mod path;
+mod result;
+pub mod time;
+
+pub use agent::{AgentKind, AgentRef, AgentStatus};
+pub use path::{Direction, PathClass, Protocol};
+pub use result::{ResultRecord, Target, Unknown};
