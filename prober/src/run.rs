@@ -16,6 +16,17 @@ use crate::model::{AgentKind, AgentRef, AgentStatus, ResultRecord, Unknown};
 use crate::plan::{PlannedProbe, by_agent};
 use crate::runtime::Runtime;
 
+/// How far a run has come, reported upwards: the run never draws anything itself.
+pub trait Progress: Send + Sync {
+    /// The number of probes the run will wait for.
+    fn planned(&self, _probes: u64) {}
+    /// Results that came in.
+    fn done(&self, _probes: u64) {}
+}
+
+/// No progress display.
+impl Progress for () {}
+
 #[derive(Debug, Clone)]
 pub struct RunConfig {
     pub probe_timeout: Duration,
@@ -71,7 +82,7 @@ async fn fan_out<R: Runtime + 'static>(
     runtime: &Arc<R>,
     plans: Vec<(AgentRef, Plan)>,
     concurrency: usize,
-    progress: Option<&indicatif::ProgressBar>,
+    progress: &dyn Progress,
     cancel: &mut (impl Future<Output = ()> + Unpin),
 ) -> (
     HashMap<String, ProbeResult>,
@@ -98,9 +109,7 @@ async fn fan_out<R: Runtime + 'static>(
         tokio::select! {
             r = rx.recv() => match r {
                 Some(r) => {
-                    if let Some(p) = progress {
-                        p.inc(1);
-                    }
+                    progress.done(1);
                     results.insert(r.id.clone(), r);
                 }
                 None if tasks_done => break,
@@ -132,7 +141,7 @@ pub async fn run<R: Runtime + 'static>(
     planned: &[PlannedProbe],
     runtime: Arc<R>,
     cfg: &RunConfig,
-    progress: Option<&indicatif::ProgressBar>,
+    progress: &dyn Progress,
     cancel: impl Future<Output = ()> + Send,
 ) -> RunOutput {
     let started = Instant::now();
@@ -164,9 +173,7 @@ pub async fn run<R: Runtime + 'static>(
         })
         .collect();
     let agents_planned: Vec<AgentRef> = groups.keys().cloned().collect();
-    if let Some(p) = progress {
-        p.set_length(planned.len() as u64);
-    }
+    progress.planned(planned.len() as u64);
     let (mut results, mut failed, mut interrupted) =
         fan_out(&runtime, plans, cfg.concurrency, progress, &mut cancel).await;
 
@@ -292,7 +299,7 @@ async fn confirm_receipts<R: Runtime + 'static>(
         .collect();
     // Give the receivers' sniffers a moment: a datagram sent just now may still be in flight.
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let (seen, failed, interrupted) = fan_out(runtime, plans, cfg.concurrency, None, cancel).await;
+    let (seen, failed, interrupted) = fan_out(runtime, plans, cfg.concurrency, &(), cancel).await;
     let confirm: Vec<&PlannedProbe> = planned.iter().filter(sent).collect();
     for p in confirm {
         let rcv = receiver(p);

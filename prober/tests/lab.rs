@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{agent, prober, root, text};
+use common::{agent, netns_available, prober, root, text};
 
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
@@ -89,6 +89,9 @@ fn scenarios() -> Vec<PathBuf> {
 
 #[test]
 fn every_scenario_holds() {
+    if !netns_available() {
+        return;
+    }
     let state = StateDir::new("scen");
     let before = root_netns_state();
     let mut failed = Vec::new();
@@ -107,7 +110,7 @@ fn every_scenario_holds() {
             failed.push(format!("{}:\n{report}", s.display()));
         }
         assert!(
-            report.contains(" passed, 0 failed, ") || !out.status.success(),
+            report.contains(" passed, 0 failed\n") || !out.status.success(),
             "{report}"
         );
         assert!(
@@ -126,6 +129,9 @@ fn every_scenario_holds() {
 
 #[test]
 fn up_status_down_and_only_prefixed_namespaces() {
+    if !netns_available() {
+        return;
+    }
     let state = StateDir::new("updown");
     let before_all = netns_with("");
     let before_root = root_netns_state();
@@ -195,6 +201,9 @@ fn start_up_and_wait(name: &str, nodes: &str, state: &StateDir) -> std::process:
 
 #[test]
 fn ctrl_c_midway_tears_down() {
+    if !netns_available() {
+        return;
+    }
     let state = StateDir::new("sigint");
     let mut child = start_up_and_wait("tint", "60", &state);
     nix::sys::signal::kill(
@@ -214,6 +223,9 @@ fn ctrl_c_midway_tears_down() {
 
 #[test]
 fn killed_midway_then_down_all_removes_everything() {
+    if !netns_available() {
+        return;
+    }
     let state = StateDir::new("kill");
     let mut child = start_up_and_wait("tkill", "60", &state);
     child.kill().unwrap();
@@ -249,6 +261,9 @@ fn killed_midway_then_down_all_removes_everything() {
 
 #[test]
 fn twenty_nodes() {
+    if !netns_available() {
+        return;
+    }
     let state = StateDir::new("twenty");
     let dir = state.0.join("scenario.yaml");
     std::fs::write(
@@ -277,7 +292,7 @@ fn twenty_nodes() {
     );
     assert!(out.status.success(), "{}", text(&out));
     assert!(
-        text(&out).contains("5 passed, 0 failed, 0 skipped"),
+        text(&out).contains("5 passed, 0 failed\n"),
         "{}",
         text(&out)
     );
@@ -286,6 +301,9 @@ fn twenty_nodes() {
 
 #[test]
 fn bad_input_is_named() {
+    if !netns_available() {
+        return;
+    }
     let state = StateDir::new("bad");
     let file = state.0.join("bad.yaml");
     std::fs::write(

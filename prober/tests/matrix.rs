@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{agent, prober, root, text};
+use common::{agent, netns_available, prober, root, text};
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -87,6 +87,9 @@ fn validate(report: &Value) {
 
 #[test]
 fn healthy_lab_is_all_ok_in_every_format() {
+    if !netns_available() {
+        return;
+    }
     let lab = TestLab::up("tmh", Some("tests/scenarios/healthy.yaml"));
     let saved = lab.state.join("saved.json");
     let out = matrix(
@@ -170,6 +173,9 @@ fn healthy_lab_is_all_ok_in_every_format() {
 
 #[test]
 fn flannel_8472_fails_exactly_the_overlay_paths_of_the_firewalled_node() {
+    if !netns_available() {
+        return;
+    }
     let lab = TestLab::up("tmf", Some("tests/scenarios/flannel-8472.yaml"));
     let out = matrix(&lab.inventory(), &["-o", "json"]);
     assert_eq!(
@@ -234,6 +240,9 @@ fn flannel_8472_fails_exactly_the_overlay_paths_of_the_firewalled_node() {
 
 #[test]
 fn missing_agent_makes_its_paths_unknown_not_failed() {
+    if !netns_available() {
+        return;
+    }
     let lab = TestLab::up("tma", None);
     let inv = std::fs::read_to_string(lab.inventory())
         .unwrap()
@@ -277,47 +286,98 @@ fn missing_agent_makes_its_paths_unknown_not_failed() {
     );
 }
 
+/// `probe --plan` processes (per-agent probe runs) still alive in the lab's namespaces.
+fn probe_runs_in(prefix: &str) -> Vec<String> {
+    let list = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    let mut left = Vec::new();
+    for ns in String::from_utf8_lossy(&list.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| n.starts_with(prefix))
+    {
+        let pids = Command::new("ip")
+            .args(["netns", "pids", ns])
+            .output()
+            .unwrap();
+        for pid in String::from_utf8_lossy(&pids.stdout).split_whitespace() {
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            if cmd.contains("probe --plan") {
+                left.push(format!("{ns}: {pid} {cmd}"));
+            }
+        }
+    }
+    left
+}
+
 #[test]
-fn ctrl_c_stops_with_what_was_gathered() {
+fn sigint_and_sigterm_stop_with_what_was_gathered() {
+    if !netns_available() {
+        return;
+    }
     let lab = TestLab::up("tmc", Some("tests/scenarios/flannel-8472.yaml"));
-    let child = Command::new(prober())
-        .args(["matrix", "--inventory"])
-        .arg(lab.inventory())
-        .arg("--agent-bin")
-        .arg(agent())
-        .args(["--timeout", "10s", "-o", "json"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
-    let started = Instant::now();
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap()),
+    for signal in [
         nix::sys::signal::Signal::SIGINT,
-    )
-    .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "stops promptly, not after the 10 s probes"
-    );
-    let report: Value =
-        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out)));
-    assert_eq!(report["summary"]["interrupted"], true);
-    assert!(
-        report["summary"]["ok"].as_u64().unwrap() > 0,
-        "kept what it gathered"
-    );
-    assert!(
-        report["summary"]["unknown"].as_u64().unwrap() > 0,
-        "the rest is unknown"
-    );
-    validate(&report);
+        nix::sys::signal::Signal::SIGTERM,
+    ] {
+        let saved = tempfile::NamedTempFile::new().unwrap();
+        let child = Command::new(prober())
+            .args(["matrix", "--inventory"])
+            .arg(lab.inventory())
+            .arg("--agent-bin")
+            .arg(agent())
+            .args(["--timeout", "10s", "-o", "json", "--save"])
+            .arg(saved.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(1500));
+        let started = Instant::now();
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap()),
+            signal,
+        )
+        .unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{signal:?}: stops promptly, not after the 10 s probes"
+        );
+        assert_eq!(out.status.code(), Some(130), "{signal:?}: {}", text(&out));
+        let report: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{signal:?}: {e}: {}", text(&out)));
+        assert_eq!(report["summary"]["interrupted"], true);
+        assert_eq!(report["summary"]["exitCode"], 130);
+        assert!(
+            report["summary"]["ok"].as_u64().unwrap() > 0,
+            "kept what it gathered"
+        );
+        assert!(
+            report["summary"]["unknown"].as_u64().unwrap() > 0,
+            "the rest is unknown"
+        );
+        validate(&report);
+        let kept: Value = serde_json::from_slice(&std::fs::read(saved.path()).unwrap()).unwrap();
+        assert_eq!(
+            kept["summary"], report["summary"],
+            "{signal:?}: --save written"
+        );
+        // The per-agent probe runs die with the coordinator (give the kernel a moment).
+        std::thread::sleep(Duration::from_millis(300));
+        assert_eq!(
+            probe_runs_in("plab-tmc-"),
+            Vec::<String>::new(),
+            "{signal:?}"
+        );
+    }
 }
 
 #[test]
 fn bad_inventories_exit_2_naming_the_problem() {
+    if !netns_available() {
+        return;
+    }
     let tmp_dir = tempfile::Builder::new()
         .prefix("prober-inv-test-")
         .tempdir()
@@ -380,6 +440,9 @@ fn bad_inventories_exit_2_naming_the_problem() {
 
 #[test]
 fn no_token_appears_in_any_output_format() {
+    if !netns_available() {
+        return;
+    }
     let lab = TestLab::up("tmt", Some("tests/scenarios/cni-token-expired.yaml"));
     let tokens_dir = lab.state.join(format!("plab-{}/tokens", lab.name));
     let tokens: Vec<String> = std::fs::read_dir(&tokens_dir)

@@ -36,6 +36,8 @@ pub const EXIT_OK: u8 = 0;
 pub const EXIT_FAILURES: u8 = 1;
 pub const EXIT_USAGE: u8 = 2;
 pub const EXIT_PARTIAL: u8 = 3;
+/// Stopped by SIGINT or SIGTERM: the report holds what was gathered (128 + SIGINT).
+pub const EXIT_INTERRUPTED: u8 = 130;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -150,14 +152,15 @@ impl Report {
         let all: Vec<&ResultRecord> = run.results.iter().collect();
         let counts = count(&all);
         let agents_missing = run.agents.iter().filter(|a| !a.ran).count();
-        let exit_code =
-            if counts.failed > 0 || findings.iter().any(|f| f.severity == Severity::Error) {
-                EXIT_FAILURES
-            } else if agents_missing > 0 || counts.unknown > 0 {
-                EXIT_PARTIAL
-            } else {
-                EXIT_OK
-            };
+        let exit_code = if run.interrupted {
+            EXIT_INTERRUPTED
+        } else if counts.failed > 0 || findings.iter().any(|f| f.severity == Severity::Error) {
+            EXIT_FAILURES
+        } else if agents_missing > 0 || counts.unknown > 0 {
+            EXIT_PARTIAL
+        } else {
+            EXIT_OK
+        };
         let summary = Summary {
             counts,
             nodes,

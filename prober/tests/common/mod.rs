@@ -36,3 +36,18 @@ pub fn text(o: &Output) -> String {
         String::from_utf8_lossy(&o.stderr)
     )
 }
+
+/// Whether this test may build network namespaces. Without root it says so in one line and the
+/// test returns early; `scripts/test` (CI, as root) sets `PROBER_REQUIRE_NETNS=1`, so there a
+/// missing privilege is a failure, never a silent skip.
+pub fn netns_available() -> bool {
+    if nix::unistd::geteuid().is_root() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("PROBER_REQUIRE_NETNS").is_none(),
+        "PROBER_REQUIRE_NETNS is set but this test is not running as root"
+    );
+    eprintln!("SKIP: this test builds network namespaces and needs root");
+    false
+}

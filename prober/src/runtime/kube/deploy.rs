@@ -76,6 +76,34 @@ pub struct AgentPod {
     pub address: Ipv4Addr,
 }
 
+/// Points the inventory's agents at the ready agent pods (reached through `pods/exec`); agents
+/// that are not ready are left out, so their probes are unknown, not failed.
+pub fn attach_agents(
+    inv: &mut crate::inventory::Inventory,
+    ready: &BTreeMap<AgentRef, AgentPod>,
+    namespace: &str,
+) {
+    for n in &mut inv.nodes {
+        for (kind, slot) in [
+            (AgentKind::Host, &mut n.agents.host),
+            (AgentKind::Pod, &mut n.agents.pod),
+        ] {
+            let agent = AgentRef {
+                node: n.name.clone(),
+                agent: kind,
+            };
+            *slot = ready.get(&agent).map(|p| crate::inventory::Agent {
+                exec: ["kubectl", "-n", namespace, "exec", &p.pod, "--"]
+                    .map(String::from)
+                    .to_vec(),
+                address: p.address,
+                // The manifests start `probe-pod serve` on its default port.
+                port: probe_proto::DEFAULT_AGENT_PORT,
+            });
+        }
+    }
+}
+
 /// Why a pod is not ready, in the words `kubectl get pods` would use.
 fn not_ready_reason(p: &Pod) -> String {
     let status = p.status.as_ref();

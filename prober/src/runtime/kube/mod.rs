@@ -27,6 +27,18 @@ pub enum ConnectError {
         source_name: String,
         message: String,
     },
+    #[error("cannot reach the cluster at {server} (from {source_name}): no answer within {secs} s")]
+    NoAnswer {
+        server: String,
+        source_name: String,
+        secs: u64,
+    },
+    #[error("cannot read the cluster at {server} (from {source_name}): {source}")]
+    Discover {
+        server: String,
+        source_name: String,
+        source: discover::DiscoverError,
+    },
 }
 
 /// A client from `--kubeconfig`/`--context`, `KUBECONFIG`, `~/.kube/config`, or the in-cluster
@@ -92,18 +104,21 @@ pub async fn client(
 pub async fn discover(
     kubeconfig: Option<&Path>,
     context: Option<&str>,
-) -> Result<crate::inventory::Inventory, String> {
-    let (client, server, source_name) = client(kubeconfig, context)
+) -> Result<(kube::Client, crate::inventory::Inventory), ConnectError> {
+    let (client, server, source_name) = client(kubeconfig, context).await?;
+    let budget = CONNECT_TIMEOUT * 3;
+    let raw = tokio::time::timeout(budget, discover::read(&client))
         .await
-        .map_err(|e| e.to_string())?;
-    let raw = tokio::time::timeout(CONNECT_TIMEOUT * 3, discover::read(&client))
-        .await
-        .map_err(|_| {
-            format!(
-                "cannot reach the cluster at {server} (from {source_name}): no answer within {} s",
-                (CONNECT_TIMEOUT * 3).as_secs()
-            )
-        })?
-        .map_err(|e| format!("cannot reach the cluster at {server} (from {source_name}): {e}"))?;
-    discover::build(&raw).map_err(|e| e.to_string())
+        .map_err(|_| ConnectError::NoAnswer {
+            server: server.clone(),
+            source_name: source_name.clone(),
+            secs: budget.as_secs(),
+        })?;
+    let read = |e| ConnectError::Discover {
+        server: server.clone(),
+        source_name: source_name.clone(),
+        source: e,
+    };
+    let inventory = discover::build(&raw.map_err(read)?).map_err(read)?;
+    Ok((client, inventory))
 }

@@ -1,0 +1,178 @@
+//! Argument groups shared by several commands, flattened into each.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::ValueEnum;
+use prober::model::PathClass;
+use prober::plan::Filter;
+use prober::report::{self, Report};
+use prober::runtime::kube::manifests::{DEFAULT_IMAGE, DEFAULT_NAMESPACE};
+
+/// A duration flag: `500ms`, `2s`, `5m`; more than zero and at most a day.
+pub fn duration(s: &str) -> Result<Duration, String> {
+    let d = probe_proto::parse_duration(s)?;
+    if d.is_zero() {
+        return Err("must be more than zero".into());
+    }
+    if d > Duration::from_secs(86_400) {
+        return Err(format!("{s:?} is more than a day"));
+    }
+    Ok(d)
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum Output {
+    Table,
+    Json,
+    Junit,
+}
+
+#[derive(clap::Args)]
+pub struct OutputArgs {
+    /// Output format.
+    #[arg(short, long, env = "PROBER_OUTPUT", value_enum, default_value_t = Output::Table)]
+    pub output: Output,
+    /// Width of the table (defaults to 100 columns).
+    #[arg(long, env = "PROBER_WIDTH", default_value_t = 100)]
+    pub width: usize,
+}
+
+impl OutputArgs {
+    /// The report in the chosen format.
+    #[must_use]
+    pub fn render(&self, report: &Report) -> String {
+        match self.output {
+            Output::Table => {
+                let color = std::io::stdout().is_terminal()
+                    && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+                report::table(
+                    report,
+                    report::Style {
+                        color,
+                        width: self.width,
+                    },
+                )
+            }
+            Output::Json => report.to_json() + "\n",
+            Output::Junit => report::junit(report),
+        }
+    }
+}
+
+#[derive(clap::Args, Clone)]
+pub struct KubeArgs {
+    /// Kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or the in-cluster service account).
+    #[arg(long, env = "PROBER_KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context to use.
+    #[arg(long, env = "PROBER_CONTEXT")]
+    pub context: Option<String>,
+}
+
+#[derive(clap::Args, Clone)]
+pub struct AgentArgs {
+    /// Namespace of the agents.
+    #[arg(long, short = 'n', env = "PROBER_NAMESPACE", default_value = DEFAULT_NAMESPACE)]
+    pub namespace: String,
+    /// Agent image.
+    #[arg(long, env = "PROBER_IMAGE", default_value = DEFAULT_IMAGE)]
+    pub image: String,
+    /// Leave the agents running afterwards (remove them with `prober cleanup`).
+    #[arg(long, env = "PROBER_KEEP_AGENTS")]
+    pub keep_agents: bool,
+    /// Use agents already installed from deploy/ (the scheduled mode): apply and remove nothing.
+    #[arg(long, env = "PROBER_USE_EXISTING")]
+    pub use_existing: bool,
+    /// How long to wait for the agents to become ready before probing with those that are.
+    #[arg(long, env = "PROBER_AGENT_WAIT", default_value = "90s", value_parser = duration)]
+    pub agent_wait: Duration,
+}
+
+/// Which paths and nodes to probe.
+#[derive(clap::Args, Clone, Default)]
+pub struct FilterArgs {
+    /// Only these path classes (comma-separated).
+    #[arg(long, env = "PROBER_PATHS", value_enum, value_delimiter = ',')]
+    pub paths: Vec<PathClass>,
+    /// Skip these path classes (comma-separated).
+    #[arg(long, env = "PROBER_SKIP_PATHS", value_enum, value_delimiter = ',')]
+    pub skip_paths: Vec<PathClass>,
+    /// Only probes from or to these nodes (comma-separated).
+    #[arg(long, env = "PROBER_NODES", value_delimiter = ',')]
+    pub nodes: Vec<String>,
+}
+
+impl FilterArgs {
+    #[must_use]
+    pub fn filter(&self) -> Filter {
+        Filter {
+            paths: self.paths.clone(),
+            skip_paths: self.skip_paths.clone(),
+            nodes: self.nodes.clone(),
+        }
+    }
+}
+
+/// How the probes run.
+#[derive(clap::Args, Clone)]
+pub struct ProbeArgs {
+    /// The agent binary as each exec prefix sees it (default: `probe-pod` next to this program,
+    /// else on the PATH).
+    #[arg(long, env = "PROBER_AGENT_BIN")]
+    pub agent_bin: Option<String>,
+    #[command(flatten)]
+    pub filter: FilterArgs,
+    /// Deadline of each probe (e.g. 2s, 500ms).
+    #[arg(long, env = "PROBER_TIMEOUT", default_value = "2s", value_parser = duration)]
+    pub timeout: Duration,
+    /// Agents probing at once.
+    #[arg(long, env = "PROBER_CONCURRENCY", default_value_t = 64,
+          value_parser = clap::value_parser!(u16).range(1..))]
+    pub concurrency: u16,
+    /// Also write the JSON report to this file.
+    #[arg(long, env = "PROBER_SAVE")]
+    pub save: Option<PathBuf>,
+    /// No progress bar, even on a terminal.
+    #[arg(long, env = "PROBER_NO_PROGRESS")]
+    pub no_progress: bool,
+}
+
+impl ProbeArgs {
+    /// Defaults, for commands that run the matrix themselves (`lab run`).
+    #[must_use]
+    pub fn with_agent(agent_bin: String, save: Option<PathBuf>) -> Self {
+        Self {
+            agent_bin: Some(agent_bin),
+            filter: FilterArgs::default(),
+            timeout: Duration::from_secs(2),
+            concurrency: 64,
+            save,
+            no_progress: false,
+        }
+    }
+
+    /// The agent binary: the flag, else `probe-pod` beside this program when it exists there,
+    /// else `probe-pod` on the PATH of wherever the exec prefix runs it.
+    #[must_use]
+    pub fn agent_bin(&self) -> String {
+        self.agent_bin.clone().unwrap_or_else(|| {
+            let beside = sibling("probe-pod");
+            if beside.is_file() {
+                beside.display().to_string()
+            } else {
+                "probe-pod".to_string()
+            }
+        })
+    }
+}
+
+/// A program next to this one.
+#[must_use]
+pub fn sibling(name: &str) -> PathBuf {
+    std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(|d| d.join(name)))
+        .unwrap_or_else(|| PathBuf::from(name))
+}

@@ -1,0 +1,38 @@
+//! `prober discover`: what the prober believes about a cluster, as an inventory.
+
+use clap::ValueEnum;
+
+use super::CliError;
+use super::args::KubeArgs;
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum Format {
+    Yaml,
+    Json,
+}
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    pub kube: KubeArgs,
+    /// Output format.
+    #[arg(short, long, env = "PROBER_OUTPUT", value_enum, default_value_t = Format::Yaml)]
+    pub output: Format,
+}
+
+pub async fn run(args: &Args) -> Result<u8, CliError> {
+    let (_, inv) = prober::runtime::kube::discover(
+        args.kube.kubeconfig.as_deref(),
+        args.kube.context.as_deref(),
+    )
+    .await
+    .map_err(|e| CliError::Environment(e.to_string()))?;
+    match args.output {
+        Format::Yaml => print!("{}", inv.to_yaml()),
+        Format::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&inv).map_err(|e| CliError::Environment(e.to_string()))?
+        ),
+    }
+    Ok(prober::report::EXIT_OK)
+}

@@ -1,0 +1,285 @@
+//! `prober lab`: build, run, list and remove network-namespace labs.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use prober::lab::{self, Lab, Options, check, scenario::Scenario};
+use prober::report::{EXIT_FAILURES, EXIT_OK};
+use prober::runtime::local::Local;
+
+use super::CliError;
+use super::args::{OutputArgs, ProbeArgs, sibling};
+use super::{matrix, signals};
+
+#[derive(clap::Subcommand)]
+pub enum Command {
+    /// Build a lab and leave it running; prints its name and inventory.
+    Up(UpArgs),
+    /// Tear labs down: by name, or every lab on this machine with --all.
+    Down(DownArgs),
+    /// List the labs on this machine.
+    Status(CommonArgs),
+    /// Build a lab from a scenario, check its expectations, tear it down. Exit 0 when all held.
+    Run(RunArgs),
+    /// The API server stand-in (run inside a lab node by `lab up`).
+    #[command(hide = true)]
+    Apiserver(ApiserverArgs),
+}
+
+#[derive(clap::Args, Clone)]
+pub struct CommonArgs {
+    /// Where labs keep inventories, certificates, host roots and logs.
+    #[arg(long, env = "PROBER_LAB_STATE", default_value = lab::DEFAULT_STATE_ROOT)]
+    pub state_dir: PathBuf,
+}
+
+#[derive(clap::Args)]
+pub struct BuildArgs {
+    /// Scenario file (YAML); without it, a healthy cluster.
+    #[arg(long, env = "PROBER_LAB_SCENARIO")]
+    pub scenario: Option<PathBuf>,
+    /// Number of nodes (overrides the scenario's).
+    #[arg(long, env = "PROBER_LAB_NODES")]
+    pub nodes: Option<usize>,
+    /// Lab name (1-10 lowercase letters/digits); namespaces are plab-NAME-*. Random by default.
+    #[arg(long, env = "PROBER_LAB_NAME")]
+    pub name: Option<String>,
+    /// The agent binary to run in every node and pod (default: `probe-pod` next to this program).
+    #[arg(long, env = "PROBER_AGENT_BIN")]
+    pub agent_bin: Option<PathBuf>,
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+#[derive(clap::Args)]
+pub struct UpArgs {
+    #[command(flatten)]
+    pub build: BuildArgs,
+}
+
+#[derive(clap::Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub build: BuildArgs,
+    #[command(flatten)]
+    pub out: OutputArgs,
+    /// Also write the matrix's JSON report to this file.
+    #[arg(long)]
+    pub save: Option<PathBuf>,
+    /// Leave the lab running afterwards (take it down with `prober lab down NAME`).
+    #[arg(long)]
+    pub keep: bool,
+}
+
+#[derive(clap::Args)]
+pub struct DownArgs {
+    /// Lab names (as printed by `lab up` and `lab status`).
+    pub names: Vec<String>,
+    /// Remove every lab on this machine, including leftovers of crashed runs.
+    #[arg(long)]
+    pub all: bool,
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+#[derive(clap::Args)]
+pub struct ApiserverArgs {
+    #[arg(long)]
+    pub listen: std::net::SocketAddr,
+    #[arg(long)]
+    pub cert: PathBuf,
+    #[arg(long)]
+    pub key: PathBuf,
+    #[arg(long)]
+    pub tokens: PathBuf,
+}
+
+pub async fn run(cmd: Command) -> Result<u8, CliError> {
+    match cmd {
+        Command::Up(a) => up(&a),
+        Command::Run(a) => run_scenario(&a).await,
+        Command::Down(a) => down(&a),
+        Command::Status(a) => Ok(status(&a)),
+        Command::Apiserver(a) => lab::apiserver::serve(a.listen, &a.cert, &a.key, &a.tokens)
+            .await
+            .map(|()| EXIT_OK)
+            .map_err(|e| CliError::Environment(e.to_string())),
+    }
+}
+
+fn load_scenario(b: &BuildArgs) -> Result<Scenario, CliError> {
+    let mut s = match &b.scenario {
+        Some(path) => Scenario::load(path).map_err(|e| CliError::Usage(e.to_string()))?,
+        None => Scenario::default(),
+    };
+    if let Some(n) = b.nodes {
+        s.nodes = n;
+        s.validate()
+            .map_err(|e| CliError::Usage(format!("--nodes {n}: {e}")))?;
+    }
+    Ok(s)
+}
+
+fn build(b: &BuildArgs) -> Result<(Scenario, Lab), CliError> {
+    let s = load_scenario(b)?;
+    let opts = Options {
+        name: b.name.clone(),
+        state_root: b.common.state_dir.clone(),
+        agent_bin: b.agent_bin.clone().unwrap_or_else(|| sibling("probe-pod")),
+        prober_bin: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("prober")),
+        verbose: true,
+    };
+    lab::preflight(&opts).map_err(|e| CliError::Environment(e.to_string()))?;
+    // The name must be known before building so the signal handler can clean up after it.
+    let name = opts.name.clone().unwrap_or_else(lab::unique_name);
+    let opts = Options {
+        name: Some(name.clone()),
+        ..opts
+    };
+    let prefix = lab::prefix_of(&name);
+    let state = opts.state_root.join(prefix.trim_end_matches('-'));
+    signals::building(prefix, state);
+    let built = Lab::up(&s, &opts).map_err(|e| CliError::Environment(e.to_string()))?;
+    Ok((s, built))
+}
+
+fn name_of(layout: &lab::build::Layout) -> String {
+    layout
+        .prefix
+        .trim_start_matches(lab::NS_PREFIX)
+        .trim_end_matches('-')
+        .to_string()
+}
+
+fn up(args: &UpArgs) -> Result<u8, CliError> {
+    let (s, lab) = build(&args.build)?;
+    let inventory = lab.inventory_path.clone();
+    let layout = lab.detach();
+    let name = name_of(&layout);
+    let faults = s.faults.len();
+    println!(
+        "lab {name} is up: {} nodes ({}), {faults} fault{}",
+        s.nodes,
+        s.name,
+        if faults == 1 { "" } else { "s" }
+    );
+    println!("inventory: {}", inventory.display());
+    for n in &layout.nodes {
+        println!(
+            "  {:<4} {:<15} pod {:<13} ip netns exec {}",
+            n.name,
+            n.address.to_string(),
+            n.pods[0].address.to_string(),
+            n.ns
+        );
+    }
+    println!(
+        "probe it with: prober matrix --inventory {}",
+        inventory.display()
+    );
+    println!("take it down with: prober lab down {name}");
+    Ok(EXIT_OK)
+}
+
+async fn run_scenario(args: &RunArgs) -> Result<u8, CliError> {
+    let (s, lab) = build(&args.build)?;
+    println!("scenario {}: {}", s.name, s.description.trim());
+    let inv = lab::build::inventory(&s, &lab.layout);
+    let agent_bin = lab.agent_bin.display().to_string();
+    let probe = ProbeArgs::with_agent(agent_bin.clone(), args.save.clone());
+    let runtime = Arc::new(Local::new(&inv, agent_bin));
+    let matrix = matrix::run_matrix(&inv, runtime, &probe, Vec::new()).await;
+    match &matrix {
+        Ok(r) => print!("{}", args.out.render(r)),
+        Err(e) => eprintln!("prober lab run: matrix: {e}"),
+    }
+    println!("\nexpectations:");
+    eprintln!("checking the scenario's reachability expectations...");
+    // The checks drive their own small runtime: run them off this one's threads.
+    let checked = std::thread::scope(|t| t.spawn(|| check::run(&lab)).join())
+        .map_err(|_| CliError::Environment("the expectation checks panicked".into()))?;
+    let (report, reach_ok) = check::render(&checked);
+    print!("{report}");
+    let (found_text, found_ok) = match &matrix {
+        Ok(r) => check::findings(&s.expect, &r.findings),
+        Err(_) => ("FAIL the matrix did not run\n".to_string(), false),
+    };
+    print!("{found_text}");
+    let total = checked.len() + s.expect.findings.len() + s.expect.not_findings.len();
+    let failed = checked.iter().filter(|c| !c.pass).count()
+        + found_text.lines().filter(|l| l.starts_with("FAIL")).count();
+    println!("{} passed, {failed} failed", total.saturating_sub(failed));
+    if args.keep {
+        println!("lab kept: prober lab down {}", name_of(&lab.detach()));
+    } else if let Err(e) = lab.down() {
+        eprintln!("prober lab: teardown: {e}");
+    }
+    Ok(if reach_ok && found_ok {
+        EXIT_OK
+    } else {
+        EXIT_FAILURES
+    })
+}
+
+fn down(args: &DownArgs) -> Result<u8, CliError> {
+    if args.names.is_empty() && !args.all {
+        return Err(CliError::Usage(
+            "name the labs to remove, or pass --all (see `prober lab status`)".into(),
+        ));
+    }
+    let labs = lab::list(&args.common.state_dir);
+    let unknown: Vec<&String> = args
+        .names
+        .iter()
+        .filter(|n| !labs.iter().any(|l| &l.name == *n))
+        .collect();
+    let mut failed = Vec::new();
+    for l in labs
+        .iter()
+        .filter(|l| args.all || args.names.contains(&l.name))
+    {
+        let state = l.state_dir.clone().unwrap_or_else(|| {
+            args.common
+                .state_dir
+                .join(lab::prefix_of(&l.name).trim_end_matches('-'))
+        });
+        match lab::teardown(&lab::prefix_of(&l.name), &state) {
+            Ok(n) => println!("removed lab {} ({n} namespaces)", l.name),
+            Err(e) => failed.push(format!("{}: {e}", l.name)),
+        }
+    }
+    if !unknown.is_empty() {
+        let known: Vec<&str> = labs.iter().map(|l| l.name.as_str()).collect();
+        failed.push(format!(
+            "no lab named {unknown:?} (labs here: {})",
+            if known.is_empty() {
+                "none".to_string()
+            } else {
+                known.join(", ")
+            }
+        ));
+    }
+    if failed.is_empty() {
+        Ok(EXIT_OK)
+    } else {
+        Err(CliError::Environment(failed.join("; ")))
+    }
+}
+
+fn status(args: &CommonArgs) -> u8 {
+    let labs = lab::list(&args.state_dir);
+    if labs.is_empty() {
+        println!("no labs");
+    }
+    for l in labs {
+        let state = l.state_dir.as_deref().map_or_else(
+            || "no state dir".to_string(),
+            |p| Path::new(p).display().to_string(),
+        );
+        println!(
+            "{:<12} {:>3} nodes {:>4} namespaces  {state}",
+            l.name, l.nodes, l.namespaces
+        );
+    }
+    EXIT_OK
+}

@@ -1,0 +1,186 @@
+//! `prober matrix`: plan the full path matrix, run it on the agents, diagnose, report.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use prober::inventory::Inventory;
+use prober::model::AgentStatus;
+use prober::report::Report;
+use prober::run::{Progress, RunConfig};
+use prober::runtime::Runtime;
+use prober::runtime::kube::{self, deploy, exec::KubeExec, manifests::AgentSpec};
+use prober::runtime::local::Local;
+
+use super::CliError;
+use super::args::{AgentArgs, KubeArgs, OutputArgs, ProbeArgs};
+use super::signals;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Inventory file (YAML or JSON; docs/design.md, "Contracts"), e.g. the one `prober lab up`
+    /// writes. Without it, the cluster is discovered through the Kubernetes API.
+    #[arg(long, env = "PROBER_INVENTORY")]
+    pub inventory: Option<PathBuf>,
+    #[command(flatten)]
+    pub kube: KubeArgs,
+    #[command(flatten)]
+    pub agents: AgentArgs,
+    #[command(flatten)]
+    pub probe: ProbeArgs,
+    #[command(flatten)]
+    pub out: OutputArgs,
+}
+
+pub async fn run(args: &Args) -> Result<u8, CliError> {
+    let report = match &args.inventory {
+        None => kube_matrix(args).await?,
+        Some(path) => {
+            let inv = Inventory::load(path).map_err(|e| CliError::Usage(e.to_string()))?;
+            let runtime = Arc::new(Local::new(&inv, args.probe.agent_bin()));
+            run_matrix(&inv, runtime, &args.probe, Vec::new()).await?
+        }
+    };
+    print!("{}", args.out.render(&report));
+    Ok(report.summary.exit_code)
+}
+
+/// A progress bar on stderr when it is a terminal; it ticks on its own so the clock never
+/// stops while probes wait on their timeouts.
+struct Bar(indicatif::ProgressBar);
+
+impl Bar {
+    fn new(enabled: bool) -> Option<Self> {
+        if !enabled || !std::io::stderr().is_terminal() {
+            return None;
+        }
+        let bar = indicatif::ProgressBar::new(0);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{spinner} probing {pos}/{len} [{bar:40}] {elapsed}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        bar.enable_steady_tick(std::time::Duration::from_millis(200));
+        Some(Self(bar))
+    }
+}
+
+impl Progress for Bar {
+    fn planned(&self, probes: u64) {
+        self.0.set_length(probes);
+    }
+    fn done(&self, probes: u64) {
+        self.0.inc(probes);
+    }
+}
+
+/// Plans the matrix over `inv` and runs it on `runtime`'s agents; stops on SIGINT/SIGTERM with
+/// what was gathered. Writes `--save` whatever happened.
+pub async fn run_matrix<R: Runtime + 'static>(
+    inv: &Inventory,
+    runtime: Arc<R>,
+    args: &ProbeArgs,
+    missing: Vec<AgentStatus>,
+) -> Result<Report, CliError> {
+    let unknown: Vec<&String> = args
+        .filter
+        .nodes
+        .iter()
+        .filter(|n| !inv.nodes.iter().any(|m| &m.name == *n))
+        .collect();
+    if !unknown.is_empty() {
+        let known: Vec<&str> = inv.nodes.iter().map(|n| n.name.as_str()).collect();
+        return Err(CliError::Usage(format!(
+            "--nodes: no node named {unknown:?} in the inventory (its nodes: {})",
+            known.join(", ")
+        )));
+    }
+    let planned = prober::plan::plan(inv, &args.filter.filter());
+    if planned.is_empty() {
+        return Err(CliError::Usage(
+            "nothing to probe: the inventory and filters leave no probe".into(),
+        ));
+    }
+    let cfg = RunConfig {
+        probe_timeout: args.timeout,
+        concurrency: usize::from(args.concurrency),
+        ..RunConfig::default()
+    };
+    let bar = Bar::new(!args.no_progress);
+    let progress: &dyn Progress = match &bar {
+        Some(b) => b,
+        None => &(),
+    };
+    let mut out = prober::run::run(&planned, runtime, &cfg, progress, signals::interrupted()).await;
+    // Agents that never started are part of the report: their paths are unknown, not failed.
+    out.agents.extend(missing);
+    if let Some(b) = bar {
+        b.0.finish_and_clear();
+    }
+    let report = Report::new(out, inv);
+    if let Some(path) = &args.save {
+        std::fs::write(path, report.to_json() + "\n").map_err(|e| {
+            CliError::Environment(format!("--save: cannot write {}: {e}", path.display()))
+        })?;
+    }
+    Ok(report)
+}
+
+/// The matrix through the Kubernetes API: discover, deploy the agents, wait, probe through
+/// pods/exec, clean up (on success, failure, SIGINT and SIGTERM).
+async fn kube_matrix(args: &Args) -> Result<Report, CliError> {
+    let (client, mut inv) = kube::discover(
+        args.kube.kubeconfig.as_deref(),
+        args.kube.context.as_deref(),
+    )
+    .await
+    .map_err(|e| CliError::Environment(e.to_string()))?;
+    let run = format!("r{:x}", std::process::id());
+    let existing = args.agents.use_existing;
+    let spec = AgentSpec {
+        namespace: args.agents.namespace.clone(),
+        image: args.agents.image.clone(),
+        ttl: (!existing).then(|| "2h".to_string()),
+        run: (!existing).then(|| run.clone()),
+    };
+    let mut created_ns = false;
+    let outcome = async {
+        if !existing {
+            created_ns = deploy::apply(&client, &spec)
+                .await
+                .map_err(|e| CliError::Environment(e.to_string()))?;
+        }
+        let nodes: Vec<String> = inv.nodes.iter().map(|n| n.name.clone()).collect();
+        let progress = |ready: usize, wanted: usize| {
+            if std::io::stderr().is_terminal() {
+                eprint!("\ragents ready: {ready}/{wanted}   ");
+            }
+        };
+        // A signal while the agents start: stop waiting, clean up below.
+        let (ready, missing) = tokio::select! {
+            w = deploy::wait(&client, &spec, &nodes, args.agents.agent_wait, &progress) =>
+                w.map_err(|e| CliError::Environment(e.to_string()))?,
+            () = signals::interrupted() =>
+                return Err(CliError::Interrupted("interrupted while waiting for the agents".into())),
+        };
+        deploy::attach_agents(&mut inv, &ready, &spec.namespace);
+        let runtime = Arc::new(KubeExec::new(client.clone(), &spec.namespace, ready));
+        run_matrix(&inv, runtime, &args.probe, missing).await
+    }
+    .await;
+    // Whatever happened above, remove what this run created (a failed apply included).
+    let keep = existing || args.agents.keep_agents;
+    if !keep {
+        let cleanup =
+            tokio::time::timeout(signals::GRACE, deploy::cleanup(&client, &spec, created_ns));
+        match cleanup.await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => eprintln!("prober matrix: cleanup: {e} (run `prober cleanup`)"),
+            Err(_) => {
+                eprintln!("prober matrix: cleanup did not finish in time (run `prober cleanup`)");
+            }
+        }
+    }
+    outcome
+}

@@ -1,0 +1,102 @@
+//! The command line: one module per command, shared argument groups, one error type whose
+//! variants map to the exit codes. `main.rs` only parses and dispatches.
+
+pub mod args;
+pub mod cleanup;
+pub mod discover;
+pub mod lab;
+pub mod manifests;
+pub mod matrix;
+pub mod report;
+pub mod signals;
+
+use clap::{Parser, Subcommand};
+use prober::report::{EXIT_INTERRUPTED, EXIT_USAGE};
+
+#[derive(Parser)]
+#[command(
+    name = "prober",
+    version,
+    about = "Tells Kubernetes operators which network paths of their cluster fail, and why.",
+    long_about = "Tells Kubernetes operators which network paths of their cluster fail, and why: \
+                  a firewall gap (a port blocked between two hosts, with the rule that would open \
+                  it), a circular bootstrap dependency, or something else, named precisely.\n\n\
+                  No cluster at hand? `prober lab run --scenario tests/scenarios/flannel-8472.yaml` \
+                  builds one in network namespaces (root) and diagnoses it."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Probe the full path matrix and print the diagnosis.
+    /// Exit 0: no failures; 1: failures; 2: usage or environment error; 3: agents missing;
+    /// 130: interrupted.
+    Matrix(matrix::Args),
+    /// Re-render a saved JSON report (`matrix -o json` or `--save`) in any output format.
+    Report(report::Args),
+    /// Read the cluster through the Kubernetes API (read-only) and print what the prober believes
+    /// about it, as an inventory you can inspect, edit and pass to `matrix --inventory`.
+    Discover(discover::Args),
+    /// Remove the agents left behind by crashed runs (found by label).
+    Cleanup(cleanup::Args),
+    /// Print the objects the prober applies to run its agents (namespace, service account, the
+    /// two agent `DaemonSets`).
+    Manifests(manifests::Args),
+    /// A multi-node cluster emulator in network namespaces (Linux, root): real kernel VXLAN,
+    /// nftables kube-proxy and firewalls, a TLS API server and a DNS server, with injectable faults.
+    #[command(subcommand)]
+    Lab(lab::Command),
+}
+
+/// Why a command could not do its job. Every variant is an exit code; the message names the
+/// file, flag or peer.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// Bad flags or input files.
+    #[error("{0}")]
+    Usage(String),
+    /// The environment does not allow the job (no cluster, no root, a missing tool).
+    #[error("{0}")]
+    Environment(String),
+    /// SIGINT or SIGTERM before there was anything to report.
+    #[error("{0}")]
+    Interrupted(String),
+}
+
+impl CliError {
+    #[must_use]
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Self::Usage(_) | Self::Environment(_) => EXIT_USAGE,
+            Self::Interrupted(_) => EXIT_INTERRUPTED,
+        }
+    }
+}
+
+/// Runs the command; returns its exit code.
+pub async fn dispatch(cli: Cli) -> Result<u8, CliError> {
+    match cli.command {
+        Command::Matrix(a) => matrix::run(&a).await,
+        Command::Report(a) => report::run(&a),
+        Command::Discover(a) => discover::run(&a).await,
+        Command::Manifests(a) => Ok(manifests::run(&a)),
+        Command::Cleanup(a) => cleanup::run(&a).await,
+        Command::Lab(c) => lab::run(c).await,
+    }
+}
+
+/// The command's name for error messages (`prober matrix`).
+#[must_use]
+pub fn name(cli: &Cli) -> &'static str {
+    match &cli.command {
+        Command::Matrix(_) => "prober matrix",
+        Command::Report(_) => "prober report",
+        Command::Discover(_) => "prober discover",
+        Command::Manifests(_) => "prober manifests",
+        Command::Cleanup(_) => "prober cleanup",
+        Command::Lab(_) => "prober lab",
+    }
+}

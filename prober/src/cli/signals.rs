@@ -1,0 +1,65 @@
+//! Signals. A matrix stops on SIGINT or SIGTERM (what Kubernetes sends a Job's pod at its
+//! deadline) with what it gathered; a lab being built is torn down before the process exits.
+
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use prober::lab;
+
+/// Kubernetes waits 30 s after SIGTERM before SIGKILL; the report, `--save` and the cleanup of
+/// the run's objects must fit well inside that.
+pub const GRACE: Duration = Duration::from_secs(20);
+
+/// Resolves on the first SIGINT or SIGTERM.
+pub async fn interrupted() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        // Without signal handlers the run is simply not interruptible.
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => eprintln!("prober: SIGTERM: stopping with what was gathered"),
+        _ = int.recv() => eprintln!("prober: interrupted: stopping with what was gathered"),
+    }
+}
+
+/// The lab being built, for the signal handler.
+static CURRENT: Mutex<Option<(String, PathBuf)>> = Mutex::new(None);
+
+/// Records which lab a signal must tear down.
+pub fn building(prefix: String, state_dir: PathBuf) {
+    if let Ok(mut c) = CURRENT.lock() {
+        *c = Some((prefix, state_dir));
+    }
+}
+
+/// Blocks SIGINT/SIGTERM in every thread and tears the current lab down when one arrives, so
+/// Ctrl-C never leaves namespaces behind. Must run before any other thread starts (the runtime
+/// included), so that every thread inherits the mask.
+pub fn install_lab_teardown() {
+    use nix::sys::signal::{SigSet, Signal};
+    let mut set = SigSet::empty();
+    set.add(Signal::SIGINT);
+    set.add(Signal::SIGTERM);
+    if set.thread_block().is_err() {
+        return;
+    }
+    std::thread::spawn(move || {
+        let Ok(sig) = set.wait() else { return };
+        let held = lab::LAB_LOCK.lock();
+        if let Some((prefix, state)) = CURRENT.lock().ok().and_then(|c| c.clone()) {
+            eprintln!("prober: {sig:?}: tearing the lab down");
+            if let Err(e) = lab::teardown_locked(&prefix, &state) {
+                eprintln!("prober: teardown: {e}");
+            }
+        }
+        // Exit while still holding the lock: released earlier, the build thread could start one
+        // more `ip netns add` that would outlive us and leave a namespace behind.
+        let _held = held;
+        std::process::exit(130);
+    });
+}
