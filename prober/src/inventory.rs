@@ -1,5 +1,5 @@
-//! The inventory (DESIGN.md section 4): the cluster as runtimes without discovery describe it, and
-//! the shape discovery produces. The lab writes one for what it built.
+//! The inventory (docs/design.md section 4): the cluster as runtimes without discovery describe it,
+//! and the shape discovery produces. The lab writes one for what it built.
 
 use std::collections::HashSet;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -65,21 +65,20 @@ impl Cidr {
     }
 }
 
+/// Text that is not an IPv4 network in CIDR notation.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not a CIDR (expected a.b.c.d/len, len 0-32)")]
+pub struct BadCidr(pub String);
+
 impl TryFrom<String> for Cidr {
-    type Error = String;
-    fn try_from(s: String) -> Result<Self, String> {
-        let (a, l) = s
-            .split_once('/')
-            .ok_or_else(|| format!("{s:?} is not a CIDR (expected a.b.c.d/len)"))?;
-        let addr: Ipv4Addr = a
-            .parse()
-            .map_err(|_| format!("{s:?}: {a:?} is not an IPv4 address"))?;
-        let len: u8 = l
-            .parse()
-            .ok()
-            .filter(|l| *l <= 32)
-            .ok_or_else(|| format!("{s:?}: prefix length must be 0-32"))?;
-        Ok(Self { addr, len })
+    type Error = BadCidr;
+    fn try_from(s: String) -> Result<Self, BadCidr> {
+        let parsed = s.split_once('/').and_then(|(a, l)| {
+            let addr: Ipv4Addr = a.parse().ok()?;
+            let len: u8 = l.parse().ok().filter(|l| *l <= 32)?;
+            Some(Self { addr, len })
+        });
+        parsed.ok_or(BadCidr(s))
     }
 }
 
@@ -207,17 +206,59 @@ pub struct Component {
     pub nodes: Vec<String>,
 }
 
+/// YAML that is not the expected shape: the field serde was in (when it knows), the position in
+/// the text and what was expected there.
+#[derive(Debug, thiserror::Error)]
+#[error("{}{source}", if field.is_empty() || field == "." { String::new() } else { format!("{field}: ") })]
+pub struct YamlError {
+    /// The field path, e.g. `expect.findings[0]`; `.` or empty at the top.
+    pub field: String,
+    /// Boxed: the parser's error carries the text around the position and is large.
+    pub source: Box<serde_saphyr::Error>,
+}
+
+/// Parses YAML (or JSON, which is YAML) into `T`, naming the field of the first error.
+pub fn from_yaml<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, YamlError> {
+    let mut field = String::new();
+    serde_saphyr::with_deserializer_from_str(text, |de| {
+        serde_path_to_error::deserialize(de).map_err(|e| {
+            field = e.path().to_string();
+            e.into_inner()
+        })
+    })
+    .map_err(|source| YamlError {
+        field,
+        source: Box::new(source),
+    })
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum InventoryError {
-    #[error("cannot read inventory {path}: {source}")]
+    #[error("cannot read inventory {}: {source}", path.display())]
     Read {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("inventory {path}: {message}")]
-    Parse { path: PathBuf, message: String },
-    #[error("inventory {path}: {message}")]
-    Invalid { path: PathBuf, message: String },
+    #[error("inventory {}: {source}", path.display())]
+    Parse { path: PathBuf, source: YamlError },
+    #[error("inventory {}: {source}", path.display())]
+    Invalid {
+        path: PathBuf,
+        source: InvalidInventory,
+    },
+}
+
+/// A rule across fields that the inventory breaks: the field path and what it must be.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidInventory {
+    #[error("nodes: the inventory lists no node")]
+    NoNodes,
+    #[error("nodes[{index}].name: must not be empty")]
+    EmptyName { index: usize },
+    #[error("nodes[{index}].name: duplicate node name {name:?}")]
+    DuplicateName { index: usize, name: String },
+    #[error("nodes[{index}].agents.{agent}.exec: must name a command prefix")]
+    NoExec { index: usize, agent: &'static str },
 }
 
 impl Inventory {
@@ -227,37 +268,38 @@ impl Inventory {
             path: path.into(),
             source,
         })?;
-        let inv: Self = serde_saphyr::from_str(&text).map_err(|e| InventoryError::Parse {
+        let inv: Self = from_yaml(&text).map_err(|source| InventoryError::Parse {
             path: path.into(),
-            message: e.to_string(),
+            source,
         })?;
-        inv.validate().map_err(|message| InventoryError::Invalid {
+        inv.validate().map_err(|source| InventoryError::Invalid {
             path: path.into(),
-            message,
+            source,
         })?;
         Ok(inv)
     }
 
-    /// Checks cross-field rules; the message names the offending field.
-    pub fn validate(&self) -> Result<(), String> {
+    /// Checks cross-field rules; the error names the offending field.
+    pub fn validate(&self) -> Result<(), InvalidInventory> {
         let mut names = HashSet::new();
-        for (i, n) in self.nodes.iter().enumerate() {
+        for (index, n) in self.nodes.iter().enumerate() {
             if n.name.is_empty() {
-                return Err(format!("nodes[{i}].name: must not be empty"));
+                return Err(InvalidInventory::EmptyName { index });
             }
             if !names.insert(n.name.as_str()) {
-                return Err(format!("nodes[{i}].name: duplicate node name {:?}", n.name));
+                return Err(InvalidInventory::DuplicateName {
+                    index,
+                    name: n.name.clone(),
+                });
             }
-            for (which, agent) in [("host", &n.agents.host), ("pod", &n.agents.pod)] {
-                if agent.as_ref().is_some_and(|a| a.exec.is_empty()) {
-                    return Err(format!(
-                        "nodes[{i}].agents.{which}.exec: must name a command prefix"
-                    ));
+            for (agent, a) in [("host", &n.agents.host), ("pod", &n.agents.pod)] {
+                if a.as_ref().is_some_and(|a| a.exec.is_empty()) {
+                    return Err(InvalidInventory::NoExec { index, agent });
                 }
             }
         }
         if self.nodes.is_empty() {
-            return Err("nodes: the inventory lists no node".into());
+            return Err(InvalidInventory::NoNodes);
         }
         Ok(())
     }
@@ -266,5 +308,83 @@ impl Inventory {
     pub fn to_yaml(&self) -> String {
         serde_saphyr::to_string(self)
             .unwrap_or_else(|e| format!("# cannot serialise the inventory: {e}\n"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::inventory;
+
+    #[test]
+    fn broken_rules_name_the_field() {
+        let mut inv = inventory(2, 1, "flannel");
+        inv.nodes[1].name = "n1".into();
+        assert_eq!(
+            inv.validate(),
+            Err(InvalidInventory::DuplicateName {
+                index: 1,
+                name: "n1".into()
+            })
+        );
+        inv.nodes[1].name = String::new();
+        assert_eq!(
+            inv.validate().unwrap_err().to_string(),
+            "nodes[1].name: must not be empty"
+        );
+        inv.nodes[1].name = "n2".into();
+        if let Some(a) = inv.nodes[1].agents.pod.as_mut() {
+            a.exec.clear();
+        }
+        assert_eq!(
+            inv.validate().unwrap_err().to_string(),
+            "nodes[1].agents.pod.exec: must name a command prefix"
+        );
+        inv.nodes.clear();
+        assert_eq!(inv.validate(), Err(InvalidInventory::NoNodes));
+    }
+
+    #[test]
+    fn load_names_the_file_the_field_and_the_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("inventory.yaml");
+        let mut text = inventory(1, 1, "flannel").to_yaml();
+        text = text.replacen("roles:", "rolez:", 1);
+        std::fs::write(&path, &text).unwrap();
+        let err = Inventory::load(&path).unwrap_err();
+        match &err {
+            InventoryError::Parse { source, .. } => assert_eq!(source.field, "nodes[0].rolez"),
+            e => panic!("want a parse error, got {e:?}"),
+        }
+        let msg = err.to_string();
+        assert!(
+            msg.contains(&path.display().to_string()) && msg.contains("rolez"),
+            "{msg}"
+        );
+        std::fs::write(
+            &path,
+            text.replace("rolez:", "roles:")
+                .replace("name: n1", "name: ''"),
+        )
+        .unwrap();
+        let msg = Inventory::load(&path).unwrap_err().to_string();
+        assert!(
+            msg.contains(&path.display().to_string()) && msg.contains("nodes[0].name"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn cidrs() {
+        let c = Cidr::try_from("10.244.1.0/24".to_string()).unwrap();
+        assert!(c.contains(Ipv4Addr::new(10, 244, 1, 200)));
+        assert!(!c.contains(Ipv4Addr::new(10, 244, 2, 1)));
+        for bad in ["10.244.1.0", "10.244.1/24", "10.244.1.0/33", "10.244.1.0/x"] {
+            assert_eq!(
+                Cidr::try_from(bad.to_string()),
+                Err(BadCidr(bad.into())),
+                "{bad}"
+            );
+        }
     }
 }

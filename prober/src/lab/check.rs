@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use super::Lab;
 use super::build::{AGENT_PORT, API_PORT, API_SERVICE, DNS_SERVICE, Layout};
-use super::scenario::{Reach, ReachProbe};
+use super::scenario::{FindingPattern, Reach, ReachProbe};
 use crate::model::{AgentKind, AgentRef};
 use crate::runtime::Runtime;
 use crate::runtime::local::Local;
@@ -417,9 +417,9 @@ pub fn findings(
 ) -> (String, bool) {
     let mut out = String::new();
     let mut ok = true;
-    let show = |v: &Value| serde_json::to_string(v).unwrap_or_default();
+    let show = |p: &FindingPattern| serde_json::to_string(p).unwrap_or_default();
     for want in &expect.findings {
-        if found.iter().any(|f| f.matches(want)) {
+        if found.iter().any(|f| want.matches(f)) {
             let _ = writeln!(out, "ok   finding     {}", show(want));
         } else {
             ok = false;
@@ -427,7 +427,7 @@ pub fn findings(
         }
     }
     for not in &expect.not_findings {
-        match found.iter().find(|f| f.matches(not)) {
+        match found.iter().find(|f| not.matches(f)) {
             Some(f) => {
                 ok = false;
                 let _ = writeln!(out, "FAIL no finding  {} but: {}", show(not), f.summary);

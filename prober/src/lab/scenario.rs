@@ -1,10 +1,11 @@
 //! Lab scenarios (YAML): the cluster to build, the faults to inject, and what must be observed.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::inventory::{Cni, Component};
+use crate::diagnose::{Finding, Kind, Severity};
+use crate::inventory::{Cni, Component, YamlError, from_yaml};
 use crate::model::{Direction, Protocol};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -104,14 +105,14 @@ enum RawPorts {
 }
 
 impl TryFrom<RawPorts> for Ports {
-    type Error = String;
-    fn try_from(raw: RawPorts) -> Result<Self, String> {
+    type Error = BadPorts;
+    fn try_from(raw: RawPorts) -> Result<Self, BadPorts> {
         let text = match raw {
-            RawPorts::Number(0) => return Err("port 0 is not a port".into()),
+            RawPorts::Number(0) => return Err(BadPorts("0".into())),
             RawPorts::Number(p) => return Ok(Self::One(p)),
             RawPorts::Text(t) => t,
         };
-        let bad = || format!("{text:?}: expected a port or a range like 2379-2380");
+        let bad = || BadPorts(text.clone());
         if let Ok(p) = text.trim().parse::<u16>() {
             return Self::try_from(RawPorts::Number(p));
         }
@@ -198,12 +199,78 @@ pub struct Expect {
     /// Checked by `lab run` with the agents' probes.
     #[serde(default)]
     pub reachability: Vec<Reach>,
-    /// Findings the diagnosis must produce (kind plus key fields); checked once diagnosis exists.
+    /// Findings the diagnosis must produce (kind plus key fields).
     #[serde(default)]
-    pub findings: Vec<serde_json::Value>,
+    pub findings: Vec<FindingPattern>,
     /// Findings it must not produce.
     #[serde(default)]
-    pub not_findings: Vec<serde_json::Value>,
+    pub not_findings: Vec<FindingPattern>,
+}
+
+/// A finding expectation: the fields it names must all hold (lists as sets), the others are free.
+/// Unknown keys are an error, so a misspelled key cannot silently match nothing (or everything).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FindingPattern {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<Kind>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub severity: Option<Severity>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<Protocol>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub direction: Option<Direction>,
+    /// `network` or `host:NODE`.
+    #[serde(default, rename = "where", skip_serializing_if = "Option::is_none")]
+    pub where_: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cycle: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub components: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nodes: Option<Vec<String>>,
+}
+
+impl FindingPattern {
+    /// Whether `f` has every field this pattern names with the same value; lists match as sets
+    /// of the same length, and an absent list in the finding is an empty one.
+    #[must_use]
+    pub fn matches(&self, f: &Finding) -> bool {
+        fn same<T: PartialEq>(want: Option<&T>, have: Option<&T>) -> bool {
+            want.is_none_or(|w| have == Some(w))
+        }
+        fn set(want: Option<&Vec<String>>, have: &[String]) -> bool {
+            want.is_none_or(|w| w.len() == have.len() && w.iter().all(|x| have.contains(x)))
+        }
+        same(self.kind.as_ref(), Some(&f.kind))
+            && same(self.severity.as_ref(), Some(&f.severity))
+            && self
+                .protocol
+                .is_none_or(|p| f.protocol.as_deref() == Some(p.as_str()))
+            && same(self.port.as_ref(), f.port.as_ref())
+            && set(self.from.as_ref(), &f.from)
+            && set(self.to.as_ref(), &f.to)
+            && same(self.direction.as_ref(), f.direction.as_ref())
+            && same(self.where_.as_ref(), f.where_.as_ref())
+            && same(self.state.as_ref(), f.state.as_ref())
+            && set(self.cycle.as_ref(), &f.cycle)
+            && set(self.components.as_ref(), &f.components)
+            && set(self.nodes.as_ref(), &f.nodes)
+    }
+
+    /// Whether the pattern names no field (it would match every finding).
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
 }
 
 /// One reachability check: a probe from an agent to a target, and the outcome it must have.
@@ -254,31 +321,75 @@ pub enum ReachProbe {
     Vxlan,
 }
 
+/// A scenario file that cannot be used: the file, then what is wrong in it.
 #[derive(Debug, thiserror::Error)]
 pub enum ScenarioError {
-    #[error("cannot read scenario {path}: {source}")]
+    #[error("cannot read scenario {}: {source}", path.display())]
     Read {
-        path: String,
+        path: PathBuf,
         source: std::io::Error,
     },
-    #[error("scenario {path}: {message}")]
-    Invalid { path: String, message: String },
+    #[error("scenario {}: {source}", path.display())]
+    Invalid {
+        path: PathBuf,
+        source: InvalidScenario,
+    },
 }
+
+/// What is wrong in a scenario: the field (its path, e.g. `faults[0].node`) and what it must be.
+#[derive(Debug, thiserror::Error)]
+pub enum InvalidScenario {
+    /// Not YAML, or not the scenario's shape: a wrong type, a missing field, an unknown key or
+    /// value (the message names it and where it is).
+    #[error(transparent)]
+    Shape(#[from] YamlError),
+    #[error("{field}: {value} is out of range ({range})")]
+    OutOfRange {
+        field: String,
+        value: usize,
+        range: &'static str,
+    },
+    #[error("controlPlanes: {control_planes} must be 1..=nodes ({nodes})")]
+    ControlPlanes { control_planes: usize, nodes: usize },
+    #[error("zones: {0} zones; the lab supports at most 8")]
+    TooManyZones(usize),
+    #[error("{field}: unknown node {node:?} (nodes are n1..n{nodes})")]
+    UnknownNode {
+        field: String,
+        node: String,
+        nodes: usize,
+    },
+    #[error("{field}: {node:?} is in two zones")]
+    TwoZones { field: String, node: String },
+    #[error("{field}: icmp has no ports")]
+    IcmpPort { field: String },
+    #[error("{field}: name the nodes on at least one side")]
+    NoSide { field: String },
+    #[error("{field}: {value:?} must be NODE/host or NODE/pod")]
+    Source { field: String, value: String },
+    #[error("{field}: an empty pattern matches every finding; name at least one field")]
+    EmptyPattern { field: String },
+}
+
+/// A `port` that is neither a port nor a range.
+#[derive(Debug, thiserror::Error)]
+#[error("{0:?}: expected a port (1-65535) or a range like 2379-2380")]
+pub struct BadPorts(String);
 
 impl Scenario {
     pub fn load(path: &Path) -> Result<Self, ScenarioError> {
         let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Read {
-            path: path.display().to_string(),
+            path: path.into(),
             source,
         })?;
-        Self::parse(&text).map_err(|message| ScenarioError::Invalid {
-            path: path.display().to_string(),
-            message,
+        Self::parse(&text).map_err(|source| ScenarioError::Invalid {
+            path: path.into(),
+            source,
         })
     }
 
-    pub fn parse(text: &str) -> Result<Self, String> {
-        let s: Self = serde_saphyr::from_str(text).map_err(|e| e.to_string())?;
+    pub fn parse(text: &str) -> Result<Self, InvalidScenario> {
+        let s: Self = from_yaml(text)?;
         s.validate()?;
         Ok(s)
     }
@@ -290,37 +401,40 @@ impl Scenario {
     }
 
     /// Checks what the types cannot, naming the field.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), InvalidScenario> {
         if !(1..=250).contains(&self.nodes) {
-            return Err(format!("nodes: {} is out of range (1-250)", self.nodes));
+            return Err(InvalidScenario::OutOfRange {
+                field: "nodes".into(),
+                value: self.nodes,
+                range: "1-250",
+            });
         }
         if self.control_planes == 0 || self.control_planes > self.nodes {
-            return Err(format!(
-                "controlPlanes: {} must be 1..=nodes ({})",
-                self.control_planes, self.nodes
-            ));
+            return Err(InvalidScenario::ControlPlanes {
+                control_planes: self.control_planes,
+                nodes: self.nodes,
+            });
         }
         if self.pods_per_node == 0 || self.pods_per_node > 40 {
-            return Err(format!(
-                "podsPerNode: {} is out of range (1-40)",
-                self.pods_per_node
-            ));
+            return Err(InvalidScenario::OutOfRange {
+                field: "podsPerNode".into(),
+                value: self.pods_per_node,
+                range: "1-40",
+            });
         }
         if self.zones.len() > 8 {
-            return Err(format!(
-                "zones: {} zones; the lab supports at most 8",
-                self.zones.len()
-            ));
+            return Err(InvalidScenario::TooManyZones(self.zones.len()));
         }
         let names = self.node_names();
         let known = |n: &String, field: String| {
             if names.contains(n) {
                 Ok(())
             } else {
-                Err(format!(
-                    "{field}: unknown node {n:?} (nodes are n1..n{})",
-                    self.nodes
-                ))
+                Err(InvalidScenario::UnknownNode {
+                    field,
+                    node: n.clone(),
+                    nodes: self.nodes,
+                })
             }
         };
         known(&self.dns_node, "dnsNode".into())?;
@@ -329,29 +443,21 @@ impl Scenario {
             for n in &zone.nodes {
                 known(n, format!("zones[{z}].nodes"))?;
                 if !placed.insert(n.clone()) {
-                    return Err(format!("zones[{z}].nodes: {n:?} is in two zones"));
+                    return Err(InvalidScenario::TwoZones {
+                        field: format!("zones[{z}].nodes"),
+                        node: n.clone(),
+                    });
                 }
             }
         }
         self.validate_faults(&known)?;
-        for (i, r) in self.expect.reachability.iter().enumerate() {
-            let (node, _) = r.from.split_once('/').ok_or_else(|| {
-                format!(
-                    "expect.reachability[{i}].from: {:?} must be NODE/host or NODE/pod",
-                    r.from
-                )
-            })?;
-            known(&node.to_string(), format!("expect.reachability[{i}].from"))?;
-        }
-        Ok(())
+        self.validate_expect(&known)
     }
-}
 
-impl Scenario {
     fn validate_faults(
         &self,
-        known: &dyn Fn(&String, String) -> Result<(), String>,
-    ) -> Result<(), String> {
+        known: &dyn Fn(&String, String) -> Result<(), InvalidScenario>,
+    ) -> Result<(), InvalidScenario> {
         for (i, f) in self.faults.iter().enumerate() {
             let field = |name: &str| format!("faults[{i}].{name}");
             match f {
@@ -369,13 +475,14 @@ impl Scenario {
                         known(n, field("to"))?;
                     }
                     if *protocol == Protocol::Icmp && port.is_some() {
-                        return Err(format!("{}: icmp has no ports", field("port")));
+                        return Err(InvalidScenario::IcmpPort {
+                            field: field("port"),
+                        });
                     }
                     if from.is_empty() && to.is_empty() {
-                        return Err(format!(
-                            "{}: name the nodes on at least one side",
-                            field("from")
-                        ));
+                        return Err(InvalidScenario::NoSide {
+                            field: field("from"),
+                        });
                     }
                 }
                 Fault::KubeProxyMissing { node }
@@ -385,22 +492,52 @@ impl Scenario {
                 Fault::Mtu { node, mtu } => {
                     known(node, field("node"))?;
                     if !(576..=9000).contains(mtu) {
-                        return Err(format!(
-                            "{}: {mtu} is out of range (576-9000)",
-                            field("mtu")
-                        ));
+                        return Err(InvalidScenario::OutOfRange {
+                            field: field("mtu"),
+                            value: usize::from(*mtu),
+                            range: "576-9000",
+                        });
                     }
                 }
                 Fault::Loss { node, percent } => {
                     known(node, field("node"))?;
                     if !(1..=100).contains(percent) {
-                        return Err(format!(
-                            "{}: {percent} is out of range (1-100)",
-                            field("percent")
-                        ));
+                        return Err(InvalidScenario::OutOfRange {
+                            field: field("percent"),
+                            value: usize::from(*percent),
+                            range: "1-100",
+                        });
                     }
                 }
                 Fault::DnsLoop => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn validate_expect(
+        &self,
+        known: &dyn Fn(&String, String) -> Result<(), InvalidScenario>,
+    ) -> Result<(), InvalidScenario> {
+        for (i, r) in self.expect.reachability.iter().enumerate() {
+            let field = format!("expect.reachability[{i}].from");
+            let Some((node, _)) = r.from.split_once('/') else {
+                return Err(InvalidScenario::Source {
+                    field,
+                    value: r.from.clone(),
+                });
+            };
+            known(&node.to_string(), field)?;
+        }
+        let patterns = [
+            ("findings", &self.expect.findings),
+            ("notFindings", &self.expect.not_findings),
+        ];
+        for (list, patterns) in patterns {
+            if let Some(i) = patterns.iter().position(FindingPattern::is_empty) {
+                return Err(InvalidScenario::EmptyPattern {
+                    field: format!("expect.{list}[{i}]"),
+                });
             }
         }
         Ok(())
@@ -450,7 +587,8 @@ expect:
             } => {}
             f => panic!("unexpected {f:?}"),
         }
-        assert_eq!(s.expect.findings[0]["port"], 8472);
+        assert_eq!(s.expect.findings[0].port, Some(8472));
+        assert_eq!(s.expect.findings[0].kind, Some(Kind::FirewallGap));
     }
 
     #[test]
@@ -482,8 +620,141 @@ expect:
             ),
         ];
         for (text, want) in cases {
-            let err = Scenario::parse(text).unwrap_err();
+            let err = Scenario::parse(text).unwrap_err().to_string();
             assert!(err.contains(want), "{text}: {err} should mention {want}");
+        }
+    }
+
+    #[test]
+    fn misspelled_keys_are_errors_naming_the_key() {
+        // (scenario, the key or value the error names, the field path it names)
+        let cases = [
+            (
+                "expect: {findings: [{kimd: firewall-gap}]}",
+                "kimd",
+                "expect.findings[0]",
+            ),
+            (
+                "expect: {notFindings: [{kimd: firewall-gap}]}",
+                "kimd",
+                "expect.notFindings[0]",
+            ),
+            (
+                "expect: {notFindings: [{kind: dns}, {kind: bootstrap-cycle, sate: active}]}",
+                "sate",
+                "expect.notFindings[1]",
+            ),
+            (
+                "expect: {notFindngs: [{kind: firewall-gap}]}",
+                "notFindngs",
+                "expect",
+            ),
+            (
+                "expect: {reachability: [{from: n1/pod, to: n2/pod, probe: tcp, outcome: ok, icmpFrm: router}]}",
+                "icmpFrm",
+                "expect.reachability[0]",
+            ),
+            (
+                "faults: [{kind: mtu, node: n2, mtu: 1400, mut: 1}]",
+                "mut",
+                "faults[0]",
+            ),
+            (
+                "faults: [{kind: firewall, action: drop, protocol: udp, from: [n1], plase: host}]",
+                "plase",
+                "faults[0]",
+            ),
+            ("zones: [{name: a, nodez: [n1]}]", "nodez", "zones[0]"),
+            // A misspelled value is as silent as a misspelled key.
+            (
+                "expect: {findings: [{kind: firewall-gapp}]}",
+                "firewall-gapp",
+                "expect.findings[0].kind",
+            ),
+            (
+                "expect: {findings: [{kind: dns, protocol: udpp}]}",
+                "udpp",
+                "expect.findings[0].protocol",
+            ),
+        ];
+        for (text, key, path) in cases {
+            match Scenario::parse(text) {
+                Err(InvalidScenario::Shape(e)) => {
+                    assert!(e.field.starts_with(path), "{text}: {e} should be at {path}");
+                    let e = e.to_string();
+                    assert!(e.contains(key), "{text}: {e} should name {key}");
+                }
+                other => panic!("{text}: want a shape error naming {key}, got {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn an_empty_pattern_is_an_error() {
+        let err = Scenario::parse("expect: {notFindings: [{kind: dns}, {}]}").unwrap_err();
+        assert!(
+            matches!(&err, InvalidScenario::EmptyPattern { field } if field == "expect.notFindings[1]"),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn finding_patterns_match_named_fields_and_lists_as_sets() {
+        let mut f = Finding::new(Kind::FirewallGap, Severity::Error, "x");
+        f.protocol = Some("udp".into());
+        f.port = Some(8472);
+        f.from = vec!["n3".into()];
+        f.to = vec!["n1".into(), "n2".into()];
+        f.direction = Some(Direction::Both);
+        f.where_ = Some("network".into());
+        let pattern = |yaml: &str| -> FindingPattern { serde_saphyr::from_str(yaml).unwrap() };
+        for yes in [
+            "{kind: firewall-gap}",
+            "{kind: firewall-gap, protocol: udp, port: 8472, to: [n2, n1], direction: both}",
+            "{severity: error, where: network, from: [n3]}",
+            "{nodes: []}",
+        ] {
+            assert!(pattern(yes).matches(&f), "{yes} should match {f:?}");
+        }
+        for no in [
+            "{kind: firewall-gap, port: 6443}",
+            "{kind: firewall-gap, to: [n1]}",
+            "{kind: firewall-gap, to: [n1, n2, n3]}",
+            "{kind: bootstrap-cycle}",
+            "{kind: firewall-gap, state: active}",
+            "{protocol: tcp}",
+            "{severity: warning}",
+            "{direction: one}",
+            "{where: \"host:n2\"}",
+            "{nodes: [n1]}",
+        ] {
+            assert!(!pattern(no).matches(&f), "{no} should not match {f:?}");
+        }
+    }
+
+    #[test]
+    fn every_checked_in_scenario_parses() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/scenarios");
+        let mut files = Vec::new();
+        for dir in [root.clone(), root.join("faults")] {
+            for e in std::fs::read_dir(&dir).unwrap() {
+                let p = e.unwrap().path();
+                if p.extension().is_some_and(|x| x == "yaml") {
+                    files.push(p);
+                }
+            }
+        }
+        assert!(files.len() >= 14, "the scenarios are checked in: {files:?}");
+        for p in &files {
+            let s = Scenario::load(p).unwrap_or_else(|e| panic!("{e}"));
+            assert!(
+                !s.expect.reachability.is_empty(),
+                "{}: expects nothing",
+                p.display()
+            );
+            // The lab saves the scenario it built; the copy must read back as the same scenario.
+            let saved = serde_saphyr::to_string(&s).unwrap();
+            assert_eq!(Scenario::parse(&saved).unwrap(), s, "{saved}");
         }
     }
 }

@@ -1,0 +1,153 @@
+//! The `ip -batch` and `bridge -batch` lines of each namespace: the router's and switches' links,
+//! and each node's VXLAN device, pod bridge, pods, and what flanneld programs for its peers.
+
+use std::net::Ipv4Addr;
+
+use super::layout::zone_router;
+use super::{LabNode, Layout, OVERLAY_MTU, Pod, VXLAN_PORT, nat};
+use crate::lab::scenario::{Fault, Scenario};
+
+/// What to run in one namespace, phase by phase.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NsSetup {
+    pub ns: String,
+    /// Phase 1: create veth pairs whose peers go to other namespaces (`ip -batch`).
+    pub links: Vec<String>,
+    /// Phase 2: addresses, devices, routes, neighbours (`ip -batch`).
+    pub config: Vec<String>,
+    /// Phase 3: forwarding database entries (`bridge -batch`).
+    pub fdb: Vec<String>,
+    /// Phase 4: one nftables ruleset.
+    pub nft: String,
+    pub sysctl: Vec<(String, String)>,
+}
+
+impl NsSetup {
+    pub(super) fn new(ns: &str) -> Self {
+        Self {
+            ns: ns.to_string(),
+            // Lab namespaces speak IPv4 only: no router solicitations or DAD noise on the wire.
+            sysctl: vec![
+                ("net.ipv6.conf.all.disable_ipv6".into(), "1".into()),
+                ("net.ipv6.conf.default.disable_ipv6".into(), "1".into()),
+            ],
+            ..Self::default()
+        }
+    }
+}
+
+/// The router: it forwards between the zones; its ruleset is the cloud network's.
+pub(super) fn router(l: &Layout) -> NsSetup {
+    let mut router = NsSetup::new(&l.router_ns);
+    router
+        .sysctl
+        .push(("net.ipv4.ip_forward".into(), "1".into()));
+    router.nft = nat::router_ruleset();
+    router
+}
+
+/// One bridge per zone, its uplink to the router and a port per node of the zone; the router's
+/// side of each uplink goes to `router`.
+pub(super) fn switches(l: &Layout, router: &mut NsSetup) -> Vec<NsSetup> {
+    let mut out = Vec::new();
+    for (z, sw) in l.switch_ns.iter().enumerate() {
+        let mut setup = NsSetup::new(sw);
+        setup.links.push(format!(
+            "link add rt type veth peer name z{z} netns {}",
+            l.router_ns
+        ));
+        setup.config.push("link add br0 type bridge".into());
+        setup.config.push("link set br0 up".into());
+        setup.config.push("link set rt master br0 up".into());
+        router
+            .config
+            .push(format!("addr add {}/24 dev z{z}", zone_router(z)));
+        router.config.push(format!("link set z{z} up"));
+        for n in l.nodes.iter().filter(|n| n.zone == z) {
+            setup.links.push(format!(
+                "link add {} type veth peer name eth0 netns {}",
+                n.switch_port(),
+                n.ns
+            ));
+            setup
+                .config
+                .push(format!("link set {} master br0 up", n.switch_port()));
+        }
+        out.push(setup);
+    }
+    out
+}
+
+pub(super) fn node_setup(s: &Scenario, l: &Layout, n: &LabNode) -> NsSetup {
+    let mut st = NsSetup::new(&n.ns);
+    st.sysctl.push(("net.ipv4.ip_forward".into(), "1".into()));
+    let c = &mut st.config;
+    c.push("link set eth0 up".into());
+    c.push(format!("addr add {}/24 dev eth0", n.address));
+    c.push(format!("route add default via {}", n.gateway()));
+    c.push(format!(
+        "link add flannel.1 address {} type vxlan id 1 local {} dev eth0 dstport {VXLAN_PORT} nolearning",
+        n.mac, n.address
+    ));
+    c.push(format!("link set flannel.1 mtu {OVERLAY_MTU}"));
+    c.push(format!("addr add {}/32 dev flannel.1", n.vtep));
+    c.push("link set flannel.1 up".into());
+    c.push("link add cni0 type bridge".into());
+    c.push(format!("link set cni0 mtu {OVERLAY_MTU}"));
+    c.push(format!(
+        "addr add {}/24 dev cni0",
+        Ipv4Addr::from(u32::from(n.pod_cidr.addr) + 1)
+    ));
+    c.push("link set cni0 up".into());
+    let mut pods: Vec<&Pod> = n.pods.iter().collect();
+    if l.nodes[l.dns_node].name == n.name {
+        pods.push(&l.dns_pod);
+    }
+    for p in pods {
+        st.links.push(format!(
+            "link add {} type veth peer name eth0 netns {}",
+            p.host_if, p.ns
+        ));
+        st.config.push(format!(
+            "link set {} master cni0 mtu {OVERLAY_MTU} up",
+            p.host_if
+        ));
+    }
+    // What flanneld programs for every other node: route, permanent neighbour, fdb entry.
+    for peer in l.nodes.iter().filter(|p| p.name != n.name) {
+        st.config.push(format!(
+            "route add {} via {} dev flannel.1 onlink",
+            peer.pod_cidr, peer.vtep
+        ));
+        st.config.push(format!(
+            "neigh add {} lladdr {} dev flannel.1 nud permanent",
+            peer.vtep, peer.mac
+        ));
+        st.fdb.push(format!(
+            "fdb append {} dev flannel.1 dst {}",
+            peer.mac, peer.address
+        ));
+    }
+    let kube_proxy = !s
+        .faults
+        .iter()
+        .any(|f| matches!(f, Fault::KubeProxyMissing { node } if *node == n.name));
+    st.nft = nat::node_nat(l, n, kube_proxy);
+    st
+}
+
+pub(super) fn pod_setup(p: &Pod, n: &LabNode) -> NsSetup {
+    let mut st = NsSetup::new(&p.ns);
+    // What the agent DaemonSet sets: ICMP echo without CAP_NET_RAW.
+    st.sysctl
+        .push(("net.ipv4.ping_group_range".into(), "0 2147483647".into()));
+    st.config
+        .push(format!("link set eth0 mtu {OVERLAY_MTU} up"));
+    st.config
+        .push(format!("addr add {}/24 dev eth0", p.address));
+    st.config.push(format!(
+        "route add default via {}",
+        Ipv4Addr::from(u32::from(n.pod_cidr.addr) + 1)
+    ));
+    st
+}

@@ -1,0 +1,194 @@
+//! Faults as nftables rules and link settings, each in the place that would drop the packet in a
+//! real network: the router between zones, the zone's switch port, or the receiver's own input.
+
+use std::fmt::Write as _;
+
+use super::{LabNode, Layout, NsSetup};
+use crate::lab::scenario::{Action, Fault, Place, Ports, Scenario};
+use crate::model::{Direction, Protocol};
+
+/// The nftables match for a protocol and optional port.
+fn proto_match(protocol: Protocol, port: Option<&Ports>) -> String {
+    match (protocol, port) {
+        (Protocol::Icmp, _) => "meta l4proto icmp".into(),
+        (Protocol::Tcp, Some(p)) => format!("tcp dport {}", p.nft()),
+        (Protocol::Udp, Some(p)) => format!("udp dport {}", p.nft()),
+        (Protocol::Tcp, None) => "meta l4proto tcp".into(),
+        (Protocol::Udp, None) => "meta l4proto udp".into(),
+    }
+}
+
+fn verdict(action: Action) -> &'static str {
+    match action {
+        Action::Drop => "drop",
+        Action::Reject => "reject with icmp type admin-prohibited",
+    }
+}
+
+/// The (from, to) node pairs a firewall fault covers.
+fn pairs<'a>(
+    l: &'a Layout,
+    from: &[String],
+    to: &[String],
+    direction: Direction,
+) -> Vec<(&'a LabNode, &'a LabNode)> {
+    let pick = |names: &[String], other: &[String]| -> Vec<&LabNode> {
+        l.nodes
+            .iter()
+            .filter(|n| {
+                if names.is_empty() {
+                    !other.contains(&n.name)
+                } else {
+                    names.contains(&n.name)
+                }
+            })
+            .collect()
+    };
+    let (f, t) = (pick(from, to), pick(to, from));
+    let mut out = Vec::new();
+    for a in &f {
+        for b in &t {
+            if a.name != b.name {
+                out.push((*a, *b));
+                if direction == Direction::Both {
+                    out.push((*b, *a));
+                }
+            }
+        }
+    }
+    out.sort_by_key(|(a, b)| (a.index, b.index));
+    out.dedup();
+    out
+}
+
+/// Rules collected per place before they become rulesets.
+#[derive(Default)]
+struct FaultRules {
+    router: Vec<String>,
+    /// Per switch: per ingress port, netdev rules.
+    ports: Vec<Vec<(String, String)>>,
+    /// Per switch: bridge forward rules.
+    bridge: Vec<Vec<String>>,
+    /// Per node index: input rules.
+    host: Vec<Vec<String>>,
+    mtu: Vec<(usize, String, u16)>,
+}
+
+pub(super) fn apply_faults(
+    scenario: &Scenario,
+    l: &Layout,
+    out: &mut [NsSetup],
+    router: &mut NsSetup,
+) {
+    let mut rules = FaultRules {
+        ports: vec![Vec::new(); l.switch_ns.len()],
+        bridge: vec![Vec::new(); l.switch_ns.len()],
+        host: vec![Vec::new(); l.nodes.len()],
+        ..FaultRules::default()
+    };
+    for f in &scenario.faults {
+        match f {
+            Fault::Firewall {
+                action,
+                protocol,
+                port,
+                from,
+                to,
+                direction,
+                place,
+            } => {
+                let matcher = proto_match(*protocol, port.as_ref());
+                let action = verdict(*action);
+                for (a, b) in pairs(l, from, to, *direction) {
+                    let rule = format!(
+                        "ip saddr {} ip daddr {} {matcher} {action}",
+                        a.address, b.address
+                    );
+                    match place {
+                        Place::Host => rules.host[usize::from(b.index) - 1]
+                            .push(format!("ip saddr {} {matcher} {action}", a.address)),
+                        Place::Network if a.zone != b.zone => rules.router.push(rule),
+                        // Within one zone the switch filters frames as they enter from the sender
+                        // (netdev ingress can both drop and reject).
+                        Place::Network => rules.ports[a.zone].push((a.switch_port(), rule)),
+                    }
+                }
+            }
+            Fault::Mtu { node, mtu } => {
+                if let Some(n) = l.node(node) {
+                    rules.mtu.push((n.zone, n.switch_port(), *mtu));
+                }
+            }
+            Fault::Loss { node, percent } => {
+                if let Some(n) = l.node(node) {
+                    // nftables refuses `< 100` on a value that is always below 100.
+                    let share = if *percent >= 100 {
+                        String::new()
+                    } else {
+                        format!("numgen random mod 100 < {percent} ")
+                    };
+                    // IPv4 only: ARP keeps working, so loss looks like loss, not like a dead
+                    // neighbour (which the kernel reports as host unreachable after 3 s).
+                    for dir in ["iifname", "oifname"] {
+                        rules.bridge[n.zone].push(format!(
+                            "{dir} \"{}\" ether type ip {share}drop",
+                            n.switch_port()
+                        ));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    if !rules.router.is_empty() {
+        router
+            .nft
+            .push_str(&chain("inet", "forward", "forward", &rules.router));
+    }
+    for st in out.iter_mut() {
+        if let Some(z) = l.switch_ns.iter().position(|sw| *sw == st.ns) {
+            for (zone, port, mtu) in &rules.mtu {
+                if *zone == z {
+                    st.config.push(format!("link set {port} mtu {mtu}"));
+                }
+            }
+            let mut text = String::new();
+            if !rules.bridge[z].is_empty() {
+                text.push_str(&chain("bridge", "forward", "forward", &rules.bridge[z]));
+            }
+            let mut ports: Vec<&String> = rules.ports[z].iter().map(|(p, _)| p).collect();
+            ports.sort();
+            ports.dedup();
+            if !ports.is_empty() {
+                let _ = writeln!(text, "table netdev prober-fault {{");
+                for p in ports {
+                    let chain_rules: Vec<&str> = rules.ports[z]
+                        .iter()
+                        .filter(|(q, _)| q == p)
+                        .map(|(_, rule)| rule.as_str())
+                        .collect();
+                    let _ = writeln!(
+                        text,
+                        "  chain in-{p} {{\n    type filter hook ingress device \"{p}\" priority 0; policy accept;\n    {}\n  }}",
+                        chain_rules.join("\n    ")
+                    );
+                }
+                text.push_str("}\n");
+            }
+            st.nft = text;
+        } else if let Some(n) = l.nodes.iter().find(|n| n.ns == st.ns) {
+            let host_rules = &rules.host[usize::from(n.index) - 1];
+            if !host_rules.is_empty() {
+                st.nft
+                    .push_str(&chain("inet", "input", "input", host_rules));
+            }
+        }
+    }
+}
+
+fn chain(family: &str, name: &str, hook: &str, rules: &[String]) -> String {
+    format!(
+        "table {family} prober-fault {{\n  chain {name} {{\n    type filter hook {hook} priority 0; policy accept;\n    {}\n  }}\n}}\n",
+        rules.join("\n    ")
+    )
+}

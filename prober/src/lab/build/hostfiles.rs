@@ -1,0 +1,128 @@
+//! Each node's host root as the lab writes it: kubeconfigs, resolv.conf, the CNI configuration and
+//! the CNI's service-account token, with the node faults that change them.
+
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+
+use super::{API_PORT, API_SERVICE, Layout};
+use crate::lab::pki;
+use crate::lab::scenario::{Fault, Scenario};
+
+/// Token material for the CNI kubeconfigs the lab writes.
+pub struct Tokens {
+    pub now: u64,
+    pub key: Vec<u8>,
+}
+
+/// What the lab writes to disk: each node's host root, and the tokens the API stand-in accepts.
+pub struct HostFiles {
+    pub files: Vec<(PathBuf, String)>,
+    pub allowed_tokens: Vec<String>,
+}
+
+pub(super) const HOUR: u64 = 3600;
+
+fn kubeconfig(server: &str, ca_b64: &str, user: &str, credential: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: kubernetes\n  cluster:\n    server: {server}\n    \
+         certificate-authority-data: {ca_b64}\nusers:\n- name: {user}\n  user:\n{credential}\ncontexts:\n- name: default\n  \
+         context:\n    cluster: kubernetes\n    user: {user}\ncurrent-context: default\n"
+    )
+}
+
+/// Each node's `/etc` as the host agent will read it: kubelet.conf, resolv.conf, the CNI config,
+/// and — for Calico or a token fault — a CNI kubeconfig holding a service-account token.
+#[must_use]
+pub fn host_files(s: &Scenario, l: &Layout, ca_pem: &str, tokens: &Tokens) -> HostFiles {
+    use base64::Engine as _;
+    let ca_b64 = base64::engine::general_purpose::STANDARD.encode(ca_pem);
+    let cp = l
+        .nodes
+        .iter()
+        .find(|n| n.control_plane)
+        .map_or(Ipv4Addr::LOCALHOST, |n| n.address);
+    let has = |f: &dyn Fn(&Fault) -> bool| s.faults.iter().any(f);
+    let dns_loop = has(&|f| matches!(f, Fault::DnsLoop));
+    let mut files = Vec::new();
+    let mut allowed = Vec::new();
+    for n in &l.nodes {
+        let etc = n.root.join("etc");
+        let localhost = has(&|f| matches!(f, Fault::KubeletLocalhost { node } if *node == n.name));
+        let server = if localhost {
+            "https://localhost:6443".to_string()
+        } else {
+            format!("https://{cp}:{API_PORT}")
+        };
+        let user = format!("system:node:{}", n.name);
+        let cert = "    client-certificate: /var/lib/kubelet/pki/kubelet-client-current.pem\n    \
+                    client-key: /var/lib/kubelet/pki/kubelet-client-current.pem";
+        files.push((
+            etc.join("kubernetes/kubelet.conf"),
+            kubeconfig(&server, &ca_b64, &user, cert),
+        ));
+        files.push((etc.join("kubernetes/pki/ca.crt"), ca_pem.to_string()));
+        // With the loop fault the node points at a local stub resolver, as systemd-resolved does:
+        // CoreDNS's `forward . /etc/resolv.conf` then forwards to itself.
+        let resolv = if dns_loop {
+            "nameserver 127.0.0.53\noptions edns0 trust-ad\nsearch .\n".to_string()
+        } else {
+            format!("nameserver {}\n", l.upstream_dns)
+        };
+        files.push((etc.join("resolv.conf"), resolv));
+        let expired = has(&|f| matches!(f, Fault::CniTokenExpired { node } if *node == n.name));
+        let stale = has(&|f| matches!(f, Fault::CniTokenStale { node } if *node == n.name));
+        let net_d = etc.join("cni/net.d");
+        if s.cni == crate::inventory::Cni::Calico || expired || stale {
+            let (iat, exp) = match (expired, stale) {
+                (true, _) => (tokens.now - 25 * HOUR, tokens.now - HOUR),
+                (_, true) => (tokens.now - 3 * HOUR, tokens.now + 365 * 24 * HOUR),
+                _ => (tokens.now, tokens.now + 24 * HOUR),
+            };
+            let jwt = pki::token(
+                &pki::TokenClaims {
+                    namespace: "kube-system",
+                    service_account: "calico-cni-plugin",
+                    issued_at: iat,
+                    expires_at: exp,
+                },
+                &tokens.key,
+            );
+            let credential = format!("    token: {jwt}");
+            files.push((
+                net_d.join("calico-kubeconfig"),
+                kubeconfig(
+                    &format!("https://{API_SERVICE}:443"),
+                    &ca_b64,
+                    "calico",
+                    &credential,
+                ),
+            ));
+            files.push((
+                net_d.join("10-calico.conflist"),
+                cni_conflist("calico", "/etc/cni/net.d/calico-kubeconfig"),
+            ));
+            // Outside the host root: the token alone, so reachability expectations can send it.
+            files.push((l.state_dir.join("tokens").join(&n.name), format!("{jwt}\n")));
+            allowed.push(jwt);
+        } else {
+            files.push((
+                net_d.join("10-flannel.conflist"),
+                cni_conflist("flannel", ""),
+            ));
+        }
+    }
+    HostFiles {
+        files,
+        allowed_tokens: allowed,
+    }
+}
+
+fn cni_conflist(plugin: &str, kubeconfig: &str) -> String {
+    let inner = if plugin == "calico" {
+        serde_json::json!({"type": "calico", "datastore_type": "kubernetes", "kubernetes": {"kubeconfig": kubeconfig}})
+    } else {
+        serde_json::json!({"type": "flannel", "delegate": {"hairpinMode": true, "isDefaultGateway": true}})
+    };
+    let list = serde_json::json!({"name": format!("k8s-pod-network-{plugin}"), "cniVersion": "0.3.1", "plugins": [inner, {"type": "portmap", "capabilities": {"portMappings": true}}]});
+    serde_json::to_string_pretty(&list).unwrap_or_default() + "\n"
+}

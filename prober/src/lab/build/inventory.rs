@@ -1,0 +1,58 @@
+//! The inventory the lab writes for what it built: what `prober run` reads to probe the lab.
+
+use std::net::SocketAddr;
+
+use super::{
+    AGENT_PORT, API_SERVICE, DNS_SERVICE, Layout, OVERLAY_MTU, POD_CIDR, SERVICE_CIDR, VXLAN_PORT,
+};
+use crate::inventory::Cidr;
+use crate::lab::scenario::Scenario;
+
+/// The inventory describing what `layout` builds, with `ip netns exec` exec prefixes.
+#[must_use]
+pub fn inventory(s: &Scenario, l: &Layout) -> crate::inventory::Inventory {
+    use crate::inventory::{Agent, Agents, Api, Cluster, Dns, Inventory, Node, Overlay, Vtep};
+    let exec = |ns: &str| {
+        vec![
+            "ip".to_string(),
+            "netns".into(),
+            "exec".into(),
+            ns.to_string(),
+        ]
+    };
+    let cidr = |t: &str| Cidr::try_from(t.to_string()).expect("constant CIDR");
+    Inventory {
+        cluster: Cluster {
+            cni: s.cni,
+            pod_cidr: cidr(POD_CIDR),
+            service_cidr: cidr(SERVICE_CIDR),
+            overlay: Some(Overlay { mode: "vxlan".into(), port: VXLAN_PORT, vni: 1, mtu: Some(OVERLAY_MTU) }),
+            api: Api { service: SocketAddr::from((API_SERVICE, 443)), endpoints: l.api_endpoints() },
+            dns: Some(Dns {
+                service: SocketAddr::from((DNS_SERVICE, 53)),
+                endpoints: vec![SocketAddr::from((l.dns_pod.address, 53))],
+                // An external name too: the lab's own upstream answers it (never a real one).
+                names: vec!["kubernetes.default.svc.cluster.local".into(), "example.com".into()],
+                corefile: Some(".:53 {\n    errors\n    kubernetes cluster.local in-addr.arpa ip6.arpa\n    forward . /etc/resolv.conf\n    cache 30\n    loop\n}\n".into()),
+            }),
+        },
+        nodes: l
+            .nodes
+            .iter()
+            .map(|n| Node {
+                name: n.name.clone(),
+                roles: if n.control_plane { vec!["control-plane".into()] } else { Vec::new() },
+                address: n.address,
+                pod_cidr: Some(n.pod_cidr),
+                host_root: Some(n.root.clone()),
+                vtep: Some(Vtep { address: n.vtep, mac: n.mac }),
+                zone: Some(l.zones[n.zone].clone()),
+                agents: Agents {
+                    host: Some(Agent { exec: exec(&n.ns), address: n.address, port: AGENT_PORT }),
+                    pod: n.pods.first().map(|p| Agent { exec: exec(&p.ns), address: p.address, port: AGENT_PORT }),
+                },
+            })
+            .collect(),
+        components: s.components.clone(),
+    }
+}

@@ -1,0 +1,179 @@
+//! Names and addresses: zones, switches, nodes, pods and the DNS pod of one lab.
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+
+use probe_proto::MacAddr;
+
+use super::API_PORT;
+use crate::inventory::Cidr;
+use crate::lab::scenario::Scenario;
+
+/// The last octet of the DNS pod's address in its node's pod subnet.
+const DNS_POD_HOST: u8 = 53;
+
+/// One pod: its namespace, its address, and its veth's name on the node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pod {
+    pub ns: String,
+    pub address: Ipv4Addr,
+    pub host_if: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LabNode {
+    pub name: String,
+    /// 1-based; the node's pod subnet is 10.244.<index>.0/24.
+    pub index: u8,
+    pub zone: usize,
+    pub ns: String,
+    pub address: Ipv4Addr,
+    pub control_plane: bool,
+    pub pod_cidr: Cidr,
+    pub vtep: Ipv4Addr,
+    pub mac: MacAddr,
+    pub pods: Vec<Pod>,
+    pub root: PathBuf,
+}
+
+impl LabNode {
+    #[must_use]
+    pub fn gateway(&self) -> Ipv4Addr {
+        zone_router(self.zone)
+    }
+
+    #[must_use]
+    pub fn switch_port(&self) -> String {
+        format!("n{}", self.index)
+    }
+}
+
+/// Names and addresses of everything in one lab.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    pub prefix: String,
+    pub state_dir: PathBuf,
+    pub router_ns: String,
+    pub zones: Vec<String>,
+    pub switch_ns: Vec<String>,
+    pub nodes: Vec<LabNode>,
+    pub dns_pod: Pod,
+    pub dns_node: usize,
+    /// The "external" resolver the cluster DNS forwards to (on the router; lab-internal).
+    pub upstream_dns: Ipv4Addr,
+}
+
+pub(super) fn zone_router(zone: usize) -> Ipv4Addr {
+    Ipv4Addr::new(
+        192,
+        168,
+        56 + u8::try_from(zone).expect("at most 8 zones"),
+        1,
+    )
+}
+
+impl Layout {
+    #[must_use]
+    pub fn node(&self, name: &str) -> Option<&LabNode> {
+        self.nodes.iter().find(|n| n.name == name)
+    }
+
+    #[must_use]
+    pub fn api_endpoints(&self) -> Vec<SocketAddr> {
+        self.nodes
+            .iter()
+            .filter(|n| n.control_plane)
+            .map(|n| SocketAddr::from((n.address, API_PORT)))
+            .collect()
+    }
+
+    /// Every namespace, in creation order.
+    #[must_use]
+    pub fn namespaces(&self) -> Vec<String> {
+        let mut v = vec![self.router_ns.clone()];
+        v.extend(self.switch_ns.iter().cloned());
+        for n in &self.nodes {
+            v.push(n.ns.clone());
+            v.extend(n.pods.iter().map(|p| p.ns.clone()));
+        }
+        v.push(self.dns_pod.ns.clone());
+        v
+    }
+}
+
+/// Lays out the lab: zone `z` is 192.168.(56+z).0/24 with its router at .1; node `i` is .(9+i).
+#[must_use]
+pub fn layout(s: &Scenario, prefix: &str, state_dir: &Path) -> Layout {
+    let zones: Vec<String> = if s.zones.is_empty() {
+        vec!["default".into()]
+    } else {
+        s.zones.iter().map(|z| z.name.clone()).collect()
+    };
+    let zone_of = |name: &str| {
+        s.zones
+            .iter()
+            .position(|z| z.nodes.iter().any(|n| n == name))
+            .unwrap_or(0)
+    };
+    let nodes: Vec<LabNode> = s
+        .node_names()
+        .into_iter()
+        .enumerate()
+        .map(|(i, name)| {
+            let index = u8::try_from(i + 1).expect("validated: at most 250 nodes");
+            let zone = zone_of(&name);
+            let ns = format!("{prefix}{name}");
+            let pods = (0..s.pods_per_node)
+                .map(|k| Pod {
+                    ns: format!("{ns}p{k}"),
+                    address: Ipv4Addr::new(
+                        10,
+                        244,
+                        index,
+                        2 + u8::try_from(k).expect("validated: at most 40 pods"),
+                    ),
+                    host_if: format!("veth{k}"),
+                })
+                .collect();
+            LabNode {
+                index,
+                zone,
+                address: Ipv4Addr::new(
+                    192,
+                    168,
+                    56 + u8::try_from(zone).expect("at most 8 zones"),
+                    9 + index,
+                ),
+                control_plane: i < s.control_planes,
+                pod_cidr: Cidr {
+                    addr: Ipv4Addr::new(10, 244, index, 0),
+                    len: 24,
+                },
+                vtep: Ipv4Addr::new(10, 244, index, 0),
+                mac: MacAddr([0x02, 0x00, 0x0a, 0xf4, index, 0x00]),
+                pods,
+                root: state_dir.join("nodes").join(&name),
+                ns,
+                name,
+            }
+        })
+        .collect();
+    let dns_node = nodes.iter().position(|n| n.name == s.dns_node).unwrap_or(0);
+    let dn = &nodes[dns_node];
+    let dns_pod = Pod {
+        ns: format!("{}dns", dn.ns),
+        address: Ipv4Addr::new(10, 244, dn.index, DNS_POD_HOST),
+        host_if: "vethdns".into(),
+    };
+    Layout {
+        prefix: prefix.to_string(),
+        state_dir: state_dir.to_path_buf(),
+        router_ns: format!("{prefix}rt"),
+        switch_ns: (0..zones.len()).map(|z| format!("{prefix}sw{z}")).collect(),
+        zones,
+        nodes,
+        dns_pod,
+        dns_node,
+        upstream_dns: zone_router(0),
+    }
+}

@@ -1,0 +1,53 @@
+//! Pure: a scenario becomes a lab layout (names, addresses) and the exact commands that build it —
+//! `ip -batch` lines, `bridge -batch` lines and nftables rulesets per namespace, the programs to
+//! start, the files to write and the inventory that describes it. Nothing here runs.
+
+mod batch;
+mod faults;
+mod hostfiles;
+mod inventory;
+mod layout;
+mod nat;
+mod processes;
+
+use std::net::Ipv4Addr;
+
+use crate::lab::scenario::Scenario;
+
+pub use batch::NsSetup;
+pub use hostfiles::{HostFiles, Tokens, host_files};
+pub use inventory::inventory;
+pub use layout::{LabNode, Layout, Pod, layout};
+pub use processes::{Process, processes};
+
+pub const VXLAN_PORT: u16 = 8472;
+pub const AGENT_PORT: u16 = 9917;
+pub const API_PORT: u16 = 6443;
+pub const OVERLAY_MTU: u16 = 1450;
+pub const API_SERVICE: Ipv4Addr = Ipv4Addr::new(10, 96, 0, 1);
+pub const DNS_SERVICE: Ipv4Addr = Ipv4Addr::new(10, 96, 0, 10);
+pub const POD_CIDR: &str = "10.244.0.0/16";
+pub const SERVICE_CIDR: &str = "10.96.0.0/12";
+
+/// The commands that build the lab, namespace by namespace: the router first, then each switch,
+/// each node followed by its pods.
+#[must_use]
+pub fn setups(s: &Scenario, l: &Layout) -> Vec<NsSetup> {
+    let mut router = batch::router(l);
+    let mut out = batch::switches(l, &mut router);
+    for n in &l.nodes {
+        out.push(batch::node_setup(s, l, n));
+        for p in &n.pods {
+            out.push(batch::pod_setup(p, n));
+        }
+        if l.nodes[l.dns_node].name == n.name {
+            out.push(batch::pod_setup(&l.dns_pod, n));
+        }
+    }
+    faults::apply_faults(s, l, &mut out, &mut router);
+    out.insert(0, router);
+    out
+}
+
+#[cfg(test)]
+mod tests;

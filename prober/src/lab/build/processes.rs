@@ -1,0 +1,129 @@
+//! The lab's long-running programs: DNS servers, the API server stand-in and the agents.
+
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+
+use super::{API_PORT, API_SERVICE, DNS_SERVICE, Layout};
+use crate::lab::scenario::{Fault, Scenario};
+
+/// A long-running program the lab starts in one of its namespaces.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Process {
+    pub ns: String,
+    pub argv: Vec<String>,
+    /// For logs and messages: `host-agent`, `apiserver`, ...
+    pub what: &'static str,
+}
+
+fn dnsmasq(listen: Ipv4Addr, extra: &[String]) -> Vec<String> {
+    let mut v: Vec<String> = [
+        "dnsmasq",
+        "-k",
+        "--no-resolv",
+        "--no-hosts",
+        "--conf-file=/dev/null",
+        "--bind-interfaces",
+        "--port=53",
+        // No cache: every probe must reach the server it names.
+        "--cache-size=0",
+        "--pid-file=",
+        "--user=root",
+        "--log-facility=-",
+    ]
+    .iter()
+    .map(ToString::to_string)
+    .collect();
+    v.push(format!("--listen-address={listen}"));
+    v.extend(extra.iter().cloned());
+    v
+}
+
+/// The servers and agents of the lab: the "external" resolver on the router, the cluster DNS pod,
+/// the API server stand-in on every control-plane node, and an agent in every node and pod.
+#[must_use]
+pub fn processes(s: &Scenario, l: &Layout, agent: &Path, prober: &Path) -> Vec<Process> {
+    let mut out = vec![Process {
+        ns: l.router_ns.clone(),
+        argv: dnsmasq(
+            l.upstream_dns,
+            &["--address=/example.com/192.0.2.10".into()],
+        ),
+        what: "upstream-dns",
+    }];
+    let forward = if s.faults.iter().any(|f| matches!(f, Fault::DnsLoop)) {
+        DNS_SERVICE
+    } else {
+        l.upstream_dns
+    };
+    out.push(Process {
+        ns: l.dns_pod.ns.clone(),
+        argv: dnsmasq(
+            l.dns_pod.address,
+            &[
+                "--local=/cluster.local/".into(),
+                format!("--host-record=kubernetes.default.svc.cluster.local,{API_SERVICE}"),
+                format!("--host-record=kube-dns.kube-system.svc.cluster.local,{DNS_SERVICE}"),
+                format!("--server={forward}"),
+            ],
+        ),
+        what: "cluster-dns",
+    });
+    let pki = l.state_dir.join("pki");
+    let path = |p: PathBuf| p.display().to_string();
+    for n in l.nodes.iter().filter(|n| n.control_plane) {
+        let argv = vec![
+            path(prober.to_path_buf()),
+            "lab".into(),
+            "apiserver".into(),
+            "--listen".into(),
+            format!("0.0.0.0:{API_PORT}"),
+            "--cert".into(),
+            path(pki.join("apiserver.crt")),
+            "--key".into(),
+            path(pki.join("apiserver.key")),
+            "--tokens".into(),
+            path(pki.join("tokens")),
+        ];
+        out.push(Process {
+            ns: n.ns.clone(),
+            argv,
+            what: "apiserver",
+        });
+    }
+    let agent = path(agent.to_path_buf());
+    for n in &l.nodes {
+        // The host agent also stands in for what listens on a real node: the kubelet, etcd on
+        // control planes, and the CNI's TCP ports.
+        // (The API server's own port is the stand-in's, not the agent's.)
+        let ports = crate::plan::served_tcp_ports(s.cni, n.control_plane);
+        let list: Vec<String> = ports
+            .iter()
+            .filter(|&&p| p != API_PORT)
+            .map(u16::to_string)
+            .collect();
+        out.push(Process {
+            ns: n.ns.clone(),
+            argv: vec![
+                agent.clone(),
+                "serve".into(),
+                "--extra-tcp-port".into(),
+                list.join(","),
+            ],
+            what: "host-agent",
+        });
+        for p in &n.pods {
+            let argv = vec![
+                agent.clone(),
+                "serve".into(),
+                "--sniff".into(),
+                "never".into(),
+            ];
+            out.push(Process {
+                ns: p.ns.clone(),
+                argv,
+                what: "pod-agent",
+            });
+        }
+    }
+    out
+}

@@ -1,0 +1,288 @@
+//! The lab's layout, commands, processes, host files and inventory for small scenarios.
+
+use std::path::Path;
+
+use super::hostfiles::HOUR;
+use super::*;
+use crate::lab::pki;
+use crate::lab::scenario::Scenario;
+
+fn lab(yaml: &str) -> (Layout, Vec<NsSetup>) {
+    let s = Scenario::parse(yaml).unwrap();
+    let l = layout(&s, "plab-t-", Path::new("/run/prober-lab/plab-t-"));
+    let st = setups(&s, &l);
+    (l, st)
+}
+
+fn ns<'a>(st: &'a [NsSetup], name: &str) -> &'a NsSetup {
+    st.iter()
+        .find(|s| s.ns == name)
+        .unwrap_or_else(|| panic!("no namespace {name}"))
+}
+
+#[test]
+fn three_nodes_like_flanneld_programs_them() {
+    let (l, st) = lab("{}");
+    assert_eq!(
+        l.namespaces(),
+        [
+            "plab-t-rt",
+            "plab-t-sw0",
+            "plab-t-n1",
+            "plab-t-n1p0",
+            "plab-t-n2",
+            "plab-t-n2p0",
+            "plab-t-n3",
+            "plab-t-n3p0",
+            "plab-t-n1dns"
+        ]
+    );
+    assert_eq!(l.nodes[0].address, Ipv4Addr::new(192, 168, 56, 10));
+    assert!(l.nodes[0].control_plane && !l.nodes[1].control_plane);
+    let n1 = ns(&st, "plab-t-n1");
+    for line in [
+        "addr add 192.168.56.10/24 dev eth0",
+        "link add flannel.1 address 02:00:0a:f4:01:00 type vxlan id 1 local 192.168.56.10 dev eth0 dstport 8472 nolearning",
+        "addr add 10.244.1.0/32 dev flannel.1",
+        "addr add 10.244.1.1/24 dev cni0",
+        "route add 10.244.2.0/24 via 10.244.2.0 dev flannel.1 onlink",
+        "neigh add 10.244.3.0 lladdr 02:00:0a:f4:03:00 dev flannel.1 nud permanent",
+    ] {
+        assert!(
+            n1.config.contains(&line.to_string()),
+            "n1 lacks {line:?}: {:#?}",
+            n1.config
+        );
+    }
+    assert_eq!(
+        n1.fdb,
+        [
+            "fdb append 02:00:0a:f4:02:00 dev flannel.1 dst 192.168.56.11",
+            "fdb append 02:00:0a:f4:03:00 dev flannel.1 dst 192.168.56.12"
+        ]
+    );
+    assert_eq!(
+        n1.links,
+        [
+            "link add veth0 type veth peer name eth0 netns plab-t-n1p0",
+            "link add vethdns type veth peer name eth0 netns plab-t-n1dns"
+        ]
+    );
+    assert!(
+        n1.nft
+            .contains("ip daddr 10.96.0.1 tcp dport 443 dnat to 192.168.56.10:6443"),
+        "{}",
+        n1.nft
+    );
+    assert!(
+        n1.nft
+            .contains("ip daddr 10.96.0.10 udp dport 53 dnat to 10.244.1.53:53")
+    );
+    let pod = ns(&st, "plab-t-n2p0");
+    assert_eq!(
+        pod.config,
+        [
+            "link set eth0 mtu 1450 up",
+            "addr add 10.244.2.2/24 dev eth0",
+            "route add default via 10.244.2.1"
+        ]
+    );
+    let sw = ns(&st, "plab-t-sw0");
+    assert!(
+        sw.links
+            .contains(&"link add n3 type veth peer name eth0 netns plab-t-n3".to_string())
+    );
+    let rt = &ns(&st, "plab-t-rt").nft;
+    assert!(
+        sw.nft.is_empty() && !rt.contains("prober-fault"),
+        "healthy: no fault rules"
+    );
+    assert!(
+        rt.contains("ip daddr 10.96.0.0/12 drop"),
+        "untranslated Service IPs vanish: {rt}"
+    );
+}
+
+#[test]
+fn firewall_across_zones_sits_on_the_router() {
+    let (_, st) = lab(
+        "zones: [{name: a, nodes: [n1, n2]}, {name: b, nodes: [n3]}]\n\
+         faults: [{kind: firewall, action: drop, protocol: udp, port: 8472, from: [n3], direction: both}]",
+    );
+    let rt = &ns(&st, "plab-t-rt").nft;
+    for rule in [
+        "ip saddr 192.168.57.12 ip daddr 192.168.56.10 udp dport 8472 drop",
+        "ip saddr 192.168.56.10 ip daddr 192.168.57.12 udp dport 8472 drop",
+        "ip saddr 192.168.57.12 ip daddr 192.168.56.11 udp dport 8472 drop",
+        "ip saddr 192.168.56.11 ip daddr 192.168.57.12 udp dport 8472 drop",
+    ] {
+        assert!(rt.contains(rule), "router lacks {rule}:\n{rt}");
+    }
+    assert_eq!(
+        rt.matches("udp dport 8472 drop").count(),
+        4,
+        "n1<->n2 untouched:\n{rt}"
+    );
+    assert!(
+        ns(&st, "plab-t-n3")
+            .config
+            .contains(&"route add default via 192.168.57.1".to_string())
+    );
+}
+
+#[test]
+fn same_zone_network_reject_sits_on_the_switch_port() {
+    let (_, st) = lab(
+        "faults: [{kind: firewall, action: reject, protocol: tcp, port: 6443, from: [n2], to: [n1]}]",
+    );
+    let sw = &ns(&st, "plab-t-sw0").nft;
+    assert!(sw.contains("hook ingress device \"n2\""), "{sw}");
+    assert!(sw.contains("ip saddr 192.168.56.11 ip daddr 192.168.56.10 tcp dport 6443 reject with icmp type admin-prohibited"), "{sw}");
+    assert!(!ns(&st, "plab-t-rt").nft.contains("prober-fault"));
+}
+
+#[test]
+fn host_faults_go_to_the_receivers_input_chain() {
+    let (_, st) = lab(
+        "faults: [{kind: firewall, action: drop, protocol: udp, port: 8472, to: [n2], place: host}]",
+    );
+    let n2 = &ns(&st, "plab-t-n2").nft;
+    assert!(n2.contains("hook input"), "{n2}");
+    assert!(
+        n2.contains("ip saddr 192.168.56.10 udp dport 8472 drop")
+            && n2.contains("ip saddr 192.168.56.12 udp dport 8472 drop"),
+        "{n2}"
+    );
+    assert!(!ns(&st, "plab-t-n1").nft.contains("hook input"));
+}
+
+#[test]
+fn other_faults() {
+    let (_, st) = lab(
+        "faults: [{kind: kube-proxy-missing, node: n2}, {kind: mtu, node: n3, mtu: 1400}, {kind: loss, node: n1, percent: 30}]",
+    );
+    assert!(
+        !ns(&st, "plab-t-n2").nft.contains("dnat"),
+        "no Service rules on n2"
+    );
+    assert!(ns(&st, "plab-t-n3").nft.contains("dnat"));
+    let sw = ns(&st, "plab-t-sw0");
+    assert!(sw.config.contains(&"link set n3 mtu 1400".to_string()));
+    assert!(
+        sw.nft
+            .contains("iifname \"n1\" ether type ip numgen random mod 100 < 30 drop")
+            && sw.nft.contains("oifname \"n1\"")
+    );
+}
+
+#[test]
+fn twenty_nodes_fit() {
+    let (l, st) = lab("nodes: 20\ncontrolPlanes: 3");
+    assert_eq!(l.nodes[19].address, Ipv4Addr::new(192, 168, 56, 29));
+    assert_eq!(l.api_endpoints().len(), 3);
+    let n5 = ns(&st, "plab-t-n5");
+    assert_eq!(n5.fdb.len(), 19);
+    assert!(n5.nft.contains("numgen random mod 3 map { 0 : 192.168.56.10, 1 : 192.168.56.11, 2 : 192.168.56.12 } : 6443"), "{}", n5.nft);
+}
+
+#[test]
+fn processes_of_a_lab() {
+    let s = Scenario::parse("faults: [{kind: dns-loop}]").unwrap();
+    let l = layout(&s, "plab-t-", Path::new("/state"));
+    let procs = processes(
+        &s,
+        &l,
+        Path::new("/bin/probe-pod"),
+        Path::new("/bin/prober"),
+    );
+    let what: Vec<&str> = procs.iter().map(|p| p.what).collect();
+    assert_eq!(what.iter().filter(|w| **w == "host-agent").count(), 3);
+    assert_eq!(what.iter().filter(|w| **w == "pod-agent").count(), 3);
+    assert_eq!(what.iter().filter(|w| **w == "apiserver").count(), 1);
+    let dns = procs.iter().find(|p| p.what == "cluster-dns").unwrap();
+    assert!(
+        dns.argv.contains(&"--server=10.96.0.10".to_string()),
+        "the loop: it forwards to itself"
+    );
+    assert!(
+        dns.argv
+            .contains(&"--listen-address=10.244.1.53".to_string())
+    );
+    let healthy = processes(&Scenario::default(), &l, Path::new("a"), Path::new("b"));
+    let dns = healthy.iter().find(|p| p.what == "cluster-dns").unwrap();
+    assert!(dns.argv.contains(&"--server=192.168.56.1".to_string()));
+}
+
+#[test]
+fn host_files_carry_the_node_faults() {
+    let s = Scenario::parse(
+        "faults: [{kind: cni-token-expired, node: n2}, {kind: cni-token-stale, node: n3}, {kind: kubelet-localhost, node: n3}, {kind: dns-loop}]",
+    )
+    .unwrap();
+    let l = layout(&s, "plab-t-", Path::new("/state"));
+    let hf = host_files(
+        &s,
+        &l,
+        "CA",
+        &Tokens {
+            now: 100_000,
+            key: b"k".to_vec(),
+        },
+    );
+    let file = |p: &str| {
+        hf.files
+            .iter()
+            .find(|(f, _)| f == Path::new(p))
+            .map_or_else(|| panic!("no {p}"), |(_, t)| t.clone())
+    };
+    assert!(
+        file("/state/nodes/n1/etc/kubernetes/kubelet.conf")
+            .contains("server: https://192.168.56.10:6443")
+    );
+    assert!(
+        file("/state/nodes/n3/etc/kubernetes/kubelet.conf")
+            .contains("server: https://localhost:6443")
+    );
+    assert!(file("/state/nodes/n1/etc/resolv.conf").contains("127.0.0.53"));
+    assert!(file("/state/nodes/n1/etc/cni/net.d/10-flannel.conflist").contains("flannel"));
+    let expired = file("/state/nodes/n2/etc/cni/net.d/calico-kubeconfig");
+    let jwt = expired
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("token: "))
+        .unwrap();
+    assert_eq!(pki::expiry(jwt), Some(100_000 - HOUR));
+    assert!(
+        file("/state/nodes/n3/etc/cni/net.d/calico-kubeconfig")
+            .contains("server: https://10.96.0.1:443")
+    );
+    assert_eq!(
+        hf.allowed_tokens.len(),
+        2,
+        "the stand-in knows both tokens; it rejects the expired one by its exp"
+    );
+}
+
+#[test]
+fn inventory_describes_the_lab() {
+    let s =
+        Scenario::parse("zones: [{name: a, nodes: [n1, n2]}, {name: dmz, nodes: [n3]}]").unwrap();
+    let l = layout(&s, "plab-t-", Path::new("/state"));
+    let inv = inventory(&s, &l);
+    inv.validate().unwrap();
+    assert_eq!(inv.nodes[2].zone.as_deref(), Some("dmz"));
+    assert_eq!(
+        inv.nodes[0].agents.host.as_ref().unwrap().exec,
+        ["ip", "netns", "exec", "plab-t-n1"]
+    );
+    assert_eq!(
+        inv.nodes[1].agents.pod.as_ref().unwrap().address,
+        Ipv4Addr::new(10, 244, 2, 2)
+    );
+    assert_eq!(
+        inv.cluster.api.endpoints,
+        ["192.168.56.10:6443".parse().unwrap()]
+    );
+    let yaml = inv.to_yaml();
+    let back: crate::inventory::Inventory = serde_saphyr::from_str(&yaml).unwrap();
+    assert_eq!(back, inv, "{yaml}");
+}

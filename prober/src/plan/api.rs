@@ -1,0 +1,77 @@
+//! The API server: the `kubernetes` Service and each API endpoint, from every node and every pod.
+
+use std::net::{IpAddr, SocketAddr};
+
+use probe_proto::Probe;
+
+use super::{Builder, port};
+use crate::inventory::Inventory;
+use crate::model::{AgentKind, AgentRef, PathClass, Protocol, Target};
+
+impl<'a> Builder<'a> {
+    pub(super) fn api(&mut self) {
+        let inv: &'a Inventory = self.inv;
+        let api = inv.cluster.api.clone();
+        for kind in [AgentKind::Pod, AgentKind::Host] {
+            let (svc_path, ep_path) = match kind {
+                AgentKind::Pod => (PathClass::PodToService, PathClass::PodToApiserver),
+                AgentKind::Host => (PathClass::NodeToService, PathClass::NodeToApiserver),
+            };
+            for (fnode, _) in self.agents(kind) {
+                let from = AgentRef {
+                    node: fnode.name.clone(),
+                    agent: kind,
+                };
+                self.push(
+                    svc_path,
+                    from.clone(),
+                    tls_target(api.service, None, "kubernetes"),
+                    "svc/kubernetes",
+                    &format!("tls/{}", api.service.port()),
+                    tls(api.service, Some("kubernetes.default.svc")),
+                );
+                for ep in &api.endpoints {
+                    let node = inv
+                        .nodes
+                        .iter()
+                        .find(|n| IpAddr::V4(n.address) == ep.ip())
+                        .map(|n| n.name.clone());
+                    let label = node
+                        .as_ref()
+                        .map_or_else(|| ep.ip().to_string(), |n| format!("{n}/apiserver"));
+                    self.push(
+                        ep_path,
+                        from.clone(),
+                        tls_target(*ep, node, "apiserver"),
+                        &label,
+                        &format!("tls/{}", ep.port()),
+                        tls(*ep, None),
+                    );
+                }
+            }
+        }
+    }
+}
+
+fn tls_target(addr: SocketAddr, node: Option<String>, service: &str) -> Target {
+    Target {
+        node,
+        agent: None,
+        service: Some(service.into()),
+        address: addr.ip(),
+        port: Some(addr.port()),
+        protocol: Protocol::Tcp,
+    }
+}
+
+fn tls(addr: SocketAddr, server_name: Option<&str>) -> Probe {
+    Probe::Tls {
+        address: addr.ip(),
+        port: port(addr.port()),
+        server_name: server_name.map(String::from),
+        ca_file: None,
+        require_verified: false,
+        path: "/livez".into(),
+        token_file: None,
+    }
+}

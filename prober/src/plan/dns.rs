@@ -1,0 +1,84 @@
+//! Cluster DNS: every pod asks the DNS Service and each DNS pod, over UDP and TCP, for each name.
+
+use std::net::IpAddr;
+
+use probe_proto::{DnsRecordType, Probe, Transport};
+
+use super::Builder;
+use crate::inventory::Inventory;
+use crate::model::{AgentKind, AgentRef, PathClass, Protocol, Target};
+
+impl<'a> Builder<'a> {
+    pub(super) fn dns(&mut self) {
+        let inv: &'a Inventory = self.inv;
+        let Some(dns) = inv.cluster.dns.clone() else {
+            return;
+        };
+        let names = if dns.names.is_empty() {
+            vec!["kubernetes.default.svc.cluster.local".to_string()]
+        } else {
+            dns.names.clone()
+        };
+        let mut servers = vec![(
+            dns.service,
+            "svc/kube-dns".to_string(),
+            "kube-dns".to_string(),
+            None,
+        )];
+        for ep in &dns.endpoints {
+            let node = inv
+                .nodes
+                .iter()
+                .find(|n| {
+                    n.pod_cidr
+                        .is_some_and(|c| matches!(ep.ip(), IpAddr::V4(a) if c.contains(a)))
+                })
+                .map(|n| n.name.clone());
+            servers.push((
+                *ep,
+                format!("dns-pod/{}", ep.ip()),
+                "dns-pod".to_string(),
+                node,
+            ));
+        }
+        for (fnode, _) in self.agents(AgentKind::Pod) {
+            let from = AgentRef {
+                node: fnode.name.clone(),
+                agent: AgentKind::Pod,
+            };
+            for (server, label, service, node) in &servers {
+                for transport in [Transport::Udp, Transport::Tcp] {
+                    for name in &names {
+                        let (proto, p) = match transport {
+                            Transport::Udp => ("udp", Protocol::Udp),
+                            Transport::Tcp => ("tcp", Protocol::Tcp),
+                        };
+                        let to = Target {
+                            node: node.clone(),
+                            agent: None,
+                            service: Some(service.clone()),
+                            address: server.ip(),
+                            port: Some(server.port()),
+                            protocol: p,
+                        };
+                        let probe = Probe::Dns {
+                            name: name.clone(),
+                            record_type: DnsRecordType::A,
+                            protocol: transport,
+                            server: Some(*server),
+                            resolv_conf: None,
+                        };
+                        self.push(
+                            PathClass::Dns,
+                            from.clone(),
+                            to,
+                            label,
+                            &format!("{proto}/{}/{name}", server.port()),
+                            probe,
+                        );
+                    }
+                }
+            }
+        }
+    }
+}

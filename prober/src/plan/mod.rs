@@ -1,0 +1,145 @@
+//! Pure: the topology becomes the matrix — every probe every agent must run, by path class. One
+//! file per path family; this one holds the matrix's cell, the filter and the builder they share.
+
+mod api;
+mod dns;
+mod node_config;
+mod node_ports;
+mod overlay;
+mod pods;
+
+use std::collections::BTreeMap;
+
+use probe_proto::{Port, Probe};
+
+use crate::inventory::{Agent, Inventory, Node};
+use crate::model::{AgentKind, AgentRef, PathClass, Target};
+
+pub use node_ports::{cni_tcp_ports, served_tcp_ports};
+
+/// One cell of the matrix.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlannedProbe {
+    pub id: String,
+    pub path: PathClass,
+    pub from: AgentRef,
+    pub to: Target,
+    pub probe: Probe,
+    /// The port of the receiving node's host agent, whose sniffer confirms a crafted overlay
+    /// datagram (`seen`); `None` for probes that are answered directly.
+    pub receipt_port: Option<Port>,
+}
+
+/// Which paths and nodes to plan.
+#[derive(Debug, Clone, Default)]
+pub struct Filter {
+    /// Only these path classes (all when empty).
+    pub paths: Vec<PathClass>,
+    pub skip_paths: Vec<PathClass>,
+    /// Only probes from or to these nodes (all when empty).
+    pub nodes: Vec<String>,
+}
+
+impl Filter {
+    fn wants(&self, p: PathClass) -> bool {
+        (self.paths.is_empty() || self.paths.contains(&p)) && !self.skip_paths.contains(&p)
+    }
+
+    fn touches(&self, from: &str, to: Option<&str>) -> bool {
+        self.nodes.is_empty()
+            || self
+                .nodes
+                .iter()
+                .any(|n| n == from || Some(n.as_str()) == to)
+    }
+}
+
+/// Stable, readable ids: `pod-to-pod:n1/pod->n3/pod:tcp/9917`.
+fn id(path: PathClass, from: &AgentRef, to: &str, what: &str) -> String {
+    format!("{path}:{from}->{to}:{what}")
+}
+
+/// Collects the filtered matrix; each path family adds its cells from its own file.
+struct Builder<'a> {
+    inv: &'a Inventory,
+    filter: &'a Filter,
+    out: Vec<PlannedProbe>,
+}
+
+impl<'a> Builder<'a> {
+    /// Adds one cell unless the filter leaves it out; the cell, for fields only some paths set.
+    fn push(
+        &mut self,
+        path: PathClass,
+        from: AgentRef,
+        to: Target,
+        label: &str,
+        what: &str,
+        probe: Probe,
+    ) -> Option<&mut PlannedProbe> {
+        if !self.filter.wants(path) || !self.filter.touches(&from.node, to.node.as_deref()) {
+            return None;
+        }
+        let id = id(path, &from, label, what);
+        self.out.push(PlannedProbe {
+            id,
+            path,
+            from,
+            to,
+            probe,
+            receipt_port: None,
+        });
+        self.out.last_mut()
+    }
+
+    fn agents(&self, kind: AgentKind) -> Vec<(&'a Node, &'a Agent)> {
+        let inv: &'a Inventory = self.inv;
+        inv.nodes
+            .iter()
+            .filter_map(|n| {
+                let a = match kind {
+                    AgentKind::Host => n.agents.host.as_ref(),
+                    AgentKind::Pod => n.agents.pod.as_ref(),
+                };
+                a.map(|a| (n, a))
+            })
+            .collect()
+    }
+}
+
+/// The wire carries only non-zero ports; an inventory port of 0 is planned as port 1.
+fn port(p: u16) -> Port {
+    Port::new(p).unwrap_or_else(|| Port::new(1).expect("non-zero"))
+}
+
+/// The full matrix for `inv`, filtered. Pure; ids are unique and stable.
+#[must_use]
+pub fn plan(inv: &Inventory, filter: &Filter) -> Vec<PlannedProbe> {
+    let mut b = Builder {
+        inv,
+        filter,
+        out: Vec::new(),
+    };
+    b.agent_matrix(PathClass::PodToPod, AgentKind::Pod, AgentKind::Pod);
+    b.agent_matrix(PathClass::NodeToPod, AgentKind::Host, AgentKind::Pod);
+    b.agent_matrix(PathClass::PodToNode, AgentKind::Pod, AgentKind::Host);
+    b.node_to_node();
+    b.overlay();
+    b.api();
+    b.dns();
+    b.node_config();
+    b.out
+}
+
+/// The probes grouped by the agent that runs them.
+#[must_use]
+pub fn by_agent(probes: &[PlannedProbe]) -> BTreeMap<AgentRef, Vec<&PlannedProbe>> {
+    let mut m: BTreeMap<AgentRef, Vec<&PlannedProbe>> = BTreeMap::new();
+    for p in probes {
+        m.entry(p.from.clone()).or_default().push(p);
+    }
+    m
+}
+
+#[cfg(test)]
+mod tests;

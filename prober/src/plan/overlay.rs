@@ -1,0 +1,112 @@
+//! The overlay: each peer's VTEP, a crafted VXLAN datagram the receiver's sniffer confirms, and
+//! full-size packets between pods for MTU holes.
+
+use std::net::IpAddr;
+
+use probe_proto::{MacAddr, Port, Probe, Vni};
+
+use super::{Builder, port};
+use crate::inventory::Inventory;
+use crate::model::{AgentKind, AgentRef, PathClass, Protocol, Target};
+
+impl<'a> Builder<'a> {
+    pub(super) fn overlay(&mut self) {
+        let inv: &'a Inventory = self.inv;
+        let Some(ov) = inv.cluster.overlay.clone() else {
+            return;
+        };
+        if ov.mode != "vxlan" {
+            return;
+        }
+        for (fnode, _) in self.agents(AgentKind::Host) {
+            for tnode in inv.nodes.iter().filter(|t| t.name != fnode.name) {
+                let Some(vtep) = &tnode.vtep else { continue };
+                let from = AgentRef {
+                    node: fnode.name.clone(),
+                    agent: AgentKind::Host,
+                };
+                let label = format!("{}/host", tnode.name);
+                let vtep_target = Target {
+                    node: Some(tnode.name.clone()),
+                    agent: None,
+                    service: Some("vtep".into()),
+                    address: IpAddr::V4(vtep.address),
+                    port: None,
+                    protocol: Protocol::Icmp,
+                };
+                self.push(
+                    PathClass::Overlay,
+                    from.clone(),
+                    vtep_target,
+                    &format!("{}/vtep", tnode.name),
+                    "icmp",
+                    Probe::Vtep {
+                        address: vtep.address,
+                    },
+                );
+                let vx_target = Target {
+                    node: Some(tnode.name.clone()),
+                    agent: Some(AgentKind::Host),
+                    service: None,
+                    address: IpAddr::V4(tnode.address),
+                    port: Some(ov.port),
+                    protocol: Protocol::Udp,
+                };
+                let probe = Probe::Vxlan {
+                    address: tnode.address,
+                    port: port(ov.port),
+                    vni: Vni::new(ov.vni).unwrap_or_default(),
+                    nonce: None,
+                    inner_source: fnode.vtep.as_ref().map(|v| v.address),
+                    inner_destination: Some(vtep.address),
+                    destination_mac: Some(MacAddr(vtep.mac.0)),
+                };
+                let receipt_port = tnode.agents.host.as_ref().and_then(|a| Port::new(a.port));
+                if let Some(p) = self.push(
+                    PathClass::Overlay,
+                    from,
+                    vx_target,
+                    &label,
+                    &format!("vxlan/{}", ov.port),
+                    probe,
+                ) {
+                    p.receipt_port = receipt_port;
+                }
+            }
+        }
+        // Full-size packets between pods: small ones passing while these vanish is an MTU hole.
+        let Some(size) = ov.mtu else { return };
+        for (fnode, _) in self.agents(AgentKind::Pod) {
+            for (tnode, tagent) in self
+                .agents(AgentKind::Pod)
+                .into_iter()
+                .filter(|(t, _)| t.name != fnode.name)
+            {
+                let from = AgentRef {
+                    node: fnode.name.clone(),
+                    agent: AgentKind::Pod,
+                };
+                let to = Target {
+                    node: Some(tnode.name.clone()),
+                    agent: Some(AgentKind::Pod),
+                    service: None,
+                    address: IpAddr::V4(tagent.address),
+                    port: None,
+                    protocol: Protocol::Icmp,
+                };
+                let probe = Probe::Mtu {
+                    address: tagent.address,
+                    size,
+                };
+                self.push(
+                    PathClass::Overlay,
+                    from,
+                    to,
+                    &format!("{}/pod", tnode.name),
+                    &format!("mtu/{size}"),
+                    probe,
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,137 @@
+//! The matrix's sizes, ids and filters for synthetic inventories.
+
+use super::*;
+use crate::testutil::inventory;
+
+fn count(probes: &[PlannedProbe], path: PathClass) -> usize {
+    probes.iter().filter(|p| p.path == path).count()
+}
+
+#[test]
+fn matrix_sizes_by_path_class() {
+    // (nodes, control planes, cni) -> expected counts per class
+    let table: &[(usize, usize, &str, [usize; 10])] = &[
+        // pod-pod, node-pod, pod-node, node-node, pod-svc, node-svc, pod-api, node-api, overlay, dns
+        (3, 1, "flannel", [9, 9, 9, 2 + 6, 3, 3, 3, 3, 12 + 6, 12]),
+        (1, 1, "flannel", [1, 1, 1, 0, 1, 1, 1, 1, 0, 4]),
+        // 3 control planes: 6443 to 3 cps from 4 others each (minus self): 12; 10250: 20;
+        // etcd 2379/2380 between cps: 3*2*2 = 12.
+        (
+            5,
+            3,
+            "flannel",
+            [25, 25, 25, 12 + 20 + 12, 5, 5, 15, 15, 40 + 20, 20],
+        ),
+        // calico adds 179 and 5473 between every ordered pair.
+        (
+            3,
+            1,
+            "calico",
+            [9, 9, 9, 2 + 6 + 12, 3, 3, 3, 3, 12 + 6, 12],
+        ),
+    ];
+    for (nodes, cps, cni, want) in table {
+        let probes = plan(&inventory(*nodes, *cps, cni), &Filter::default());
+        let got: Vec<usize> = PathClass::ALL[..10]
+            .iter()
+            .map(|p| count(&probes, *p))
+            .collect();
+        assert_eq!(
+            count(&probes, PathClass::NodeConfig),
+            0,
+            "no host roots in this inventory"
+        );
+        assert_eq!(got, want, "{nodes} nodes, {cps} control planes, {cni}");
+    }
+}
+
+#[test]
+fn ids_are_unique_and_readable() {
+    let probes = plan(&inventory(4, 1, "flannel"), &Filter::default());
+    let mut ids: Vec<&str> = probes.iter().map(|p| p.id.as_str()).collect();
+    assert!(
+        ids.contains(&"pod-to-pod:n1/pod->n3/pod:tcp/9917"),
+        "{ids:?}"
+    );
+    assert!(ids.contains(&"overlay:n2/host->n4/host:vxlan/8472"));
+    assert!(ids.contains(&"node-to-node:n2/host->n1/host:tcp/6443"));
+    assert!(ids.contains(&"dns:n2/pod->svc/kube-dns:tcp/53/kubernetes.default.svc.cluster.local"));
+    assert!(ids.contains(&"pod-to-apiserver:n3/pod->n1/apiserver:tls/6443"));
+    let n = ids.len();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), n, "unique ids");
+}
+
+#[test]
+fn filters() {
+    let inv = inventory(3, 1, "flannel");
+    let only = plan(
+        &inv,
+        &Filter {
+            paths: vec![PathClass::Overlay, PathClass::Dns],
+            ..Filter::default()
+        },
+    );
+    assert!(
+        only.iter()
+            .all(|p| matches!(p.path, PathClass::Overlay | PathClass::Dns))
+    );
+    let skip = plan(
+        &inv,
+        &Filter {
+            skip_paths: vec![PathClass::PodToPod],
+            ..Filter::default()
+        },
+    );
+    assert_eq!(count(&skip, PathClass::PodToPod), 0);
+    assert_eq!(count(&skip, PathClass::NodeToPod), 9);
+    let n3 = plan(
+        &inv,
+        &Filter {
+            nodes: vec!["n3".into()],
+            ..Filter::default()
+        },
+    );
+    assert_eq!(
+        count(&n3, PathClass::PodToPod),
+        5,
+        "n3->n1,n2,n3 and n1,n2->n3"
+    );
+    assert!(
+        n3.iter()
+            .all(|p| p.from.node == "n3" || p.to.node.as_deref() == Some("n3"))
+    );
+}
+
+#[test]
+fn vxlan_probes_carry_the_peer_vtep() {
+    let probes = plan(&inventory(2, 1, "flannel"), &Filter::default());
+    let vx = probes
+        .iter()
+        .find(|p| p.id == "overlay:n1/host->n2/host:vxlan/8472")
+        .unwrap();
+    match &vx.probe {
+        Probe::Vxlan {
+            address,
+            inner_source,
+            inner_destination,
+            destination_mac,
+            ..
+        } => {
+            assert_eq!(address.to_string(), "192.168.56.11");
+            assert_eq!(inner_source.unwrap().to_string(), "10.244.1.0");
+            assert_eq!(inner_destination.unwrap().to_string(), "10.244.2.0");
+            assert_eq!(destination_mac.unwrap().to_string(), "02:00:0a:f4:02:00");
+        }
+        p => panic!("{p:?}"),
+    }
+}
+
+#[test]
+fn twenty_nodes_is_about_four_hundred_pod_pairs() {
+    let probes = plan(&inventory(20, 3, "flannel"), &Filter::default());
+    assert_eq!(count(&probes, PathClass::PodToPod), 400);
+    assert!(probes.len() < 4000, "{}", probes.len());
+    assert_eq!(by_agent(&probes).len(), 40);
+}
