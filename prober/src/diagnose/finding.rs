@@ -1,4 +1,4 @@
-//! Findings (DESIGN.md section 3): what the diagnosis concludes, with the results that prove it
+//! Findings (docs/design.md, section 3): what the diagnosis concludes, with the results that prove it
 //! and the failed results it explains.
 
 use serde::{Deserialize, Serialize};

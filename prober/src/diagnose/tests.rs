@@ -8,6 +8,7 @@ use serde_json::json;
 
 use super::*;
 use crate::inventory::Inventory;
+use crate::model::{AgentKind, PathClass, Protocol};
 use crate::plan::{Filter, PlannedProbe, plan};
 use crate::testutil::inventory;
 
