@@ -5,10 +5,10 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use probe_proto::Outcome;
 
-use crate::model::{AgentKind, Direction, PathClass};
+use crate::model::{AgentKind, Direction, PathClass, Protocol};
 
 use super::context::{Ctx, Link, failed, list, names_text};
-use super::finding::{Finding, Kind, Severity};
+use super::finding::{Finding, Kind, Severity, Where};
 use super::fix;
 
 /// Finds the blocked ports, groups them into findings, and claims their consequences. Returns
@@ -166,28 +166,24 @@ fn reverse_works(ctx: &Ctx<'_>, measured: &BTreeMap<Link, Vec<usize>>, links: &[
 }
 
 /// Where the packets died, from the VXLAN receipts and the ICMP offenders.
-fn gap_where(ctx: &Ctx<'_>, ev: &[usize]) -> Option<String> {
+fn gap_where(ctx: &Ctx<'_>, ev: &[usize]) -> Vec<Where> {
     let mut places = BTreeSet::new();
     for &i in ev {
         let r = &ctx.results[i];
         let to = r.to.node.clone().unwrap_or_default();
         if r.result.detail.contains("never its VXLAN device") {
-            places.insert(format!("host:{to}"));
+            places.insert(Where::Host(to.clone()));
         } else if r.result.detail.contains("never reached") {
-            places.insert("network".to_string());
+            places.insert(Where::Network);
         } else if let Some(icmp) = r.result.icmp {
             if icmp.from == Some(r.to.address) {
-                places.insert(format!("host:{to}"));
+                places.insert(Where::Host(to.clone()));
             } else if icmp.from.is_some() {
-                places.insert("network".to_string());
+                places.insert(Where::Network);
             }
         }
     }
-    if places.is_empty() {
-        None
-    } else {
-        Some(places.into_iter().collect::<Vec<_>>().join(","))
-    }
+    places.into_iter().collect()
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -201,7 +197,7 @@ fn gap_finding(
     reverse_ok: bool,
     ev: &[usize],
 ) -> Finding {
-    let proto = if udp { "udp" } else { "tcp" };
+    let proto = if udp { Protocol::Udp } else { Protocol::Tcp };
     let (fn_, tn) = (list(ctx, from), list(ctx, to));
     let what = if udp && ctx.overlay_port == Some(port) {
         " (the overlay's VXLAN port)"
@@ -231,7 +227,7 @@ fn gap_finding(
         )
     };
     let mut f = Finding::new(Kind::FirewallGap, Severity::Error, summary);
-    f.protocol = Some(proto.into());
+    f.protocol = Some(proto);
     f.port = Some(port);
     f.from = fn_;
     f.to = tn;
@@ -248,7 +244,7 @@ fn gap_finding(
         from,
         to,
         both,
-        f.where_.as_deref() == Some("network"),
+        f.where_ == [Where::Network],
     );
     f
 }

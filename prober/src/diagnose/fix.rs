@@ -1,6 +1,8 @@
 //! The fix lines for a firewall gap: the network firewall's rule when the packets died on the
 //! network, then each receiving host's rule in nftables, iptables and firewalld syntax.
 
+use crate::model::Protocol;
+
 use super::context::Ctx;
 
 fn addrs(ctx: &Ctx<'_>, nodes: &[u32]) -> Vec<String> {
@@ -17,7 +19,7 @@ const FIX_NODES: usize = 5;
 /// when the packets died on the network rather than on a host.
 pub(super) fn firewall(
     ctx: &Ctx<'_>,
-    proto: &str,
+    proto: Protocol,
     port: u16,
     from: &[u32],
     to: &[u32],

@@ -18,7 +18,7 @@ mod node_config;
 mod overlay;
 mod unexplained;
 
-pub use finding::{Finding, Kind, Severity};
+pub use finding::{Finding, Kind, Severity, Where};
 
 use crate::inventory::Inventory;
 use crate::model::{AgentStatus, ResultRecord};
