@@ -1,9 +1,9 @@
-//! Findings (DESIGN.md section 3): what the diagnosis concludes, with the results that prove it
+//! Findings (docs/design.md, section 3): what the diagnosis concludes, with the results that prove it
 //! and the failed results it explains.
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::Direction;
+use crate::model::{Direction, Protocol};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -41,7 +41,7 @@ pub struct Finding {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fix: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub protocol: Option<String>,
+    pub protocol: Option<Protocol>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub port: Option<u16>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -50,9 +50,15 @@ pub struct Finding {
     pub to: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub direction: Option<Direction>,
-    /// `network`, or `host:NODE` when the receiver's NIC saw the packet but its stack did not.
-    #[serde(default, rename = "where", skip_serializing_if = "Option::is_none")]
-    pub where_: Option<String>,
+    /// Where the packets died; empty when unknown. One JSON string, comma-separated when the
+    /// evidence names several places (`host:n1,network`).
+    #[serde(
+        default,
+        rename = "where",
+        skip_serializing_if = "Vec::is_empty",
+        with = "places"
+    )]
+    pub where_: Vec<Where>,
     /// `active`/`latent` for cycles; `expired`/`stale`/`rejected` for credentials; `loop` for DNS.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state: Option<String>,
@@ -62,6 +68,84 @@ pub struct Finding {
     pub components: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub nodes: Vec<String>,
+}
+
+/// Where a firewall gap's packets died. Written `network` or `host:NODE`, as the report's
+/// `where` has always been.
+///
+/// `Host` is declared first so that sorting places sorts them as their strings sort
+/// (`host:n1,host:n2,network`), the order the report lists them in.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub enum Where {
+    /// The receiver's NIC saw the packet but its stack did not: the host's own firewall.
+    Host(String),
+    /// The packet never reached the receiver, or a router answered for it.
+    Network,
+}
+
+/// A `where` that is neither `network` nor `host:NODE` with a node name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("finding field `where`: {0:?} is neither `network` nor `host:NODE`")]
+pub struct BadWhere(pub String);
+
+impl TryFrom<String> for Where {
+    type Error = BadWhere;
+
+    fn try_from(s: String) -> Result<Self, BadWhere> {
+        if s == "network" {
+            return Ok(Self::Network);
+        }
+        // A comma would not survive the comma-separated list the report writes.
+        match s.strip_prefix("host:") {
+            Some(node) if !node.is_empty() && !node.contains(',') => Ok(Self::Host(node.into())),
+            _ => Err(BadWhere(s)),
+        }
+    }
+}
+
+impl From<Where> for String {
+    fn from(w: Where) -> Self {
+        w.to_string()
+    }
+}
+
+impl std::fmt::Display for Where {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Network => f.write_str("network"),
+            Self::Host(node) => write!(f, "host:{node}"),
+        }
+    }
+}
+
+/// The places as the report writes them: one string, comma-separated.
+#[must_use]
+pub fn places_text(places: &[Where]) -> String {
+    places
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// `where` on the wire: a list of places as one comma-separated string.
+mod places {
+    use serde::de::Error as _;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use super::Where;
+
+    pub fn serialize<S: Serializer>(places: &[Where], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&super::places_text(places))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Where>, D::Error> {
+        String::deserialize(d)?
+            .split(',')
+            .map(|p| Where::try_from(p.to_string()).map_err(D::Error::custom))
+            .collect()
+    }
 }
 
 impl Finding {
@@ -79,7 +163,7 @@ impl Finding {
             from: Vec::new(),
             to: Vec::new(),
             direction: None,
-            where_: None,
+            where_: Vec::new(),
             state: None,
             cycle: Vec::new(),
             components: Vec::new(),
@@ -118,7 +202,7 @@ mod tests {
     #[test]
     fn expectation_matching() {
         let mut f = Finding::new(Kind::FirewallGap, Severity::Error, "x");
-        f.protocol = Some("udp".into());
+        f.protocol = Some(Protocol::Udp);
         f.port = Some(8472);
         f.from = vec!["n3".into()];
         f.to = vec!["n1".into(), "n2".into()];
@@ -134,5 +218,73 @@ mod tests {
         let json = serde_json::to_value(&f).unwrap();
         assert_eq!(json["kind"], "firewall-gap");
         assert!(json.get("where").is_none() && json.get("cycle").is_none());
+        assert_eq!(json["protocol"], "udp");
+    }
+
+    #[test]
+    fn where_round_trips_as_its_string() {
+        let cases: &[(&str, Option<Where>)] = &[
+            ("network", Some(Where::Network)),
+            ("host:n3", Some(Where::Host("n3".into()))),
+            (
+                "host:worker-1.example",
+                Some(Where::Host("worker-1.example".into())),
+            ),
+            ("host:", None),
+            ("host", None),
+            ("Network", None),
+            ("", None),
+            ("host:n1,network", None),
+        ];
+        for (text, want) in cases {
+            let got: Result<Where, _> = serde_json::from_value(json!(text));
+            assert_eq!(got.as_ref().ok(), want.as_ref(), "{text:?}: {got:?}");
+            if let Some(w) = want {
+                assert_eq!(serde_json::to_value(w).unwrap(), json!(text), "{text:?}");
+                assert_eq!(Where::try_from(text.to_string()).as_ref(), Ok(w));
+            } else {
+                assert_eq!(
+                    Where::try_from(text.to_string()),
+                    Err(BadWhere(text.to_string()))
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn where_in_a_finding_is_one_comma_separated_string() {
+        let cases: &[(&str, Vec<Where>)] = &[
+            ("network", vec![Where::Network]),
+            ("host:n2", vec![Where::Host("n2".into())]),
+            (
+                "host:n1,host:n2,network",
+                vec![
+                    Where::Host("n1".into()),
+                    Where::Host("n2".into()),
+                    Where::Network,
+                ],
+            ),
+        ];
+        for (text, places) in cases {
+            let mut f = Finding::new(Kind::FirewallGap, Severity::Error, "x");
+            f.where_.clone_from(places);
+            let json = serde_json::to_value(&f).unwrap();
+            assert_eq!(json["where"], json!(text));
+            let back: Finding = serde_json::from_value(json).unwrap();
+            assert_eq!(&back.where_, places, "{text:?}");
+        }
+        // The sorted order is the order of the strings.
+        let mut sorted = vec![
+            Where::Network,
+            Where::Host("n2".into()),
+            Where::Host("n1".into()),
+        ];
+        sorted.sort();
+        assert_eq!(places_text(&sorted), "host:n1,host:n2,network");
+        // A malformed place anywhere in the list rejects the finding.
+        let bad = json!({"kind": "firewall-gap", "severity": "error", "summary": "x",
+            "evidence": [], "consequences": [], "where": "network,host:"});
+        let err = serde_json::from_value::<Finding>(bad).unwrap_err();
+        assert!(err.to_string().contains("host:"), "{err}");
     }
 }

@@ -8,6 +8,7 @@ use serde_json::json;
 
 use super::*;
 use crate::inventory::Inventory;
+use crate::model::{AgentKind, PathClass, Protocol};
 use crate::plan::{Filter, PlannedProbe, plan};
 use crate::testutil::inventory;
 
@@ -307,7 +308,7 @@ fn rejected_by_the_host_itself_says_where() {
         (results, f)
     };
     assert_every_failure_explained(&results, &f);
-    assert_eq!(f[0].where_.as_deref(), Some("host:n1"), "{:#?}", f[0]);
+    assert_eq!(f[0].where_, [Where::Host("n1".into())], "{:#?}", f[0]);
 }
 
 #[test]

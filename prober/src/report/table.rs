@@ -202,7 +202,8 @@ fn findings(out: &mut String, report: &Report, style: Style) {
             format!("evidence {}", f.evidence.len()),
             format!("consequences {}", f.consequences.len()),
         ];
-        if let Some(w) = &f.where_ {
+        if !f.where_.is_empty() {
+            let w = crate::diagnose::finding::places_text(&f.where_);
             facts.push(format!("where {w}"));
         }
         if !f.cycle.is_empty() {

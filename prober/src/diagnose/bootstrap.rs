@@ -1,0 +1,218 @@
+//! Bootstrap cycles (a component that builds the network reaching the API server through the
+//! kubernetes Service, which needs that network) and a broken Service path (kube-proxy).
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+
+use crate::inventory::{ApiAccess, Component};
+use crate::model::{PathClass, ResultRecord};
+
+use super::context::{Ctx, failed, list, names_text};
+use super::finding::{Finding, Kind, Severity};
+
+fn is_service_path(r: &ResultRecord) -> bool {
+    matches!(r.path, PathClass::PodToService | PathClass::NodeToService)
+        || (r.path == PathClass::Dns && r.to.service.as_deref() == Some("kube-dns"))
+}
+
+/// Nodes where the `kubernetes` `ClusterIP` fails while the API server answers directly from the
+/// same kind of agent: the Service path itself is broken there. Returns (node, evidence).
+fn service_broken(ctx: &Ctx<'_>) -> BTreeMap<u32, Vec<usize>> {
+    let mut direct_ok: HashSet<(u32, PathClass)> = HashSet::new();
+    for r in ctx.results {
+        if matches!(
+            r.path,
+            PathClass::PodToApiserver | PathClass::NodeToApiserver
+        ) && r.result.outcome.is_ok()
+            && let Some(a) = ctx.from(r)
+        {
+            direct_ok.insert((a, r.path));
+        }
+    }
+    let mut out: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+    for (i, r) in ctx.results.iter().enumerate() {
+        let direct = match r.path {
+            PathClass::PodToService => PathClass::PodToApiserver,
+            PathClass::NodeToService => PathClass::NodeToApiserver,
+            _ => continue,
+        };
+        let Some(a) = ctx.from(r) else { continue };
+        if failed(r) && !ctx.explained.contains(&i) && direct_ok.contains(&(a, direct)) {
+            out.entry(a).or_default().push(i);
+        }
+    }
+    out
+}
+
+/// The direct-endpoint results that worked on `nodes` (evidence that the API server is fine).
+fn direct_evidence(ctx: &Ctx<'_>, nodes: &BTreeSet<u32>) -> Vec<usize> {
+    ctx.results
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| matches!(r.path, PathClass::NodeToApiserver) && r.result.outcome.is_ok())
+        .filter(|(_, r)| ctx.from(r).is_some_and(|a| nodes.contains(&a)))
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// Failed Service-path results (`ClusterIP` and the DNS Service) from `nodes`, not yet explained.
+fn service_consequences(ctx: &Ctx<'_>, nodes: &BTreeSet<u32>, evidence: &[usize]) -> Vec<usize> {
+    ctx.results
+        .iter()
+        .enumerate()
+        .filter(|(i, r)| {
+            failed(r) && is_service_path(r) && !ctx.explained.contains(i) && !evidence.contains(i)
+        })
+        .filter(|(_, r)| ctx.from(r).is_some_and(|a| nodes.contains(&a)))
+        .map(|(i, _)| i)
+        .collect()
+}
+
+fn runs_on(c: &Component, node: &str) -> bool {
+    c.nodes.is_empty() || c.nodes.iter().any(|n| n == node)
+}
+
+fn env_fix(ctx: &Ctx<'_>, c: &Component) -> Vec<String> {
+    let Some(ep) = ctx.inv.cluster.api.endpoints.first() else {
+        return Vec::new();
+    };
+    let (host, port) = (ep.ip(), ep.port());
+    let containers = if c.containers.is_empty() {
+        vec![c.name.clone()]
+    } else {
+        c.containers.clone()
+    };
+    // kubectl's short names keep the command on one line.
+    let kind = match c.kind.as_str() {
+        "DaemonSet" => "ds".to_string(),
+        "Deployment" => "deploy".to_string(),
+        "StatefulSet" => "sts".to_string(),
+        other => other.to_lowercase(),
+    };
+    let mut out = vec![format!(
+        "{} ({} {}/{}): set KUBERNETES_SERVICE_HOST={host} and KUBERNETES_SERVICE_PORT={port} in {} {}",
+        c.name,
+        c.kind,
+        c.namespace,
+        c.name,
+        if containers.len() > 1 {
+            "containers"
+        } else {
+            "container"
+        },
+        containers.join(", ")
+    )];
+    for ct in &containers {
+        out.push(format!(
+            "  kubectl -n {} set env {kind}/{} -c {ct} KUBERNETES_SERVICE_HOST={host} KUBERNETES_SERVICE_PORT={port}",
+            c.namespace, c.name
+        ));
+    }
+    out
+}
+
+pub(super) fn bootstrap_cycles(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
+    let on_service: Vec<&Component> = ctx
+        .inv
+        .components
+        .iter()
+        .filter(|c| c.api_access == ApiAccess::Service)
+        .collect();
+    let Some(cni) = on_service.iter().find(|c| c.role == "cni").copied() else {
+        return;
+    };
+    // The CNI needs the Service path on its nodes; the Service path needs the pod network there
+    // (kube-proxy's rules and the routes the CNI programs); the pod network needs the CNI.
+    let cycle = vec![
+        cni.name.clone(),
+        format!("kubernetes Service {}", ctx.inv.cluster.api.service),
+        "pod network (routes, kube-proxy rules)".to_string(),
+        cni.name.clone(),
+    ];
+    let mut components = vec![cni.name.clone()];
+    components.extend(
+        on_service
+            .iter()
+            .filter(|c| c.name != cni.name)
+            .map(|c| c.name.clone()),
+    );
+    let broken = service_broken(ctx);
+    let active: BTreeSet<u32> = broken
+        .keys()
+        .copied()
+        .filter(|&n| runs_on(cni, ctx.name(n)))
+        .collect();
+    let mut fix = Vec::new();
+    for c in &on_service {
+        fix.extend(env_fix(ctx, c));
+    }
+    let (mut f, ev, cons) = if active.is_empty() {
+        let mut f = Finding::new(
+            Kind::BootstrapCycle,
+            Severity::Warning,
+            format!(
+                "latent bootstrap cycle: {} reaches the API server through the kubernetes Service, which needs the network {} builds; it works now, but cannot recover if that path ever breaks",
+                cni.name, cni.name
+            ),
+        );
+        f.state = Some("latent".into());
+        let ev: Vec<usize> = ctx
+            .results
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| {
+                is_service_path(r) && r.result.outcome.is_ok() && r.path != PathClass::Dns
+            })
+            .map(|(i, _)| i)
+            .collect();
+        (f, ev, Vec::new())
+    } else {
+        let mut ev: Vec<usize> = active.iter().flat_map(|n| broken[n].clone()).collect();
+        ev.extend(direct_evidence(ctx, &active));
+        let cons = service_consequences(ctx, &active, &ev);
+        let names = list(ctx, &active.iter().copied().collect::<Vec<_>>());
+        let mut f = Finding::new(
+            Kind::BootstrapCycle,
+            Severity::Error,
+            format!(
+                "active bootstrap cycle on {}: the API server answers directly, but the kubernetes Service {} does not, and {} reach(es) the API server through it",
+                names_text(&names),
+                ctx.inv.cluster.api.service,
+                components.join(", ")
+            ),
+        );
+        f.state = Some("active".into());
+        f.nodes = names;
+        (f, ev, cons)
+    };
+    f.cycle = cycle;
+    f.components = components;
+    f.fix = fix;
+    ctx.emit(findings, f, &ev, &cons);
+}
+
+pub(super) fn service_proxy(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
+    let broken = service_broken(ctx);
+    if broken.is_empty() {
+        return;
+    }
+    let nodes: BTreeSet<u32> = broken.keys().copied().collect();
+    let mut ev: Vec<usize> = broken.values().flatten().copied().collect();
+    ev.extend(direct_evidence(ctx, &nodes));
+    let cons = service_consequences(ctx, &nodes, &ev);
+    let names = list(ctx, &nodes.iter().copied().collect::<Vec<_>>());
+    let mut f = Finding::new(
+        Kind::ServiceProxy,
+        Severity::Error,
+        format!(
+            "the kubernetes Service {} fails on {} while the API server answers directly: the Service rules (kube-proxy) are missing or stale there",
+            ctx.inv.cluster.api.service,
+            names_text(&names)
+        ),
+    );
+    for n in &names {
+        f.fix.push(format!("check kube-proxy on {n}: kubectl -n kube-system get pods -l k8s-app=kube-proxy --field-selector spec.nodeName={n}"));
+    }
+    f.fix.push("on the node: nft list ruleset | grep -c 10.96 (or iptables-save -t nat | grep KUBE-SERVICES); restart kube-proxy there if the rules are missing".into());
+    f.nodes = names;
+    ctx.emit(findings, f, &ev, &cons);
+}

@@ -1,0 +1,262 @@
+//! What every rule shares: the run indexed by node (`Ctx`), the underlay ports a result measures
+//! or needs, how a finding cites its results (`Ctx::emit`), and node names for sentences.
+
+use std::collections::{HashMap, HashSet};
+use std::net::IpAddr;
+
+use crate::inventory::Inventory;
+use crate::model::{AgentKind, PathClass, Protocol, ResultRecord};
+
+use super::finding::Finding;
+
+/// A directed underlay port between two nodes (indices into the inventory's nodes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(super) struct Link {
+    pub(super) from: u32,
+    pub(super) to: u32,
+    pub(super) udp: bool,
+    pub(super) port: u16,
+}
+
+pub(super) struct Ctx<'a> {
+    pub(super) inv: &'a Inventory,
+    pub(super) results: &'a [ResultRecord],
+    pub(super) node: HashMap<&'a str, u32>,
+    /// Nodes of the API endpoints, with their ports.
+    pub(super) api_backends: Vec<(u32, u16)>,
+    /// Nodes of the DNS endpoints.
+    pub(super) dns_backends: Vec<u32>,
+    pub(super) overlay_port: Option<u16>,
+    /// Result indices already explained (as evidence or consequence).
+    pub(super) explained: HashSet<usize>,
+}
+
+pub(super) fn failed(r: &ResultRecord) -> bool {
+    r.is_failed()
+}
+
+impl<'a> Ctx<'a> {
+    pub(super) fn new(inv: &'a Inventory, results: &'a [ResultRecord]) -> Self {
+        let node: HashMap<&str, u32> = inv
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.name.as_str(), u32::try_from(i).unwrap_or(u32::MAX)))
+            .collect();
+        let by_ip = |ip: IpAddr| {
+            inv.nodes
+                .iter()
+                .position(|n| IpAddr::V4(n.address) == ip)
+                .and_then(|i| u32::try_from(i).ok())
+        };
+        let api_backends = inv
+            .cluster
+            .api
+            .endpoints
+            .iter()
+            .filter_map(|e| by_ip(e.ip()).map(|n| (n, e.port())))
+            .collect();
+        let dns_backends = inv
+            .cluster
+            .dns
+            .iter()
+            .flat_map(|d| d.endpoints.iter())
+            .filter_map(|e| {
+                let IpAddr::V4(ip) = e.ip() else { return None };
+                inv.nodes
+                    .iter()
+                    .position(|n| n.pod_cidr.is_some_and(|c| c.contains(ip)))
+                    .and_then(|i| u32::try_from(i).ok())
+            })
+            .collect();
+        let overlay_port = inv
+            .cluster
+            .overlay
+            .as_ref()
+            .filter(|o| o.mode == "vxlan")
+            .map(|o| o.port);
+        Self {
+            inv,
+            results,
+            node,
+            api_backends,
+            dns_backends,
+            overlay_port,
+            explained: HashSet::new(),
+        }
+    }
+
+    pub(super) fn from(&self, r: &ResultRecord) -> Option<u32> {
+        self.node.get(r.from.node.as_str()).copied()
+    }
+
+    pub(super) fn to(&self, r: &ResultRecord) -> Option<u32> {
+        r.to.node.as_deref().and_then(|n| self.node.get(n).copied())
+    }
+
+    pub(super) fn name(&self, i: u32) -> &'a str {
+        &self.inv.nodes[i as usize].name
+    }
+
+    pub(super) fn is_vxlan(r: &ResultRecord) -> bool {
+        r.path == PathClass::Overlay && r.to.protocol == Protocol::Udp
+    }
+
+    pub(super) fn is_mtu(r: &ResultRecord) -> bool {
+        r.path == PathClass::Overlay && r.to.agent == Some(AgentKind::Pod)
+    }
+
+    /// The underlay port a result measures directly, if it does. A pod's probe to another
+    /// host leaves masqueraded as its node, so it measures that node's underlay too — when the
+    /// pod's own network is known to work (`pods_ok`).
+    pub(super) fn direct(&self, r: &ResultRecord, pods_ok: &HashSet<u32>) -> Option<Link> {
+        let (from, to) = (self.from(r)?, self.to(r)?);
+        match r.path {
+            PathClass::NodeToNode | PathClass::NodeToApiserver if from != to => Some(Link {
+                from,
+                to,
+                udp: false,
+                port: r.to.port?,
+            }),
+            PathClass::PodToNode if from != to && pods_ok.contains(&from) => Some(Link {
+                from,
+                to,
+                udp: false,
+                port: r.to.port?,
+            }),
+            PathClass::Overlay if Self::is_vxlan(r) => Some(Link {
+                from,
+                to,
+                udp: true,
+                port: r.to.port?,
+            }),
+            _ => None,
+        }
+    }
+
+    pub(super) fn overlay_both(&self, a: u32, b: u32, out: &mut Vec<Link>) {
+        if let Some(port) = self.overlay_port.filter(|_| a != b) {
+            out.push(Link {
+                from: a,
+                to: b,
+                udp: true,
+                port,
+            });
+            out.push(Link {
+                from: b,
+                to: a,
+                udp: true,
+                port,
+            });
+        }
+    }
+
+    /// The underlay ports a result needs, beyond the one it measures.
+    pub(super) fn needs(&self, r: &ResultRecord) -> Vec<Link> {
+        let mut out = Vec::new();
+        let Some(a) = self.from(r) else { return out };
+        let to = self.to(r);
+        match r.path {
+            PathClass::PodToPod | PathClass::NodeToPod => {
+                if let Some(b) = to {
+                    self.overlay_both(a, b, &mut out);
+                }
+            }
+            PathClass::Overlay => {
+                if let Some(b) = to {
+                    if Self::is_vxlan(r) {
+                        if let Some(port) = self.overlay_port.filter(|_| a != b) {
+                            out.push(Link {
+                                from: a,
+                                to: b,
+                                udp: true,
+                                port,
+                            });
+                        }
+                    } else {
+                        self.overlay_both(a, b, &mut out);
+                    }
+                }
+            }
+            PathClass::PodToNode
+            | PathClass::NodeToNode
+            | PathClass::PodToApiserver
+            | PathClass::NodeToApiserver => {
+                if let (Some(b), Some(port)) = (to, r.to.port)
+                    && a != b
+                {
+                    out.push(Link {
+                        from: a,
+                        to: b,
+                        udp: false,
+                        port,
+                    });
+                }
+            }
+            PathClass::PodToService | PathClass::NodeToService => {
+                for &(b, port) in &self.api_backends {
+                    if a != b {
+                        out.push(Link {
+                            from: a,
+                            to: b,
+                            udp: false,
+                            port,
+                        });
+                    }
+                }
+            }
+            PathClass::NodeConfig => {}
+            PathClass::Dns => {
+                let backends: Vec<u32> = match to {
+                    Some(b) => vec![b],
+                    None => self.dns_backends.clone(),
+                };
+                for b in backends {
+                    self.overlay_both(a, b, &mut out);
+                }
+            }
+        }
+        out
+    }
+
+    /// Cites `evidence` and `consequences` in `f`, marks them explained, and records `f`.
+    pub(super) fn emit(
+        &mut self,
+        findings: &mut Vec<Finding>,
+        mut f: Finding,
+        evidence: &[usize],
+        consequences: &[usize],
+    ) {
+        f.evidence = self.ids(evidence);
+        f.consequences = self.ids(consequences);
+        self.explained
+            .extend(evidence.iter().chain(consequences).copied());
+        findings.push(f);
+    }
+
+    pub(super) fn id(&self, i: usize) -> String {
+        self.results[i].result.id.clone()
+    }
+
+    pub(super) fn ids(&self, v: &[usize]) -> Vec<String> {
+        v.iter().map(|&i| self.id(i)).collect()
+    }
+}
+
+/// Node names for a sentence: all of them up to eight, then a count.
+pub(super) fn names_text(names: &[String]) -> String {
+    const SHOWN: usize = 8;
+    if names.len() <= SHOWN {
+        names.join(", ")
+    } else {
+        format!(
+            "{} and {} more nodes",
+            names[..SHOWN].join(", "),
+            names.len() - SHOWN
+        )
+    }
+}
+
+pub(super) fn list(ctx: &Ctx<'_>, nodes: &[u32]) -> Vec<String> {
+    nodes.iter().map(|&n| ctx.name(n).to_string()).collect()
+}

@@ -1,0 +1,54 @@
+//! Cluster DNS that answers with an error code, or not at all, on paths not known to be blocked.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use probe_proto::Outcome;
+
+use crate::model::PathClass;
+
+use super::context::{Ctx, failed};
+use super::finding::{Finding, Kind, Severity};
+
+pub(super) fn dns(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
+    let mut by_rcode: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    let mut silent: Vec<usize> = Vec::new();
+    for (i, r) in ctx.results.iter().enumerate() {
+        if r.path != PathClass::Dns || !failed(r) || ctx.explained.contains(&i) {
+            continue;
+        }
+        match (
+            r.result.outcome,
+            r.result.dns.as_ref().and_then(|d| d.rcode.clone()),
+        ) {
+            (Outcome::DnsError, Some(rcode)) => by_rcode.entry(rcode).or_default().push(i),
+            _ => silent.push(i),
+        }
+    }
+    for (rcode, idx) in by_rcode {
+        let names: BTreeSet<String> = idx
+            .iter()
+            .filter_map(|&i| ctx.results[i].result.dns.as_ref().map(|d| d.name.clone()))
+            .collect();
+        let mut f = Finding::new(
+            Kind::Dns,
+            Severity::Error,
+            format!(
+                "cluster DNS answers {rcode} for {}: the server is reachable but its records or upstreams are wrong",
+                names.into_iter().collect::<Vec<_>>().join(", ")
+            ),
+        );
+        f.state = Some(rcode.to_lowercase());
+        f.fix.push("check the DNS pods' logs and configuration (kubectl -n kube-system logs -l k8s-app=kube-dns; the coredns ConfigMap)".into());
+        ctx.emit(findings, f, &idx, &[]);
+    }
+    if !silent.is_empty() {
+        let mut f = Finding::new(
+            Kind::Dns,
+            Severity::Error,
+            "cluster DNS does not answer although the paths to it are not known to be blocked: the DNS pods may be down or not listening",
+        );
+        f.state = Some("no-answer".into());
+        f.fix.push("kubectl -n kube-system get pods -l k8s-app=kube-dns -o wide; kubectl -n kube-system logs -l k8s-app=kube-dns".into());
+        ctx.emit(findings, f, &silent, &[]);
+    }
+}

@@ -1,0 +1,250 @@
+//! Firewall gaps: a port blocked between hosts that otherwise reach each other, grouped into
+//! blocks of senders and receivers, with the direction and where the packets died.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+
+use probe_proto::Outcome;
+
+use crate::model::{AgentKind, Direction, PathClass, Protocol};
+
+use super::context::{Ctx, Link, failed, list, names_text};
+use super::finding::{Finding, Kind, Severity, Where};
+use super::fix;
+
+/// Finds the blocked ports, groups them into findings, and claims their consequences. Returns
+/// the blocked links.
+pub(super) fn firewall_gaps(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) -> HashSet<Link> {
+    let mut measured: BTreeMap<Link, Vec<usize>> = BTreeMap::new();
+    let mut reachable: HashSet<(u32, u32)> = HashSet::new();
+    // Nodes whose pod agent got anything through: its pod network works.
+    let pods_ok: HashSet<u32> = ctx
+        .results
+        .iter()
+        .filter(|r| r.from.agent == AgentKind::Pod && r.result.outcome.is_ok())
+        .filter_map(|r| ctx.from(r))
+        .collect();
+    for (i, r) in ctx.results.iter().enumerate() {
+        if ctx.explained.contains(&i) {
+            continue;
+        }
+        if let Some(l) = ctx.direct(r, &pods_ok) {
+            measured.entry(l).or_default().push(i);
+        }
+        // Any working underlay exchange proves the two hosts reach each other.
+        let underlay = matches!(
+            r.path,
+            PathClass::NodeToNode | PathClass::NodeToApiserver | PathClass::PodToNode
+        ) || Ctx::is_vxlan(r);
+        if underlay
+            && r.result.outcome.is_ok()
+            && let (Some(a), Some(b)) = (ctx.from(r), ctx.to(r))
+        {
+            reachable.insert((a, b));
+        }
+    }
+    let blocked_outcome = |o: Outcome| matches!(o, Outcome::Timeout | Outcome::Rejected);
+    let mut gaps: BTreeMap<(bool, u16), BTreeSet<(u32, u32)>> = BTreeMap::new();
+    let mut evidence: HashMap<Link, Vec<usize>> = HashMap::new();
+    for (link, idx) in &measured {
+        let all_blocked = idx
+            .iter()
+            .all(|&i| failed(&ctx.results[i]) && blocked_outcome(ctx.results[i].result.outcome));
+        if all_blocked && reachable.contains(&(link.from, link.to)) {
+            gaps.entry((link.udp, link.port))
+                .or_default()
+                .insert((link.from, link.to));
+            evidence.insert(*link, idx.clone());
+        }
+    }
+    let mut blocked = HashSet::new();
+    let mut new_findings = Vec::new();
+    for ((udp, port), pairs) in &gaps {
+        for (from, to, both) in blocks(pairs) {
+            let links: Vec<Link> = from
+                .iter()
+                .flat_map(|&a| to.iter().map(move |&b| (a, b)))
+                .chain(if both {
+                    to.iter()
+                        .flat_map(|&b| from.iter().map(move |&a| (b, a)))
+                        .collect::<Vec<_>>()
+                } else {
+                    Vec::new()
+                })
+                .filter(|(a, b)| a != b)
+                .map(|(a, b)| Link {
+                    from: a,
+                    to: b,
+                    udp: *udp,
+                    port: *port,
+                })
+                .collect();
+            let ev: Vec<usize> = links
+                .iter()
+                .flat_map(|l| evidence.get(l).cloned().unwrap_or_default())
+                .collect();
+            blocked.extend(links.iter().copied());
+            let reverse_ok = !both && reverse_works(ctx, &measured, &links);
+            new_findings.push((
+                gap_finding(ctx, *udp, *port, &from, &to, both, reverse_ok, &ev),
+                ev,
+                links,
+            ));
+        }
+    }
+    // Consequences: failed results needing a blocked link. The first finding that explains a
+    // result claims it.
+    let mut owner: HashMap<Link, usize> = HashMap::new();
+    for (k, (_, _, links)) in new_findings.iter().enumerate() {
+        for l in links {
+            owner.entry(*l).or_insert(k);
+        }
+    }
+    for (_, ev, _) in &new_findings {
+        ctx.explained.extend(ev.iter().copied());
+    }
+    let mut consequences: Vec<Vec<usize>> = vec![Vec::new(); new_findings.len()];
+    for (i, r) in ctx.results.iter().enumerate() {
+        if !failed(r) || ctx.explained.contains(&i) {
+            continue;
+        }
+        if let Some(k) = ctx.needs(r).iter().find_map(|l| owner.get(l)) {
+            consequences[*k].push(i);
+        }
+    }
+    for ((f, ev, _), cons) in new_findings.into_iter().zip(consequences) {
+        ctx.emit(findings, f, &ev, &cons);
+    }
+    blocked
+}
+
+/// Groups blocked (from, to) pairs into (from-set, to-set) blocks, pairing a block with its
+/// mirror image as one "both directions" block.
+fn blocks(pairs: &BTreeSet<(u32, u32)>) -> Vec<(Vec<u32>, Vec<u32>, bool)> {
+    let mut srcs_of: BTreeMap<u32, BTreeSet<u32>> = BTreeMap::new();
+    for &(a, b) in pairs {
+        srcs_of.entry(b).or_default().insert(a);
+    }
+    let mut by_srcs: BTreeMap<BTreeSet<u32>, BTreeSet<u32>> = BTreeMap::new();
+    for (dst, srcs) in srcs_of {
+        by_srcs.entry(srcs).or_default().insert(dst);
+    }
+    let mut blocks: Vec<(BTreeSet<u32>, BTreeSet<u32>)> = by_srcs.into_iter().collect();
+    let mut out = Vec::new();
+    while let Some((from, to)) = blocks.pop() {
+        if let Some(j) = blocks.iter().position(|(f, t)| *f == to && *t == from) {
+            blocks.remove(j);
+            // Name the smaller side first: "between n3 and n1, n2".
+            let (a, b) = if from.len() <= to.len() {
+                (from, to)
+            } else {
+                (to, from)
+            };
+            out.push((a.into_iter().collect(), b.into_iter().collect(), true));
+        } else {
+            out.push((from.into_iter().collect(), to.into_iter().collect(), false));
+        }
+    }
+    out.sort();
+    out
+}
+
+fn reverse_works(ctx: &Ctx<'_>, measured: &BTreeMap<Link, Vec<usize>>, links: &[Link]) -> bool {
+    let mut any = false;
+    for l in links {
+        let rev = Link {
+            from: l.to,
+            to: l.from,
+            ..*l
+        };
+        match measured.get(&rev) {
+            Some(idx) if idx.iter().all(|&i| ctx.results[i].result.outcome.is_ok()) => any = true,
+            Some(_) => return false,
+            None => {}
+        }
+    }
+    any
+}
+
+/// Where the packets died, from the VXLAN receipts and the ICMP offenders.
+fn gap_where(ctx: &Ctx<'_>, ev: &[usize]) -> Vec<Where> {
+    let mut places = BTreeSet::new();
+    for &i in ev {
+        let r = &ctx.results[i];
+        let to = r.to.node.clone().unwrap_or_default();
+        if r.result.detail.contains("never its VXLAN device") {
+            places.insert(Where::Host(to.clone()));
+        } else if r.result.detail.contains("never reached") {
+            places.insert(Where::Network);
+        } else if let Some(icmp) = r.result.icmp {
+            if icmp.from == Some(r.to.address) {
+                places.insert(Where::Host(to.clone()));
+            } else if icmp.from.is_some() {
+                places.insert(Where::Network);
+            }
+        }
+    }
+    places.into_iter().collect()
+}
+
+#[allow(clippy::too_many_arguments)]
+fn gap_finding(
+    ctx: &Ctx<'_>,
+    udp: bool,
+    port: u16,
+    from: &[u32],
+    to: &[u32],
+    both: bool,
+    reverse_ok: bool,
+    ev: &[usize],
+) -> Finding {
+    let proto = if udp { Protocol::Udp } else { Protocol::Tcp };
+    let (fn_, tn) = (list(ctx, from), list(ctx, to));
+    let what = if udp && ctx.overlay_port == Some(port) {
+        " (the overlay's VXLAN port)"
+    } else if !udp && ctx.api_backends.iter().any(|(_, p)| *p == port) {
+        " (the API server)"
+    } else if !udp && port == 10250 {
+        " (the kubelet)"
+    } else {
+        ""
+    };
+    let summary = if both {
+        format!(
+            "{proto}/{port}{what} is blocked between {} and {}, in both directions",
+            names_text(&fn_),
+            names_text(&tn)
+        )
+    } else {
+        let rev = if reverse_ok {
+            "; the reverse direction works"
+        } else {
+            ""
+        };
+        format!(
+            "{proto}/{port}{what} is blocked from {} to {}{rev}",
+            names_text(&fn_),
+            names_text(&tn)
+        )
+    };
+    let mut f = Finding::new(Kind::FirewallGap, Severity::Error, summary);
+    f.protocol = Some(proto);
+    f.port = Some(port);
+    f.from = fn_;
+    f.to = tn;
+    f.direction = Some(if both {
+        Direction::Both
+    } else {
+        Direction::One
+    });
+    f.where_ = gap_where(ctx, ev);
+    f.fix = fix::firewall(
+        ctx,
+        proto,
+        port,
+        from,
+        to,
+        both,
+        f.where_ == [Where::Network],
+    );
+    f
+}

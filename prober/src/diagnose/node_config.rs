@@ -1,0 +1,289 @@
+//! What the host agents read on the nodes: CNI credentials that expired or went stale, a
+//! kubelet pointed at an API server on its own host, and a DNS forward loop.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::{IpAddr, SocketAddr};
+
+use probe_proto::Outcome;
+
+use crate::model::PathClass;
+use crate::model::time::{age, utc};
+
+use super::context::{Ctx, failed};
+use super::finding::{Finding, Kind, Severity};
+
+/// One hour: a bound service-account token older than this was not refreshed (docs/incidents.md, incident 4).
+const STALE_AFTER: u64 = 3600;
+
+fn cni_restart(ctx: &Ctx<'_>, node: &str) -> String {
+    let cni = ctx.inv.components.iter().find(|c| c.role == "cni");
+    let (ns, name) = cni.map_or(("kube-system", "the CNI agent"), |c| {
+        (c.namespace.as_str(), c.name.as_str())
+    });
+    format!(
+        "restart {name} on {node} so it writes a fresh token: kubectl -n {ns} get pods -o wide --field-selector spec.nodeName={node} \
+         | grep {}, then kubectl -n {ns} delete pod <that pod>; for good, run a CNI version that renews its token with the TokenRequest API (projectcalico/calico#5910; Multus: thick plugin)",
+        cni.map_or("cni", |c| c.name.as_str())
+    )
+}
+
+/// What a CNI token's facts say: (state, sentence), or `None` when it is fine.
+fn credential_state(
+    kc: &probe_proto::KubeconfigFacts,
+    node: &str,
+) -> Option<(&'static str, String)> {
+    let t = kc.token.as_ref()?;
+    let who = t
+        .subject
+        .clone()
+        .unwrap_or_else(|| "an unknown subject".into());
+    let rejected = kc
+        .check
+        .as_ref()
+        .is_some_and(|c| c.outcome == Outcome::Unauthorized);
+    let path = &kc.path;
+    if let Some(exp) = t.expires_at.filter(|e| *e <= t.checked_at) {
+        let api = if rejected {
+            "; the API server rejects it (HTTP 401)"
+        } else {
+            ""
+        };
+        let ago = age(t.checked_at.saturating_sub(exp));
+        return Some((
+            "expired",
+            format!(
+                "the token in {path} on {node} ({who}) expired {} ({ago} ago){api}",
+                utc(exp)
+            ),
+        ));
+    }
+    if rejected {
+        return Some((
+            "rejected",
+            format!("the API server rejects the token in {path} on {node} ({who}) with 401"),
+        ));
+    }
+    if let Some(iat) = t
+        .issued_at
+        .filter(|iat| t.bound && t.checked_at.saturating_sub(*iat) > STALE_AFTER)
+    {
+        let ago = age(t.checked_at.saturating_sub(iat));
+        return Some((
+            "stale",
+            format!(
+                "the token in {path} on {node} ({who}) was issued {ago} ago ({}) and never refreshed",
+                utc(iat)
+            ),
+        ));
+    }
+    if t.format == "jwt" && t.expires_at.is_none() {
+        return Some((
+            "non-expiring",
+            format!("the token in {path} on {node} ({who}) never expires: a legacy secret token"),
+        ));
+    }
+    None
+}
+
+/// Per credential state: the nodes, the sentences, the evidence.
+#[derive(Default)]
+struct CredentialGroup {
+    nodes: BTreeSet<String>,
+    sentences: Vec<String>,
+    evidence: Vec<usize>,
+}
+
+/// What the node checks gathered before they become findings.
+#[derive(Default)]
+struct NodeFindings {
+    credentials: BTreeMap<&'static str, CredentialGroup>,
+    /// (node, result, sentence)
+    localhost: Vec<(String, usize, String)>,
+    /// (node, result, looping nameservers)
+    loops: Vec<(String, usize, Vec<String>)>,
+}
+
+pub(super) fn node_checks(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
+    let mut found = NodeFindings::default();
+    let corefile_forwards_to_resolv = ctx
+        .inv
+        .cluster
+        .dns
+        .as_ref()
+        .and_then(|d| d.corefile.as_deref())
+        .is_some_and(|c| {
+            c.lines().any(|l| {
+                let l = l.trim();
+                l.starts_with("forward") && l.contains("/etc/resolv.conf")
+            })
+        });
+    let cluster_dns: Vec<IpAddr> = ctx
+        .inv
+        .cluster
+        .dns
+        .iter()
+        .flat_map(|d| std::iter::once(d.service.ip()).chain(d.endpoints.iter().map(SocketAddr::ip)))
+        .collect();
+    for (i, r) in ctx.results.iter().enumerate() {
+        let Some(facts) = r
+            .result
+            .node
+            .as_ref()
+            .filter(|_| r.path == PathClass::NodeConfig)
+        else {
+            continue;
+        };
+        let node = r.from.node.clone();
+        for kc in &facts.cni_kubeconfigs {
+            if let Some((state, sentence)) = credential_state(kc, &node) {
+                let g = found.credentials.entry(state).or_default();
+                g.nodes.insert(node.clone());
+                g.sentences.push(sentence);
+                g.evidence.push(i);
+            }
+        }
+        let control_plane = ctx
+            .node
+            .get(node.as_str())
+            .is_some_and(|&n| ctx.inv.nodes[n as usize].is_control_plane());
+        for kc in &facts.kubelet {
+            let Some(server) = &kc.server else { continue };
+            let local = ["https://localhost", "https://127.", "https://[::1]"]
+                .iter()
+                .any(|p| server.starts_with(p));
+            let answered = kc.check.as_ref().is_some_and(|c| c.outcome == Outcome::Ok);
+            if local && !control_plane && !answered {
+                found.localhost.push((
+                    node.clone(),
+                    i,
+                    format!(
+                        "{} on {node} says server: {server}, and nothing listens there",
+                        kc.path
+                    ),
+                ));
+            }
+        }
+        if let Some(rc) = facts
+            .resolv_conf
+            .as_ref()
+            .filter(|_| corefile_forwards_to_resolv)
+        {
+            let looping = |n: &&String| {
+                n.parse::<IpAddr>()
+                    .is_ok_and(|ip| ip.is_loopback() || cluster_dns.contains(&ip))
+            };
+            let bad: Vec<String> = rc.nameservers.iter().filter(looping).cloned().collect();
+            if !bad.is_empty() {
+                found.loops.push((node, i, bad));
+            }
+        }
+    }
+    credential_findings(ctx, findings, found.credentials);
+    localhost_finding(ctx, findings, &found.localhost);
+    loop_finding(ctx, findings, &found.loops);
+}
+
+fn credential_findings(
+    ctx: &mut Ctx<'_>,
+    findings: &mut Vec<Finding>,
+    groups: BTreeMap<&'static str, CredentialGroup>,
+) {
+    for (state, g) in groups {
+        let severity = if matches!(state, "expired" | "rejected") {
+            Severity::Error
+        } else {
+            Severity::Warning
+        };
+        let mut f = Finding::new(
+            Kind::Credential,
+            severity,
+            format!("CNI credential {state}: {}", g.sentences.join("; ")),
+        );
+        f.state = Some(state.into());
+        f.nodes = g.nodes.into_iter().collect();
+        for n in &f.nodes {
+            f.fix.push(cni_restart(ctx, n));
+        }
+        ctx.emit(findings, f, &g.evidence, &[]);
+    }
+}
+
+fn localhost_finding(
+    ctx: &mut Ctx<'_>,
+    findings: &mut Vec<Finding>,
+    localhost: &[(String, usize, String)],
+) {
+    if localhost.is_empty() {
+        return;
+    }
+    let cp = ctx.inv.cluster.api.endpoints.first().map_or_else(
+        || "<control-plane address>:6443".into(),
+        ToString::to_string,
+    );
+    let said: Vec<String> = localhost.iter().map(|l| l.2.clone()).collect();
+    let mut f = Finding::new(
+        Kind::Misconfiguration,
+        Severity::Error,
+        format!(
+            "the kubelet points at an API server on its own host: {}",
+            said.join("; ")
+        ),
+    );
+    f.nodes = localhost.iter().map(|l| l.0.clone()).collect();
+    for n in &f.nodes {
+        f.fix.push(format!("on {n}: set server: https://{cp} in /etc/kubernetes/kubelet.conf, then systemctl restart kubelet"));
+    }
+    ctx.emit(
+        findings,
+        f,
+        &localhost.iter().map(|l| l.1).collect::<Vec<_>>(),
+        &[],
+    );
+}
+
+fn loop_finding(
+    ctx: &mut Ctx<'_>,
+    findings: &mut Vec<Finding>,
+    loops: &[(String, usize, Vec<String>)],
+) {
+    // CoreDNS uses the resolv.conf of the node it runs on.
+    let dns_nodes: BTreeSet<&str> = ctx.dns_backends.iter().map(|&n| ctx.name(n)).collect();
+    let relevant: Vec<&(String, usize, Vec<String>)> = loops
+        .iter()
+        .filter(|l| dns_nodes.is_empty() || dns_nodes.contains(l.0.as_str()))
+        .collect();
+    if relevant.is_empty() {
+        return;
+    }
+    // What the loop breaks: names outside the cluster domain, from every pod.
+    let cons: Vec<usize> = ctx
+        .results
+        .iter()
+        .enumerate()
+        .filter(|(i, r)| r.path == PathClass::Dns && failed(r) && !ctx.explained.contains(i))
+        .filter(|(_, r)| {
+            r.result
+                .dns
+                .as_ref()
+                .is_some_and(|d| !d.name.ends_with(".cluster.local"))
+        })
+        .map(|(i, _)| i)
+        .collect();
+    let servers: BTreeSet<String> = relevant.iter().flat_map(|l| l.2.iter().cloned()).collect();
+    let nodes: Vec<&str> = relevant.iter().map(|l| l.0.as_str()).collect();
+    let mut f = Finding::new(
+        Kind::Dns,
+        Severity::Error,
+        format!(
+            "DNS forward loop: the Corefile forwards to /etc/resolv.conf, and resolv.conf on {} names {} — the cluster DNS forwards to itself (CoreDNS: plugin/loop: Loop detected)",
+            nodes.join(", "),
+            servers.into_iter().collect::<Vec<_>>().join(", ")
+        ),
+    );
+    f.state = Some("loop".into());
+    f.nodes = nodes.iter().map(ToString::to_string).collect();
+    f.fix.push("in the coredns ConfigMap, replace `forward . /etc/resolv.conf` with `forward . <your real upstream resolvers>`".into());
+    f.fix.push("or give the kubelet a resolv.conf with real upstreams (resolvConf: /run/systemd/resolve/resolv.conf) and restart the DNS pods".into());
+    let evidence: Vec<usize> = relevant.iter().map(|l| l.1).collect();
+    ctx.emit(findings, f, &evidence, &cons);
+}

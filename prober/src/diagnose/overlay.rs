@@ -1,0 +1,128 @@
+//! The overlay and its MTU: pod traffic that fails although the VXLAN port is open both ways,
+//! and full-size packets that vanish while small ones pass.
+
+use std::collections::{BTreeSet, HashSet};
+
+use probe_proto::Outcome;
+
+use crate::model::PathClass;
+
+use super::context::{Ctx, Link, failed, list, names_text};
+use super::finding::{Finding, Kind, Severity};
+
+pub(super) fn overlay_and_mtu(
+    ctx: &mut Ctx<'_>,
+    findings: &mut Vec<Finding>,
+    blocked: &HashSet<Link>,
+) {
+    let Some(port) = ctx.overlay_port else { return };
+    // VXLAN receipts confirmed (decapsulated) per direction.
+    let mut vxlan_ok: HashSet<(u32, u32)> = HashSet::new();
+    let mut small_ok: HashSet<(u32, u32)> = HashSet::new();
+    for r in ctx.results {
+        let (Some(a), Some(b)) = (ctx.from(r), ctx.to(r)) else {
+            continue;
+        };
+        if Ctx::is_vxlan(r) && r.result.outcome.is_ok() {
+            vxlan_ok.insert((a, b));
+        }
+        if r.path == PathClass::PodToPod && r.result.outcome.is_ok() {
+            small_ok.insert((a, b));
+        }
+    }
+    let mut mtu: Vec<usize> = Vec::new();
+    let mut overlay: Vec<usize> = Vec::new();
+    for (i, r) in ctx.results.iter().enumerate() {
+        if !failed(r) || ctx.explained.contains(&i) {
+            continue;
+        }
+        let (Some(a), Some(b)) = (ctx.from(r), ctx.to(r)) else {
+            continue;
+        };
+        if a == b || ctx.needs(r).iter().any(|l| blocked.contains(l)) {
+            continue;
+        }
+        let overlay_path = matches!(
+            r.path,
+            PathClass::PodToPod | PathClass::NodeToPod | PathClass::Overlay
+        ) && !Ctx::is_vxlan(r);
+        if Ctx::is_mtu(r) && r.result.outcome == Outcome::Timeout && small_ok.contains(&(a, b)) {
+            mtu.push(i);
+        } else if overlay_path && vxlan_ok.contains(&(a, b)) && vxlan_ok.contains(&(b, a)) {
+            overlay.push(i);
+        }
+    }
+    if !mtu.is_empty() {
+        let size = ctx
+            .inv
+            .cluster
+            .overlay
+            .as_ref()
+            .and_then(|o| o.mtu)
+            .unwrap_or(0);
+        let pairs: BTreeSet<(u32, u32)> = mtu
+            .iter()
+            .filter_map(|&i| Some((ctx.from(&ctx.results[i])?, ctx.to(&ctx.results[i])?)))
+            .collect();
+        let nodes = common_nodes(&pairs);
+        let names = list(ctx, &nodes);
+        let pair_text: Vec<String> = pairs
+            .iter()
+            .map(|(a, b)| format!("{}->{}", ctx.name(*a), ctx.name(*b)))
+            .collect();
+        let mut f = Finding::new(
+            Kind::Mtu,
+            Severity::Error,
+            format!(
+                "full-size packets ({size} bytes) between pods vanish while small ones pass ({}): the underlay path MTU{} is below what the overlay needs",
+                pair_text.join(", "),
+                if names.is_empty() {
+                    String::new()
+                } else {
+                    format!(" to and from {}", names_text(&names))
+                }
+            ),
+        );
+        f.fix.push(format!("measure the path MTU between the nodes (ping -M do -s {} <peer>); either raise the underlay MTU to {} or lower the CNI's MTU to the underlay's minus {}", size.saturating_sub(28) + 50, u32::from(size) + 50, 50));
+        f.nodes = names;
+        ctx.emit(findings, f, &mtu, &[]);
+    }
+    if !overlay.is_empty() {
+        let pairs: BTreeSet<(u32, u32)> = overlay
+            .iter()
+            .filter_map(|&i| Some((ctx.from(&ctx.results[i])?, ctx.to(&ctx.results[i])?)))
+            .collect();
+        let names = list(ctx, &common_nodes(&pairs));
+        let mut f = Finding::new(
+            Kind::Overlay,
+            Severity::Error,
+            format!(
+                "overlay traffic fails although udp/{port} is open both ways (VXLAN receipts confirmed){}: routes, fdb or neighbour entries for the VXLAN device are missing or wrong",
+                if names.is_empty() {
+                    String::new()
+                } else {
+                    format!(" on {}", names_text(&names))
+                }
+            ),
+        );
+        f.fix.push("compare `ip route`, `bridge fdb show dev flannel.1` and `ip neigh show dev flannel.1` on the nodes involved with the other nodes; restart the CNI agent there".into());
+        f.nodes = names;
+        ctx.emit(findings, f, &overlay, &[]);
+    }
+}
+
+/// The nodes that appear in every pair (the common end of a set of failing pairs), or, when no
+/// node is common, every node involved.
+fn common_nodes(pairs: &BTreeSet<(u32, u32)>) -> Vec<u32> {
+    let all: BTreeSet<u32> = pairs.iter().flat_map(|(a, b)| [*a, *b]).collect();
+    let common: Vec<u32> = all
+        .iter()
+        .copied()
+        .filter(|n| pairs.iter().all(|(a, b)| a == n || b == n))
+        .collect();
+    if common.is_empty() {
+        all.into_iter().collect()
+    } else {
+        common
+    }
+}
