@@ -252,14 +252,15 @@ impl FindingPattern {
         }
         same(self.kind.as_ref(), Some(&f.kind))
             && same(self.severity.as_ref(), Some(&f.severity))
-            && self
-                .protocol
-                .is_none_or(|p| f.protocol.as_deref() == Some(p.as_str()))
+            && same(self.protocol.as_ref(), f.protocol.as_ref())
             && same(self.port.as_ref(), f.port.as_ref())
             && set(self.from.as_ref(), &f.from)
             && set(self.to.as_ref(), &f.to)
             && same(self.direction.as_ref(), f.direction.as_ref())
-            && same(self.where_.as_ref(), f.where_.as_ref())
+            && self.where_.as_ref().is_none_or(|w| {
+                let have: Vec<String> = f.where_.iter().map(ToString::to_string).collect();
+                *w == have.join(",")
+            })
             && same(self.state.as_ref(), f.state.as_ref())
             && set(self.cycle.as_ref(), &f.cycle)
             && set(self.components.as_ref(), &f.components)
@@ -701,12 +702,12 @@ expect:
     #[test]
     fn finding_patterns_match_named_fields_and_lists_as_sets() {
         let mut f = Finding::new(Kind::FirewallGap, Severity::Error, "x");
-        f.protocol = Some("udp".into());
+        f.protocol = Some(Protocol::Udp);
         f.port = Some(8472);
         f.from = vec!["n3".into()];
         f.to = vec!["n1".into(), "n2".into()];
         f.direction = Some(Direction::Both);
-        f.where_ = Some("network".into());
+        f.where_ = vec![crate::diagnose::Where::Network];
         let pattern = |yaml: &str| -> FindingPattern { serde_saphyr::from_str(yaml).unwrap() };
         for yes in [
             "{kind: firewall-gap}",
