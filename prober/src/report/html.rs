@@ -300,14 +300,16 @@ fn heatmap(out: &mut String, path: PathClass, rs: &[&ResultRecord]) {
         cols.len()
     );
     let focus = rows.len() > FOCUS_ROWS && !bad_rows.is_empty();
-    let _ = write!(
-        out,
-        "<input type=\"checkbox\" class=\"focus\" id=\"focus-{p}\"{}><label for=\"focus-{p}\"> \
-         failing rows only ({} of {})</label>",
-        if focus { " checked" } else { "" },
-        bad_rows.len(),
-        rows.len()
-    );
+    if !bad_rows.is_empty() {
+        let _ = write!(
+            out,
+            "<input type=\"checkbox\" class=\"focus\" id=\"focus-{p}\"{}><label for=\"focus-{p}\"> \
+             failing rows only ({} of {})</label>",
+            if focus { " checked" } else { "" },
+            bad_rows.len(),
+            rows.len()
+        );
+    }
     let dense = if cols.len() > FOCUS_ROWS {
         " dense"
     } else {
@@ -484,7 +486,7 @@ pub fn render(report: &Report, finished: u64) -> String {
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
          <title>prober: {} nodes, {} failed, {} findings</title><style>{STYLE}</style></head>\n\
          <body><header><h1>prober report</h1><p class=\"{verdict_class}\" id=\"verdict\">\
-         {} of {} probes failed, {} unknown; {} findings ({errors} errors) across {} nodes \
+         {} of {} probes failed, {} unknown; {} finding(s) ({errors} error(s)) across {} nodes \
          &mdash; {}</p></header>\n",
         s.nodes,
         s.counts.failed,

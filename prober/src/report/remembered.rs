@@ -10,9 +10,12 @@ use flate2::read::GzDecoder;
 use flate2::write::GzEncoder;
 use serde::{Deserialize, Serialize};
 
+use super::diff::diff;
 use super::{Counts, PathSummary, Report};
 use crate::diagnose::{Finding, Severity};
 use crate::model::PathClass;
+use crate::runtime::kube::events::{self, EventError};
+use crate::runtime::kube::memory::{self, MemoryError};
 
 pub const SCHEMA: &str = "prober.remembered/v1";
 /// The most compressed bytes kept: a quarter of the 1 MiB object limit, so base64 and the
@@ -175,6 +178,79 @@ impl Remembered {
         }))
         .unwrap_or_default()
     }
+}
+
+/// Why the scheduled mode could not remember a run or announce what changed.
+#[derive(Debug, thiserror::Error)]
+pub enum RememberError {
+    #[error(transparent)]
+    Memory(#[from] MemoryError),
+    #[error(transparent)]
+    Events(#[from] EventError),
+    #[error(transparent)]
+    Encode(#[from] RememberedError),
+}
+
+/// What a scheduled run found changed since the remembered one.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Changes {
+    /// Whether there was a remembered run to compare with.
+    pub first_run: bool,
+    pub new: usize,
+    pub new_errors: usize,
+    pub resolved: usize,
+    pub persisting: usize,
+    /// Events created.
+    pub events: usize,
+    /// Findings the remembered form had to leave out (see [`Omitted`]).
+    pub findings_omitted: usize,
+    /// Compressed bytes kept in the `ConfigMap`.
+    pub bytes: usize,
+}
+
+/// The remembered run in `namespace`, if any. One that cannot be read (another schema, damaged)
+/// is an error the caller may report and then treat as none.
+pub async fn recall(
+    client: &kube::Client,
+    namespace: &str,
+) -> Result<Option<Remembered>, RememberError> {
+    match memory::load(client, namespace).await? {
+        None => Ok(None),
+        Some(gz) => Ok(Some(Remembered::decode(&gz)?)),
+    }
+}
+
+/// Diffs `report` against the `previous` run, emits an Event per change (a first run announces
+/// everything it found), then remembers `report` in place of `previous`. Events go first: if
+/// they fail, the old memory stays and the next run announces the same changes again.
+pub async fn remember(
+    client: &kube::Client,
+    namespace: &str,
+    previous: Option<&Remembered>,
+    report: &Report,
+    finished: u64,
+) -> Result<Changes, RememberError> {
+    let old: &[Finding] = previous.map_or(&[], |p| &p.findings);
+    let d = diff(old, &report.findings);
+    let events = events::emit(client, namespace, &d.notices()).await?;
+    let (gz, kept) = Remembered::of(report, finished).encode(BUDGET)?;
+    let bytes = gz.len();
+    memory::store(client, namespace, gz, kept.summary()).await?;
+    Ok(Changes {
+        first_run: previous.is_none(),
+        new: d.new.len(),
+        new_errors: d
+            .new
+            .iter()
+            .filter(|f| f.severity == Severity::Error)
+            .count(),
+        resolved: d.resolved.len(),
+        persisting: d.persisting.len(),
+        events,
+        findings_omitted: kept.omitted.findings,
+        bytes,
+    })
 }
 
 #[cfg(test)]
