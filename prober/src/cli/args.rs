@@ -27,6 +27,11 @@ pub enum Output {
     Table,
     Json,
     Junit,
+    /// Prometheus text exposition (metrics of the run; labels: path class, outcome, finding
+    /// kind, severity, node at most).
+    Prometheus,
+    /// One self-contained HTML page: findings, a heatmap per path class, failures, the run.
+    Html,
 }
 
 #[derive(clap::Args)]
@@ -40,9 +45,16 @@ pub struct OutputArgs {
 }
 
 impl OutputArgs {
-    /// The report in the chosen format.
+    /// The report in the chosen format, of a run that just finished.
     #[must_use]
     pub fn render(&self, report: &Report) -> String {
+        self.render_finished(report, super::export::now())
+    }
+
+    /// The report in the chosen format, of a run that finished at `finished` (seconds since the
+    /// epoch; the report itself carries no clock).
+    #[must_use]
+    pub fn render_finished(&self, report: &Report, finished: u64) -> String {
         match self.output {
             Output::Table => {
                 let color = std::io::stdout().is_terminal()
@@ -57,8 +69,43 @@ impl OutputArgs {
             }
             Output::Json => report.to_json() + "\n",
             Output::Junit => report::junit(report),
+            Output::Prometheus => report::prometheus::render(report, finished),
+            Output::Html => report::html(report, finished),
         }
     }
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum LogFormat {
+    /// Messages for a person on stderr.
+    Text,
+    /// Also one JSON line on stderr with the run's summary, for a Job's log collector.
+    Json,
+}
+
+/// Where the run's metrics and summary go besides stdout: suited to a `CronJob`.
+#[derive(clap::Args, Clone)]
+pub struct ExportArgs {
+    /// Push the run's Prometheus metrics to this Pushgateway (`http://HOST:PORT`), replacing the
+    /// group `job="prober"` (PUT to URL/metrics/job/prober). Plain HTTP only.
+    #[arg(long, env = "PROBER_PUSHGATEWAY", value_name = "URL", value_parser = super::export::push_url)]
+    pub pushgateway: Option<super::export::PushUrl>,
+    /// Deadline of the push (connect, send, answer).
+    #[arg(long, env = "PROBER_PUSHGATEWAY_TIMEOUT", default_value = "10s", value_parser = duration)]
+    pub pushgateway_timeout: Duration,
+    /// `json`: one JSON line on stderr with the run's summary when it ends.
+    #[arg(long, env = "PROBER_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+/// The scheduled mode's memory between runs.
+#[derive(clap::Args, Clone)]
+pub struct RememberArgs {
+    /// Compare with the run remembered in the cluster (the `ConfigMap` `prober-last-report` in the
+    /// agents' namespace), emit a Kubernetes Event per new and resolved finding there, and
+    /// remember this run in its place. Needs the Kubernetes runtime (not --inventory).
+    #[arg(long, env = "PROBER_REMEMBER")]
+    pub remember: bool,
 }
 
 #[derive(clap::Args, Clone)]

@@ -10,9 +10,18 @@ pub struct Args {
     /// Agent image.
     #[arg(long, env = "PROBER_IMAGE", default_value = DEFAULT_IMAGE)]
     pub image: String,
+    /// Print the scheduled mode instead: exactly what `kubectl kustomize deploy/scheduled`
+    /// renders (the agents, RBAC, and the `CronJob` running `matrix --use-existing --remember`).
+    #[arg(long, conflicts_with_all = ["namespace", "image"])]
+    pub scheduled: bool,
 }
 
-pub fn run(args: &Args) -> u8 {
+pub fn run(args: &Args) -> Result<u8, super::CliError> {
+    if args.scheduled {
+        let text = super::manifests_scheduled::render().map_err(super::CliError::Usage)?;
+        print!("{text}");
+        return Ok(prober::report::EXIT_OK);
+    }
     let spec = AgentSpec {
         namespace: args.namespace.clone(),
         image: args.image.clone(),
@@ -20,5 +29,5 @@ pub fn run(args: &Args) -> u8 {
         run: None,
     };
     print!("{}", manifests::yaml(&spec));
-    prober::report::EXIT_OK
+    Ok(prober::report::EXIT_OK)
 }

@@ -7,13 +7,14 @@ use std::sync::Arc;
 use prober::inventory::Inventory;
 use prober::model::AgentStatus;
 use prober::report::Report;
+use prober::report::remembered::Changes;
 use prober::run::{Progress, RunConfig};
 use prober::runtime::Runtime;
 use prober::runtime::kube::{self, deploy, exec::KubeExec, manifests::AgentSpec};
 use prober::runtime::local::Local;
 
 use super::CliError;
-use super::args::{AgentArgs, KubeArgs, OutputArgs, ProbeArgs};
+use super::args::{AgentArgs, ExportArgs, KubeArgs, OutputArgs, ProbeArgs, RememberArgs};
 use super::signals;
 
 #[derive(clap::Args)]
@@ -30,19 +31,31 @@ pub struct Args {
     pub probe: ProbeArgs,
     #[command(flatten)]
     pub out: OutputArgs,
+    #[command(flatten)]
+    pub export: ExportArgs,
+    #[command(flatten)]
+    pub memory: RememberArgs,
 }
 
 pub async fn run(args: &Args) -> Result<u8, CliError> {
-    let report = match &args.inventory {
+    let (report, finished, changes) = match &args.inventory {
         None => kube_matrix(args).await?,
+        Some(_) if args.memory.remember => {
+            return Err(CliError::Usage(super::remember::NEEDS_KUBE.into()));
+        }
         Some(path) => {
             let inv = Inventory::load(path).map_err(|e| CliError::Usage(e.to_string()))?;
             let runtime = Arc::new(Local::new(&inv, args.probe.agent_bin()));
-            run_matrix(&inv, runtime, &args.probe, Vec::new()).await?
+            let report = run_matrix(&inv, runtime, &args.probe, Vec::new()).await?;
+            (report, super::export::now(), None)
         }
     };
-    print!("{}", args.out.render(&report));
-    Ok(report.summary.exit_code)
+    print!("{}", args.out.render_finished(&report, finished));
+    let changes = changes.as_ref();
+    Ok(args
+        .export
+        .finish("prober matrix", &report, finished, changes)
+        .await)
 }
 
 /// A progress bar on stderr when it is a terminal; it ticks on its own so the clock never
@@ -129,7 +142,7 @@ pub async fn run_matrix<R: Runtime + 'static>(
 
 /// The matrix through the Kubernetes API: discover, deploy the agents, wait, probe through
 /// pods/exec, clean up (on success, failure, SIGINT and SIGTERM).
-async fn kube_matrix(args: &Args) -> Result<Report, CliError> {
+async fn kube_matrix(args: &Args) -> Result<(Report, u64, Option<Changes>), CliError> {
     let (client, mut inv) = kube::discover(
         args.kube.kubeconfig.as_deref(),
         args.kube.context.as_deref(),
@@ -145,6 +158,7 @@ async fn kube_matrix(args: &Args) -> Result<Report, CliError> {
         run: (!existing).then(|| run.clone()),
     };
     let mut created_ns = false;
+    let previous = super::remember::recall(args.memory.remember, &client, &spec.namespace).await;
     let outcome = async {
         if !existing {
             created_ns = deploy::apply(&client, &spec)
@@ -182,5 +196,9 @@ async fn kube_matrix(args: &Args) -> Result<Report, CliError> {
             }
         }
     }
-    outcome
+    let report = outcome?;
+    let finished = super::export::now();
+    let changes =
+        super::remember::remember(previous, &client, &spec.namespace, &report, finished).await;
+    Ok((report, finished, changes))
 }

@@ -3,10 +3,14 @@
 
 pub mod args;
 pub mod cleanup;
+pub mod diff;
 pub mod discover;
+pub mod export;
 pub mod lab;
 pub mod manifests;
+pub mod manifests_scheduled;
 pub mod matrix;
+pub mod remember;
 pub mod report;
 pub mod signals;
 
@@ -34,9 +38,12 @@ pub enum Command {
     /// Probe the full path matrix and print the diagnosis.
     /// Exit 0: no failures; 1: failures; 2: usage or environment error; 3: agents missing;
     /// 130: interrupted.
-    Matrix(matrix::Args),
+    Matrix(Box<matrix::Args>),
     /// Re-render a saved JSON report (`matrix -o json` or `--save`) in any output format.
     Report(report::Args),
+    /// Compare two saved JSON reports: new, resolved and persisting findings.
+    /// Exit 1 when a new finding is an error, else 0.
+    Diff(diff::Args),
     /// Read the cluster through the Kubernetes API (read-only) and print what the prober believes
     /// about it, as an inventory you can inspect, edit and pass to `matrix --inventory`.
     Discover(discover::Args),
@@ -80,9 +87,10 @@ impl CliError {
 pub async fn dispatch(cli: Cli) -> Result<u8, CliError> {
     match cli.command {
         Command::Matrix(a) => matrix::run(&a).await,
-        Command::Report(a) => report::run(&a),
+        Command::Report(a) => report::run(&a).await,
+        Command::Diff(a) => diff::run(&a),
         Command::Discover(a) => discover::run(&a).await,
-        Command::Manifests(a) => Ok(manifests::run(&a)),
+        Command::Manifests(a) => manifests::run(&a),
         Command::Cleanup(a) => cleanup::run(&a).await,
         Command::Lab(c) => lab::run(c).await,
     }
@@ -94,6 +102,7 @@ pub fn name(cli: &Cli) -> &'static str {
     match &cli.command {
         Command::Matrix(_) => "prober matrix",
         Command::Report(_) => "prober report",
+        Command::Diff(_) => "prober diff",
         Command::Discover(_) => "prober discover",
         Command::Manifests(_) => "prober manifests",
         Command::Cleanup(_) => "prober cleanup",

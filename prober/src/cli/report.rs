@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use prober::report::Report;
 
 use super::CliError;
-use super::args::OutputArgs;
+use super::args::{ExportArgs, OutputArgs};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -13,13 +13,24 @@ pub struct Args {
     pub file: PathBuf,
     #[command(flatten)]
     pub out: OutputArgs,
+    #[command(flatten)]
+    pub export: ExportArgs,
 }
 
-pub fn run(args: &Args) -> Result<u8, CliError> {
+pub async fn run(args: &Args) -> Result<u8, CliError> {
     let file = args.file.display();
     let text = std::fs::read_to_string(&args.file)
         .map_err(|e| CliError::Usage(format!("cannot read {file}: {e}")))?;
     let report = Report::from_json(&text).map_err(|e| CliError::Usage(format!("{file}: {e}")))?;
-    print!("{}", args.out.render(&report));
-    Ok(report.summary.exit_code)
+    // The report carries no clock: it finished when it was saved.
+    let finished = std::fs::metadata(&args.file)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or_else(super::export::now, |d| d.as_secs());
+    print!("{}", args.out.render_finished(&report, finished));
+    Ok(args
+        .export
+        .finish("prober report", &report, finished, None)
+        .await)
 }

@@ -1,6 +1,12 @@
 //! The report (`prober.report/v1`, DESIGN.md section 4) and its renderings: table, json, junit.
 
+pub mod diff;
+#[cfg(test)]
+mod fixture;
+mod html;
 mod junit;
+pub mod prometheus;
+pub mod remembered;
 mod table;
 
 use std::collections::BTreeMap;
@@ -13,6 +19,7 @@ use crate::model::PathClass;
 use crate::model::{AgentStatus, ResultRecord};
 use crate::run::RunOutput;
 
+pub use html::render as html;
 pub use junit::render as junit;
 pub use table::{Style, render as table};
 

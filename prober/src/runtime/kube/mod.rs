@@ -3,8 +3,10 @@
 
 pub mod deploy;
 pub mod discover;
+pub mod events;
 pub mod exec;
 pub mod manifests;
+pub mod memory;
 
 use std::path::Path;
 use std::time::Duration;

@@ -1,0 +1,47 @@
+//! `prober diff OLD NEW`: what changed between two saved reports — new, resolved and persisting
+//! findings, matched by kind and subject rather than by id or wording.
+
+use std::path::{Path, PathBuf};
+
+use clap::ValueEnum;
+use prober::report::Report;
+use prober::report::diff::diff;
+
+use super::CliError;
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum Output {
+    Table,
+    Json,
+}
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The earlier JSON report (`prober matrix -o json` or `--save`).
+    pub old: PathBuf,
+    /// The later JSON report.
+    pub new: PathBuf,
+    /// Output format: `json` has the keys `new`, `resolved` and `persisting`, each a list of
+    /// findings.
+    #[arg(short, long, env = "PROBER_OUTPUT", value_enum, default_value_t = Output::Table)]
+    pub output: Output,
+}
+
+fn read(path: &Path) -> Result<Report, CliError> {
+    let file = path.display();
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| CliError::Usage(format!("cannot read {file}: {e}")))?;
+    Report::from_json(&text).map_err(|e| CliError::Usage(format!("{file}: {e}")))
+}
+
+/// Exit 1 when something new is an error, else 0.
+pub fn run(args: &Args) -> Result<u8, CliError> {
+    let old = read(&args.old)?;
+    let new = read(&args.new)?;
+    let d = diff(&old.findings, &new.findings);
+    match args.output {
+        Output::Table => print!("{}", d.table()),
+        Output::Json => println!("{}", d.to_json()),
+    }
+    Ok(d.exit_code())
+}

@@ -1,0 +1,60 @@
+//! `matrix --remember`: the scheduled mode's memory. Reads the remembered run before probing,
+//! and after it emits an Event per change and remembers this run. None of it fails the run: a
+//! problem is said on stderr and the report stands.
+
+use prober::report::Report;
+use prober::report::remembered::{self, Changes, RememberError, Remembered};
+
+pub const NEEDS_KUBE: &str = "--remember keeps the last report in the cluster (a ConfigMap in \
+                              the agents' namespace): it needs the Kubernetes API, not --inventory";
+
+/// What was found before probing.
+pub enum Previous {
+    /// A remembered run (`None`: this is the first, or the memory was unreadable and is replaced).
+    Found(Option<Remembered>),
+    /// The memory could not be read: this run neither diffs nor overwrites it.
+    Unreachable,
+}
+
+/// The remembered run, when `enabled`.
+pub async fn recall(enabled: bool, client: &kube::Client, namespace: &str) -> Option<Previous> {
+    if !enabled {
+        return None;
+    }
+    Some(match remembered::recall(client, namespace).await {
+        Ok(r) => Previous::Found(r),
+        Err(RememberError::Encode(e)) => {
+            eprintln!("prober matrix: --remember: {e}; this run replaces it");
+            Previous::Found(None)
+        }
+        Err(e) => {
+            eprintln!("prober matrix: --remember: {e}; this run is not remembered");
+            Previous::Unreachable
+        }
+    })
+}
+
+/// Diffs, emits the Events, remembers `report`; says on stderr what went wrong, if anything.
+pub async fn remember(
+    previous: Option<Previous>,
+    client: &kube::Client,
+    namespace: &str,
+    report: &Report,
+    finished: u64,
+) -> Option<Changes> {
+    let Some(Previous::Found(previous)) = previous else {
+        return None;
+    };
+    if report.summary.interrupted {
+        // Half a matrix would read as findings resolved.
+        eprintln!("prober matrix: --remember: the run was interrupted; it is not remembered");
+        return None;
+    }
+    match remembered::remember(client, namespace, previous.as_ref(), report, finished).await {
+        Ok(c) => Some(c),
+        Err(e) => {
+            eprintln!("prober matrix: --remember: {e}");
+            None
+        }
+    }
+}

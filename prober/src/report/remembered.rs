@@ -1,0 +1,337 @@
+//! What the scheduled mode remembers of a run for the next one: the findings (without the result
+//! ids they cite) and the per-path summaries, gzip-compressed and bounded however large the
+//! cluster, saying what had to be left out.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+
+use flate2::Compression;
+use flate2::read::GzDecoder;
+use flate2::write::GzEncoder;
+use serde::{Deserialize, Serialize};
+
+use super::diff::diff;
+use super::{Counts, PathSummary, Report};
+use crate::diagnose::{Finding, Severity};
+use crate::model::PathClass;
+use crate::runtime::kube::events::{self, EventError};
+use crate::runtime::kube::memory::{self, MemoryError};
+
+pub const SCHEMA: &str = "prober.remembered/v1";
+/// The most compressed bytes kept: a quarter of the 1 MiB object limit, so base64 and the
+/// `ConfigMap`'s own fields leave a wide margin.
+pub const BUDGET: usize = 256 * 1024;
+/// Decompressed, a remembered report is never larger than this; more is not ours.
+const MAX_INFLATED: u64 = 64 * 1024 * 1024;
+
+/// A remembered run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Remembered {
+    pub schema: String,
+    /// When the run finished, seconds since the epoch.
+    pub finished: u64,
+    pub counts: Counts,
+    pub nodes: usize,
+    pub exit_code: u8,
+    pub by_path: BTreeMap<PathClass, PathSummary>,
+    /// The findings without `evidence`, `consequences` and `fix` (see `omitted`).
+    pub findings: Vec<Finding>,
+    /// What was left out to stay within the budget.
+    pub omitted: Omitted,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Omitted {
+    /// The results themselves, always (only their per-path summaries are kept).
+    pub results: usize,
+    /// Result ids the findings cited as evidence or consequences, always.
+    pub result_ids: usize,
+    /// Findings dropped whole because the rest already filled the budget: warnings go first,
+    /// then the last errors. The next run sees them as new.
+    pub findings: usize,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RememberedError {
+    #[error("cannot compress the remembered report: {0}")]
+    Compress(#[source] std::io::Error),
+    #[error("the remembered report is not gzip: {0}")]
+    Decompress(#[source] std::io::Error),
+    #[error("the remembered report is not {SCHEMA} JSON: {0}")]
+    Shape(#[source] serde_json::Error),
+    #[error("the remembered report has schema {0:?}, not {SCHEMA:?}")]
+    Schema(String),
+}
+
+fn gzip(json: &[u8]) -> Result<Vec<u8>, RememberedError> {
+    let mut enc = GzEncoder::new(Vec::new(), Compression::best());
+    enc.write_all(json).map_err(RememberedError::Compress)?;
+    enc.finish().map_err(RememberedError::Compress)
+}
+
+fn compressed(r: &Remembered) -> Result<Vec<u8>, RememberedError> {
+    let json = serde_json::to_vec(r).map_err(RememberedError::Shape)?;
+    gzip(&json)
+}
+
+impl Remembered {
+    /// The remembered form of `report`, finished at `finished` (seconds since the epoch).
+    #[must_use]
+    pub fn of(report: &Report, finished: u64) -> Self {
+        let mut result_ids = 0;
+        let mut findings: Vec<Finding> = report
+            .findings
+            .iter()
+            .map(|f| {
+                result_ids += f.evidence.len() + f.consequences.len();
+                Finding {
+                    evidence: Vec::new(),
+                    consequences: Vec::new(),
+                    fix: Vec::new(),
+                    ..f.clone()
+                }
+            })
+            .collect();
+        // Errors first, so a budget cut drops warnings before any error.
+        findings.sort_by_key(|f| f.severity != Severity::Error);
+        Self {
+            schema: SCHEMA.into(),
+            finished,
+            counts: report.summary.counts.clone(),
+            nodes: report.summary.nodes,
+            exit_code: report.summary.exit_code,
+            by_path: report.summary.by_path.clone(),
+            findings,
+            omitted: Omitted {
+                results: report.results.len(),
+                result_ids,
+                findings: 0,
+            },
+        }
+    }
+
+    /// Gzip-compressed JSON of at most `budget` bytes, dropping the fewest findings needed; the
+    /// kept form is returned with it.
+    pub fn encode(mut self, budget: usize) -> Result<(Vec<u8>, Self), RememberedError> {
+        let whole = compressed(&self)?;
+        if whole.len() <= budget {
+            return Ok((whole, self));
+        }
+        // The largest number of findings that fits, by bisection: compressing is cheap next to
+        // a run, and the budget holds thousands of findings.
+        let all = std::mem::take(&mut self.findings);
+        let size = |n: usize, base: &Self| -> Result<usize, RememberedError> {
+            let mut r = base.clone();
+            r.findings = all[..n].to_vec();
+            r.omitted.findings = all.len() - n;
+            Ok(compressed(&r)?.len())
+        };
+        let (mut lo, mut hi) = (0, all.len());
+        while lo < hi {
+            let mid = lo + (hi - lo).div_ceil(2);
+            if size(mid, &self)? <= budget {
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        self.findings = all[..lo].to_vec();
+        self.omitted.findings = all.len() - lo;
+        // Without findings it is a few kilobytes: the per-path summaries of a dozen classes.
+        let gz = compressed(&self)?;
+        Ok((gz, self))
+    }
+
+    /// Reads what [`Remembered::encode`] wrote.
+    pub fn decode(gz: &[u8]) -> Result<Self, RememberedError> {
+        let mut json = Vec::new();
+        GzDecoder::new(gz)
+            .take(MAX_INFLATED)
+            .read_to_end(&mut json)
+            .map_err(RememberedError::Decompress)?;
+        let v: serde_json::Value = serde_json::from_slice(&json).map_err(RememberedError::Shape)?;
+        match v.get("schema").and_then(|s| s.as_str()) {
+            Some(SCHEMA) => {}
+            other => return Err(RememberedError::Schema(other.unwrap_or("").to_string())),
+        }
+        serde_json::from_value(v).map_err(RememberedError::Shape)
+    }
+
+    /// A few readable lines for the `ConfigMap`'s `data`.
+    #[must_use]
+    pub fn summary(&self) -> String {
+        let errors = self
+            .findings
+            .iter()
+            .filter(|f| f.severity == Severity::Error)
+            .count();
+        serde_json::to_string_pretty(&serde_json::json!({
+            "schema": self.schema,
+            "finished": crate::model::time::utc(self.finished),
+            "nodes": self.nodes,
+            "exitCode": self.exit_code,
+            "probes": self.counts,
+            "findings": {"error": errors, "warning": self.findings.len() - errors},
+            "omitted": self.omitted,
+        }))
+        .unwrap_or_default()
+    }
+}
+
+/// Why the scheduled mode could not remember a run or announce what changed.
+#[derive(Debug, thiserror::Error)]
+pub enum RememberError {
+    #[error(transparent)]
+    Memory(#[from] MemoryError),
+    #[error(transparent)]
+    Events(#[from] EventError),
+    #[error(transparent)]
+    Encode(#[from] RememberedError),
+}
+
+/// What a scheduled run found changed since the remembered one.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Changes {
+    /// Whether there was a remembered run to compare with.
+    pub first_run: bool,
+    pub new: usize,
+    pub new_errors: usize,
+    pub resolved: usize,
+    pub persisting: usize,
+    /// Events created.
+    pub events: usize,
+    /// Findings the remembered form had to leave out (see [`Omitted`]).
+    pub findings_omitted: usize,
+    /// Compressed bytes kept in the `ConfigMap`.
+    pub bytes: usize,
+}
+
+/// The remembered run in `namespace`, if any. One that cannot be read (another schema, damaged)
+/// is an error the caller may report and then treat as none.
+pub async fn recall(
+    client: &kube::Client,
+    namespace: &str,
+) -> Result<Option<Remembered>, RememberError> {
+    match memory::load(client, namespace).await? {
+        None => Ok(None),
+        Some(gz) => Ok(Some(Remembered::decode(&gz)?)),
+    }
+}
+
+/// Diffs `report` against the `previous` run, emits an Event per change (a first run announces
+/// everything it found), then remembers `report` in place of `previous`. Events go first: if
+/// they fail, the old memory stays and the next run announces the same changes again.
+pub async fn remember(
+    client: &kube::Client,
+    namespace: &str,
+    previous: Option<&Remembered>,
+    report: &Report,
+    finished: u64,
+) -> Result<Changes, RememberError> {
+    let old: &[Finding] = previous.map_or(&[], |p| &p.findings);
+    let d = diff(old, &report.findings);
+    let events = events::emit(client, namespace, &d.notices()).await?;
+    let (gz, kept) = Remembered::of(report, finished).encode(BUDGET)?;
+    let bytes = gz.len();
+    memory::store(client, namespace, gz, kept.summary()).await?;
+    Ok(Changes {
+        first_run: previous.is_none(),
+        new: d.new.len(),
+        new_errors: d
+            .new
+            .iter()
+            .filter(|f| f.severity == Severity::Error)
+            .count(),
+        resolved: d.resolved.len(),
+        persisting: d.persisting.len(),
+        events,
+        findings_omitted: kept.omitted.findings,
+        bytes,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::diagnose::Kind;
+
+    fn report(findings: usize) -> Report {
+        let mut r: Report = serde_json::from_value(serde_json::json!({
+            "schema": "prober.report/v1", "results": [], "findings": [], "agents": [],
+            "summary": {"total": 0, "ok": 0, "failed": 0, "unknown": 0, "nodes": 3, "agents": 6,
+                        "agentsMissing": 0, "durationMillis": 10, "interrupted": false,
+                        "byPath": {"pod-to-pod": {"total": 6, "ok": 6, "failed": 0, "unknown": 0}},
+                        "exitCode": 1}
+        }))
+        .unwrap();
+        for i in 0..findings {
+            let severity = if i % 2 == 0 {
+                Severity::Warning
+            } else {
+                Severity::Error
+            };
+            let mut f = Finding::new(Kind::Unexplained, severity, format!("finding {i}"));
+            // Node names that do not compress away, as a large cluster's would not.
+            f.nodes = (0..40)
+                .map(|j| {
+                    format!(
+                        "node-{:016x}",
+                        (i * 40 + j).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+                    )
+                })
+                .collect();
+            f.evidence = vec![format!("e{i}")];
+            f.consequences = vec![format!("c{i}"), format!("d{i}")];
+            f.fix = vec!["do this".into()];
+            r.findings.push(f);
+        }
+        r
+    }
+
+    #[test]
+    fn round_trips_without_result_ids() {
+        let rep = report(3);
+        let (gz, kept) = Remembered::of(&rep, 1_700_000_000).encode(BUDGET).unwrap();
+        let back = Remembered::decode(&gz).unwrap();
+        assert_eq!(back, kept);
+        assert_eq!(back.findings.len(), 3);
+        assert!(
+            back.findings
+                .iter()
+                .all(|f| f.evidence.is_empty() && f.fix.is_empty())
+        );
+        assert_eq!(back.omitted.result_ids, 9);
+        assert_eq!(back.omitted.findings, 0);
+        assert_eq!(back.findings[0].severity, Severity::Error, "errors first");
+        assert_eq!(back.by_path[&PathClass::PodToPod].counts.ok, 6);
+        assert!(back.summary().contains("\"omitted\""));
+    }
+
+    #[test]
+    fn stays_within_the_budget_dropping_warnings_first() {
+        let rep = report(400);
+        let budget = 16 * 1024;
+        let (gz, kept) = Remembered::of(&rep, 0).encode(budget).unwrap();
+        assert!(gz.len() <= budget, "{} bytes", gz.len());
+        assert!(kept.omitted.findings > 0 && !kept.findings.is_empty());
+        assert_eq!(kept.findings.len() + kept.omitted.findings, 400);
+        assert!(kept.findings.iter().all(|f| f.severity == Severity::Error));
+        assert_eq!(Remembered::decode(&gz).unwrap(), kept);
+    }
+
+    #[test]
+    fn refuses_what_is_not_ours() {
+        assert!(matches!(
+            Remembered::decode(b"not gzip"),
+            Err(RememberedError::Decompress(_))
+        ));
+        let other = gzip(br#"{"schema": "prober.report/v1"}"#).unwrap();
+        assert!(matches!(
+            Remembered::decode(&other),
+            Err(RememberedError::Schema(_))
+        ));
+    }
+}
