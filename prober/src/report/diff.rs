@@ -211,7 +211,7 @@ mod tests {
 
     fn gap(port: u16, from: &[&str], to: &[&str]) -> Finding {
         let mut f = Finding::new(Kind::FirewallGap, Severity::Error, format!("udp/{port}"));
-        f.protocol = Some("udp".into());
+        f.protocol = Some(crate::model::Protocol::Udp);
         f.port = Some(port);
         f.from = from.iter().map(ToString::to_string).collect();
         f.to = to.iter().map(ToString::to_string).collect();
@@ -254,7 +254,7 @@ mod tests {
         reworded.summary = "a different summary".into();
         reworded.evidence = vec!["overlay:n1/host->n3/host:udp/8472".into()];
         reworded.consequences = vec!["x".into()];
-        reworded.where_ = Some("host:n3".into());
+        reworded.where_ = vec![crate::diagnose::Where::Host("n3".into())];
         let cases: Vec<Row> = vec![
             ("nothing", vec![], vec![], 0, 0, 0),
             (

@@ -68,7 +68,7 @@ pub fn report(nodes: usize, cut: Option<&str>) -> Report {
             Severity::Error,
             format!("udp/8472 (VXLAN) is blocked between {c} and every other node, both ways"),
         );
-        f.protocol = Some("udp".into());
+        f.protocol = Some(crate::model::Protocol::Udp);
         f.port = Some(8472);
         f.from = vec![c.to_string()];
         f.to = inv
