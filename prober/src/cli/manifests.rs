@@ -16,8 +16,7 @@ pub fn run(args: &Args) -> u8 {
     let spec = AgentSpec {
         namespace: args.namespace.clone(),
         image: args.image.clone(),
-        ttl: None,
-        run: None,
+        ..AgentSpec::default()
     };
     print!("{}", manifests::yaml(&spec));
     prober::report::EXIT_OK

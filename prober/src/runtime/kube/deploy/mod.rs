@@ -1,324 +1,242 @@
-//! Agents in the cluster: server-side apply of the manifests, waiting until every node has both
-//! agents ready (or saying why not), and removing exactly what a run created.
+//! Agents in the cluster: finding a permanent install (then a run uses it and changes nothing),
+//! else creating this run's own objects — each named and labelled with the run id, recorded as
+//! it is created so that cleanup removes exactly those on every exit path, a failed apply
+//! included — waiting for them, and removing them.
 
-use std::collections::{BTreeMap, HashMap};
-use std::fmt::Write as _;
-use std::net::Ipv4Addr;
-use std::time::{Duration, Instant};
+pub mod agents;
+pub mod wait;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Namespace, Pod, ServiceAccount};
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Client;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, ListParams, PostParams, Preconditions};
+
+pub use agents::{AgentPod, agents_from_pods, attach_agents};
+pub use wait::wait;
 
 use super::manifests::{
-    self, AgentSpec, HOST_DAEMONSET, MANAGED_BY, POD_DAEMONSET, RUN_LABEL, SERVICE_ACCOUNT,
+    self, AgentSpec, HOST_DAEMONSET, POD_DAEMONSET, RUN_LABEL, SERVICE_ACCOUNT,
 };
-use crate::model::AgentStatus;
-use crate::model::{AgentKind, AgentRef};
 
-/// The field manager of every server-side apply.
+/// The field manager of every object the prober writes.
 pub const FIELD_MANAGER: &str = "prober";
 
 #[derive(Debug, thiserror::Error)]
-#[error("cannot {what}: {source}")]
-pub struct DeployError {
-    what: String,
-    source: kube::Error,
+pub enum DeployError {
+    #[error("cannot {what}: {source}")]
+    Api { what: String, source: kube::Error },
+    #[error(
+        "no agent can start: every agent pod is stuck pulling the image {image} ({message}); \
+         build and publish it (deploy/Dockerfile) and pass --image, or let the nodes reach its \
+         registry"
+    )]
+    ImagePull { image: String, message: String },
+    #[error(
+        "--use-existing: no permanent agents in namespace {namespace} (DaemonSets labelled \
+         app.kubernetes.io/name=prober without a run label); install them with \
+         `kubectl apply -k deploy/base`, or run without --use-existing"
+    )]
+    NoPermanentAgents { namespace: String },
 }
 
-fn err(what: impl Into<String>) -> impl FnOnce(kube::Error) -> DeployError {
+pub(crate) fn api_err(what: impl Into<String>) -> impl FnOnce(kube::Error) -> DeployError {
     let what = what.into();
-    move |source| DeployError { what, source }
+    move |source| DeployError::Api { what, source }
 }
 
-/// Applies the namespace, the service account and both agent `DaemonSets`. Returns whether the
-/// namespace is new (then cleanup removes it too).
-pub async fn apply(client: &Client, spec: &AgentSpec) -> Result<bool, DeployError> {
+/// One object a run created: deleted by name, only while it is still the same object (uid).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Owned {
+    pub name: String,
+    pub uid: Option<String>,
+}
+
+impl Owned {
+    fn of(meta: &ObjectMeta, fallback: &str) -> Self {
+        Self {
+            name: meta.name.clone().unwrap_or_else(|| fallback.to_string()),
+            uid: meta.uid.clone(),
+        }
+    }
+}
+
+/// What a run created so far, so cleanup removes exactly that.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Created {
+    pub namespace: Option<Owned>,
+    pub service_account: Option<Owned>,
+    pub daemonsets: Vec<Owned>,
+}
+
+/// Whether a permanent install (`deploy/base`: both agent `DaemonSets`, without a run label)
+/// runs in `namespace`. One list; an absent namespace lists nothing.
+pub async fn permanent(client: &Client, namespace: &str) -> Result<bool, DeployError> {
+    let spec = AgentSpec {
+        namespace: namespace.into(),
+        ..AgentSpec::default()
+    };
+    let list = Api::<DaemonSet>::namespaced(client.clone(), namespace)
+        .list(&ListParams::default().labels(&spec.selector()))
+        .await
+        .map_err(api_err(format!(
+            "list the prober DaemonSets in {namespace}"
+        )))?;
+    let has = |name: &str| {
+        list.items
+            .iter()
+            .any(|d| d.metadata.name.as_deref() == Some(name))
+    };
+    Ok(has(HOST_DAEMONSET) && has(POD_DAEMONSET))
+}
+
+fn already_exists(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 409)
+}
+
+/// Creates this run's objects (`spec.run` set): the namespace when it does not exist, the
+/// service account, both `DaemonSets`. Each one created is recorded in `created` at once, so a
+/// failure half-way leaves nothing cleanup does not know about. Objects are created, never
+/// updated: an existing object is someone else's and is left alone.
+pub async fn apply(
+    client: &Client,
+    spec: &AgentSpec,
+    created: &mut Created,
+) -> Result<(), DeployError> {
     let ns = &spec.namespace;
-    let pp = PatchParams::apply(FIELD_MANAGER).force();
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    let existed = namespaces
-        .get_opt(ns)
+    let pp = PostParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..PostParams::default()
+    };
+    match Api::<Namespace>::all(client.clone())
+        .create(&pp, &manifests::namespace(spec))
         .await
-        .map_err(err(format!("get namespace {ns}")))?
-        .is_some();
-    namespaces
-        .patch(ns, &pp, &Patch::Apply(manifests::namespace(spec)))
+    {
+        Ok(n) => created.namespace = Some(Owned::of(&n.metadata, ns)),
+        // The namespace exists (a permanent install's, or one made by hand): used, not owned.
+        Err(e) if already_exists(&e) => {}
+        Err(e) => return Err(api_err(format!("create namespace {ns}"))(e)),
+    }
+    let sa_name = spec.name(SERVICE_ACCOUNT);
+    let sa = Api::<ServiceAccount>::namespaced(client.clone(), ns)
+        .create(&pp, &manifests::service_account(spec))
         .await
-        .map_err(err(format!("apply namespace {ns}")))?;
-    Api::<ServiceAccount>::namespaced(client.clone(), ns)
-        .patch(
-            SERVICE_ACCOUNT,
-            &pp,
-            &Patch::Apply(manifests::service_account(spec)),
-        )
-        .await
-        .map_err(err(format!("apply serviceaccount {ns}/{SERVICE_ACCOUNT}")))?;
+        .map_err(api_err(format!("create serviceaccount {ns}/{sa_name}")))?;
+    created.service_account = Some(Owned::of(&sa.metadata, &sa_name));
     let daemonsets: Api<DaemonSet> = Api::namespaced(client.clone(), ns);
     for ds in [
         manifests::host_daemonset(spec),
         manifests::pod_daemonset(spec),
     ] {
         let name = ds.metadata.name.clone().unwrap_or_default();
-        daemonsets
-            .patch(&name, &pp, &Patch::Apply(ds))
+        let made = daemonsets
+            .create(&pp, &ds)
             .await
-            .map_err(err(format!("apply daemonset {ns}/{name}")))?;
+            .map_err(api_err(format!("create daemonset {ns}/{name}")))?;
+        created.daemonsets.push(Owned::of(&made.metadata, &name));
     }
-    Ok(!existed)
+    Ok(())
 }
 
-/// A ready agent: its pod and the address other agents probe.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AgentPod {
-    pub pod: String,
-    pub address: Ipv4Addr,
-}
-
-/// Points the inventory's agents at the ready agent pods (reached through `pods/exec`); agents
-/// that are not ready are left out, so their probes are unknown, not failed.
-pub fn attach_agents(
-    inv: &mut crate::inventory::Inventory,
-    ready: &BTreeMap<AgentRef, AgentPod>,
-    namespace: &str,
-) {
-    for n in &mut inv.nodes {
-        for (kind, slot) in [
-            (AgentKind::Host, &mut n.agents.host),
-            (AgentKind::Pod, &mut n.agents.pod),
-        ] {
-            let agent = AgentRef {
-                node: n.name.clone(),
-                agent: kind,
-            };
-            *slot = ready.get(&agent).map(|p| crate::inventory::Agent {
-                exec: ["kubectl", "-n", namespace, "exec", &p.pod, "--"]
-                    .map(String::from)
-                    .to_vec(),
-                address: p.address,
-                // The manifests start `probe-pod serve` on its default port.
-                port: probe_proto::DEFAULT_AGENT_PORT,
-            });
-        }
-    }
-}
-
-/// Why a pod is not ready, in the words `kubectl get pods` would use.
-fn not_ready_reason(p: &Pod) -> String {
-    let status = p.status.as_ref();
-    let waiting = status
-        .and_then(|s| s.container_statuses.as_ref())
-        .into_iter()
-        .flatten()
-        .find_map(|c| {
-            c.state.as_ref()?.waiting.as_ref().map(|w| {
-                (
-                    w.reason.clone().unwrap_or_default(),
-                    w.message.clone().unwrap_or_default(),
-                )
-            })
-        });
-    if let Some((reason, message)) = waiting {
-        return if message.is_empty() {
-            reason
-        } else {
-            format!("{reason}: {message}")
-        };
-    }
-    let unscheduled = status
-        .and_then(|s| s.conditions.as_ref())
-        .into_iter()
-        .flatten()
-        .find(|c| c.type_ == "PodScheduled" && c.status == "False")
-        .map(|c| {
-            format!(
-                "Pending: {}",
-                c.message
-                    .clone()
-                    .unwrap_or_else(|| c.reason.clone().unwrap_or_default())
-            )
-        });
-    unscheduled.unwrap_or_else(|| {
-        status
-            .and_then(|s| s.phase.clone())
-            .unwrap_or_else(|| "Unknown".into())
-    })
-}
-
-fn component_kind(p: &Pod) -> Option<AgentKind> {
-    match p
-        .metadata
-        .labels
-        .as_ref()?
-        .get("app.kubernetes.io/component")?
-        .as_str()
-    {
-        "host-agent" => Some(AgentKind::Host),
-        "pod-agent" => Some(AgentKind::Pod),
-        _ => None,
-    }
-}
-
-/// Which agents are ready on which node, and why the others are not. Pure.
-#[must_use]
-pub fn agents_from_pods(
-    pods: &[Pod],
-    nodes: &[String],
-) -> (BTreeMap<AgentRef, AgentPod>, Vec<AgentStatus>) {
-    let mut ready = BTreeMap::new();
-    let mut seen: HashMap<AgentRef, String> = HashMap::new();
-    for p in pods {
-        let (Some(kind), Some(node)) = (
-            component_kind(p),
-            p.spec.as_ref().and_then(|s| s.node_name.clone()),
-        ) else {
-            continue;
-        };
-        let agent = AgentRef { node, agent: kind };
-        let is_ready = p
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .into_iter()
-            .flatten()
-            .any(|c| c.type_ == "Ready" && c.status == "True");
-        let ip = p
-            .status
-            .as_ref()
-            .and_then(|s| s.pod_ip.as_deref())
-            .and_then(|ip| ip.parse::<Ipv4Addr>().ok());
-        match (is_ready, ip, p.metadata.name.clone()) {
-            (true, Some(address), Some(pod)) => {
-                ready.insert(agent, AgentPod { pod, address });
-            }
-            _ => {
-                seen.insert(agent, not_ready_reason(p));
-            }
-        }
-    }
-    let mut missing = Vec::new();
-    for node in nodes {
-        for kind in [AgentKind::Host, AgentKind::Pod] {
-            let agent = AgentRef {
-                node: node.clone(),
-                agent: kind,
-            };
-            if ready.contains_key(&agent) {
-                continue;
-            }
-            let detail = seen.remove(&agent).unwrap_or_else(|| "no agent pod was scheduled there (a NotReady node, or a taint it does not tolerate)".into());
-            missing.push(AgentStatus {
-                node: node.clone(),
-                agent: kind,
-                ran: false,
-                detail,
-            });
-        }
-    }
-    (ready, missing)
-}
-
-fn selector(spec: &AgentSpec) -> String {
-    let mut s = "app.kubernetes.io/name=prober".to_string();
-    if let Some(run) = &spec.run {
-        let _ = write!(s, ",{RUN_LABEL}={run}");
-    }
-    s
-}
-
-/// Polls until both agents run on every node or `timeout` passes; `on_progress(ready, wanted)`.
-pub async fn wait(
-    client: &Client,
-    spec: &AgentSpec,
-    nodes: &[String],
-    timeout: Duration,
-    on_progress: &dyn Fn(usize, usize),
-) -> Result<(BTreeMap<AgentRef, AgentPod>, Vec<AgentStatus>), DeployError> {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), &spec.namespace);
-    let lp = ListParams::default().labels(&selector(spec));
-    let started = Instant::now();
-    loop {
-        let list = pods
-            .list(&lp)
-            .await
-            .map_err(err(format!("list agent pods in {}", spec.namespace)))?;
-        let (ready, missing) = agents_from_pods(&list.items, nodes);
-        on_progress(ready.len(), nodes.len() * 2);
-        if missing.is_empty() || started.elapsed() >= timeout {
-            return Ok((ready, missing));
-        }
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
-}
-
-/// Deletes one object; `Ok(false)` when it was already gone.
-async fn delete_one<K>(api: &Api<K>, name: &str, what: String) -> Result<bool, DeployError>
+/// Deletes one object, only if it is still the one recorded; `Ok(false)` when it was gone or
+/// replaced by another object of that name.
+async fn delete_owned<K>(api: &Api<K>, owned: &Owned, what: String) -> Result<bool, DeployError>
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
-    match api.delete(name, &DeleteParams::background()).await {
+    let dp = DeleteParams {
+        preconditions: owned.uid.clone().map(|uid| Preconditions {
+            uid: Some(uid),
+            resource_version: None,
+        }),
+        ..DeleteParams::background()
+    };
+    match api.delete(&owned.name, &dp).await {
         Ok(_) => Ok(true),
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(false),
-        Err(source) => Err(DeployError { what, source }),
+        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(false),
+        Err(source) => Err(DeployError::Api { what, source }),
     }
 }
 
-/// Deletes what `apply` created: both `DaemonSets`, the service account, and the namespace when
-/// the run created it. Returns what was deleted.
+/// Deletes what `apply` recorded, newest first. Returns what was deleted (`kind/name`).
 pub async fn cleanup(
     client: &Client,
     spec: &AgentSpec,
-    namespace_created: bool,
+    created: &Created,
 ) -> Result<Vec<String>, DeployError> {
     let ns = &spec.namespace;
     let mut deleted = Vec::new();
     let daemonsets: Api<DaemonSet> = Api::namespaced(client.clone(), ns);
-    for name in [HOST_DAEMONSET, POD_DAEMONSET] {
-        if delete_one(&daemonsets, name, format!("delete daemonset {ns}/{name}")).await? {
-            deleted.push(format!("daemonset/{name}"));
+    for ds in created.daemonsets.iter().rev() {
+        let what = format!("delete daemonset {ns}/{}", ds.name);
+        if delete_owned(&daemonsets, ds, what).await? {
+            deleted.push(format!("daemonset/{}", ds.name));
         }
     }
-    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
-    if delete_one(
-        &sas,
-        SERVICE_ACCOUNT,
-        format!("delete serviceaccount {ns}/{SERVICE_ACCOUNT}"),
-    )
-    .await?
-    {
-        deleted.push(format!("serviceaccount/{SERVICE_ACCOUNT}"));
+    if let Some(sa) = &created.service_account {
+        let api: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
+        let what = format!("delete serviceaccount {ns}/{}", sa.name);
+        if delete_owned(&api, sa, what).await? {
+            deleted.push(format!("serviceaccount/{}", sa.name));
+        }
     }
-    if namespace_created {
-        let namespaces: Api<Namespace> = Api::all(client.clone());
-        if delete_one(&namespaces, ns, format!("delete namespace {ns}")).await? {
-            deleted.push(format!("namespace/{ns}"));
+    if let Some(n) = &created.namespace {
+        let api: Api<Namespace> = Api::all(client.clone());
+        if delete_owned(&api, n, format!("delete namespace {}", n.name)).await? {
+            deleted.push(format!("namespace/{}", n.name));
         }
     }
     Ok(deleted)
 }
 
-/// Removes every agent `DaemonSet` the prober ever created in `namespace` (leftovers of crashed
-/// runs), by label. Returns how many.
-pub async fn cleanup_leftovers(client: &Client, namespace: &str) -> Result<usize, DeployError> {
+/// Removes what crashed runs left in `namespace`: `DaemonSets` and service accounts carrying a
+/// run label, and the namespace itself when a run created it. A permanent install (no run label)
+/// is never touched. Returns what was deleted.
+pub async fn cleanup_leftovers(
+    client: &Client,
+    namespace: &str,
+) -> Result<Vec<String>, DeployError> {
+    let lp = ListParams::default().labels(RUN_LABEL);
+    let mut deleted = Vec::new();
     let daemonsets: Api<DaemonSet> = Api::namespaced(client.clone(), namespace);
-    let lp = ListParams::default().labels(&format!("{}={}", MANAGED_BY.0, MANAGED_BY.1));
     let list = daemonsets
         .list(&lp)
         .await
-        .map_err(err(format!("list prober daemonsets in {namespace}")))?;
-    let mut n = 0;
+        .map_err(api_err(format!("list run DaemonSets in {namespace}")))?;
     for ds in list.items {
-        let name = ds.metadata.name.unwrap_or_default();
-        if delete_one(
-            &daemonsets,
-            &name,
-            format!("delete daemonset {namespace}/{name}"),
-        )
-        .await?
-        {
-            n += 1;
+        let owned = Owned::of(&ds.metadata, "");
+        let what = format!("delete daemonset {namespace}/{}", owned.name);
+        if delete_owned(&daemonsets, &owned, what).await? {
+            deleted.push(format!("daemonset/{}", owned.name));
         }
     }
-    Ok(n)
+    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
+    let list = sas
+        .list(&lp)
+        .await
+        .map_err(api_err(format!("list run service accounts in {namespace}")))?;
+    for sa in list.items {
+        let owned = Owned::of(&sa.metadata, "");
+        let what = format!("delete serviceaccount {namespace}/{}", owned.name);
+        if delete_owned(&sas, &owned, what).await? {
+            deleted.push(format!("serviceaccount/{}", owned.name));
+        }
+    }
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let ns = namespaces
+        .get_opt(namespace)
+        .await
+        .map_err(api_err(format!("get namespace {namespace}")))?;
+    if let Some(n) = ns.filter(|n| {
+        n.metadata
+            .labels
+            .as_ref()
+            .is_some_and(|l| l.contains_key(RUN_LABEL))
+    }) {
+        let owned = Owned::of(&n.metadata, namespace);
+        if delete_owned(&namespaces, &owned, format!("delete namespace {namespace}")).await? {
+            deleted.push(format!("namespace/{namespace}"));
+        }
+    }
+    Ok(deleted)
 }
