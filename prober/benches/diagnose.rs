@@ -42,6 +42,7 @@ fn inventory() -> Inventory {
                 mac: MacAddr([2, 0, 0, 0, i.to_be_bytes()[2], i.to_be_bytes()[3]]),
             }),
             zone: None,
+            serves: None,
             agents: Agents {
                 host: Some(Agent {
                     exec: vec!["true".into()],
@@ -72,6 +73,8 @@ fn inventory() -> Inventory {
                 endpoints: vec![SocketAddr::from((addr(0), 6443))],
             },
             dns: None,
+            bgp: None,
+            node_files: None,
         },
         nodes,
         components: Vec::new(),

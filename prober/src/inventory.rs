@@ -30,6 +30,53 @@ pub struct Cluster {
     pub api: Api,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dns: Option<Dns>,
+    /// Calico's BGP (BIRD), when it runs; absent when the CNI speaks no BGP (Calico in VXLAN
+    /// mode, Canal, every other CNI). Which nodes run it is in each node's `serves`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bgp: Option<Bgp>,
+    /// Where the node checks find the node's files on this distribution (host paths); absent
+    /// means the kubeadm layout (`/etc/cni/net.d`, `/etc/kubernetes/kubelet.conf`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_files: Option<NodeFiles>,
+}
+
+/// Calico's BGP: with the node-to-node mesh every BGP node peers with every other one on TCP
+/// 179; without it the peers are the `BGPPeer` objects (route reflectors), not modelled here.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Bgp {
+    pub mesh: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub as_number: Option<u32>,
+}
+
+/// The node's own files the node checks read, as paths on the host. The host agent mounts them
+/// (read-only) where the checks look: `cniConfDir` at `<root>/etc/cni/net.d` and
+/// `kubeletKubeconfig` at `<root>/etc/kubernetes/kubelet.conf`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NodeFiles {
+    /// `kubeadm`, `k3s`, `rke2`, `eks`, `gke`: the layout these paths come from.
+    pub distribution: String,
+    pub cni_conf_dir: PathBuf,
+    pub kubelet_kubeconfig: PathBuf,
+    /// The CNI plugin's own kubeconfig, for CNIs whose plugin calls the API server (Calico,
+    /// Canal); absent when the plugin talks to a local agent instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cni_kubeconfig: Option<PathBuf>,
+}
+
+impl NodeFiles {
+    /// The kubeadm layout, which is also what a node check assumes without discovery.
+    #[must_use]
+    pub fn kubeadm() -> Self {
+        Self {
+            distribution: "kubeadm".into(),
+            cni_conf_dir: "/etc/cni/net.d".into(),
+            kubelet_kubeconfig: "/etc/kubernetes/kubelet.conf".into(),
+            cni_kubeconfig: None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -42,6 +89,8 @@ pub enum Cni {
     Weave,
     Antrea,
     KubeRouter,
+    /// The AWS VPC CNI (EKS): pods take VPC addresses, no overlay.
+    AwsVpc,
     Other,
 }
 
@@ -97,8 +146,10 @@ impl std::fmt::Display for Cidr {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Overlay {
+    /// `vxlan`, `geneve`, `ipip` (IP protocol 4: `port` is 0) or `wireguard`.
     pub mode: String,
     pub port: u16,
+    /// 0 when it is not one constant (Cilium carries the source identity in the VNI).
     pub vni: u32,
     /// The MTU pods see over the overlay (1450 for VXLAN on a 1500 underlay); when set, the
     /// matrix sends packets of exactly this size between pods to find MTU black holes.
@@ -143,6 +194,11 @@ pub struct Node {
     pub vtep: Option<Vtep>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub zone: Option<String>,
+    /// The CNI's TCP ports this node listens on for the other nodes (Calico: 179 where BIRD
+    /// runs, 5473 where a Typha pod runs; Cilium: 4240). Absent: unknown, assume the CNI's
+    /// usual ports on every node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serves: Option<Vec<u16>>,
     pub agents: Agents,
 }
 

@@ -12,6 +12,8 @@ fn docs(text: &str) -> Vec<serde_json::Value> {
         .map(|d| d.trim_start_matches("---").trim())
         .filter(|d| !d.is_empty())
         .map(|d| serde_saphyr::from_str(d).unwrap_or_else(|e| panic!("not YAML: {e}\n{d}")))
+        // A document of comments only (the header of deploy/base/agents.yaml) is no object.
+        .filter(|v: &serde_json::Value| !v.is_null())
         .collect()
 }
 
@@ -142,4 +144,114 @@ fn installed_as_kubectl_probe_it_is_a_kubectl_plugin() {
         .output()
         .unwrap();
     assert!(String::from_utf8_lossy(&manifests.stdout).contains("kind: DaemonSet"));
+}
+
+/// Whether `tool` runs here. Without it the test says so in one line and passes; `scripts/test`
+/// (CI) sets `PROBER_REQUIRE_TOOLS=1` after installing them, so there a missing tool fails.
+fn tool(name: &str) -> bool {
+    let ok = std::process::Command::new(name)
+        .arg("--help")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        assert!(
+            std::env::var_os("PROBER_REQUIRE_TOOLS").is_none(),
+            "PROBER_REQUIRE_TOOLS is set but {name} is not installed (scripts/install-kube-test-deps)"
+        );
+        eprintln!("SKIP: {name} is not installed (scripts/install-kube-test-deps installs it)");
+    }
+    ok
+}
+
+#[test]
+fn deploy_base_validates_strictly_against_kubernetes_1_30_to_1_34() {
+    if !(tool("kubectl") && tool("kubernetes-validate")) {
+        return;
+    }
+    let dir = tempfile::Builder::new()
+        .prefix("prober-kustomize-")
+        .tempdir()
+        .unwrap();
+    let out = std::process::Command::new("kubectl")
+        .args(["kustomize"])
+        .arg(root().join("deploy/base"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "kubectl kustomize deploy/base: {}",
+        common::text(&out)
+    );
+    let built = dir.path().join("base.yaml");
+    std::fs::write(&built, &out.stdout).unwrap();
+    let kinds: Vec<String> = docs(&String::from_utf8_lossy(&out.stdout))
+        .iter()
+        .map(|d| d["kind"].as_str().unwrap_or_default().to_string())
+        .collect();
+    for k in [
+        "Namespace",
+        "DaemonSet",
+        "ServiceAccount",
+        "ClusterRole",
+        "Role",
+        "RoleBinding",
+    ] {
+        assert!(kinds.iter().any(|x| x == k), "no {k} in {kinds:?}");
+    }
+    let mut files = vec![built.clone()];
+    let mut optional: Vec<_> = std::fs::read_dir(root().join("deploy/base/optional"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    optional.sort();
+    files.extend(optional);
+    // The validator can fail: an unknown field is refused.
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(
+        &bad,
+        "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: x\nbogus: 1\n",
+    )
+    .unwrap();
+    let refused = std::process::Command::new("kubernetes-validate")
+        .args(["--strict", "--quiet", "-k", "1.30.0"])
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert!(
+        !refused.status.success(),
+        "kubernetes-validate accepted an unknown field"
+    );
+    for version in ["1.30.0", "1.31.0", "1.32.0", "1.33.0", "1.34.0"] {
+        let out = std::process::Command::new("kubernetes-validate")
+            .args(["--strict", "--quiet", "-k", version])
+            .args(&files)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "deploy/base does not validate against Kubernetes {version}: {}",
+            common::text(&out)
+        );
+    }
+}
+
+#[test]
+fn the_agents_namespace_admits_them_and_they_stay_on_linux() {
+    let deployed = docs(&std::fs::read_to_string(root().join("deploy/base/agents.yaml")).unwrap());
+    assert_eq!(
+        deployed[0]["metadata"]["labels"]["pod-security.kubernetes.io/enforce"],
+        "privileged"
+    );
+    for ds in &deployed[2..] {
+        let pod = &ds["spec"]["template"]["spec"];
+        assert_eq!(pod["nodeSelector"]["kubernetes.io/os"], "linux");
+        assert!(
+            pod.get("priorityClassName").is_none(),
+            "system-node-critical only in kube-system"
+        );
+        assert_eq!(
+            pod["containers"][0]["readinessProbe"]["httpGet"]["path"],
+            "/healthz"
+        );
+    }
 }

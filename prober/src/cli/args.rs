@@ -129,7 +129,8 @@ pub struct AgentArgs {
     /// Leave the agents running afterwards (remove them with `prober cleanup`).
     #[arg(long, env = "PROBER_KEEP_AGENTS")]
     pub keep_agents: bool,
-    /// Use agents already installed from deploy/ (the scheduled mode): apply and remove nothing.
+    /// Use agents already installed from deploy/ (the scheduled mode): create and remove nothing.
+    /// Chosen by itself when they are installed; with the flag, their absence is an error.
     #[arg(long, env = "PROBER_USE_EXISTING")]
     pub use_existing: bool,
     /// How long to wait for the agents to become ready before probing with those that are.

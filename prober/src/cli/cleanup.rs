@@ -1,4 +1,5 @@
-//! `prober cleanup`: remove agents left behind by crashed runs.
+//! `prober cleanup`: remove what crashed runs left behind (found by their run label); a
+//! permanent install from deploy/ carries none and is never touched.
 
 use prober::runtime::kube::manifests::DEFAULT_NAMESPACE;
 
@@ -22,9 +23,14 @@ pub async fn run(args: &Args) -> Result<u8, CliError> {
     )
     .await
     .map_err(|e| env(&e))?;
-    let n = prober::runtime::kube::deploy::cleanup_leftovers(&client, &args.namespace)
+    let deleted = prober::runtime::kube::deploy::cleanup_leftovers(&client, &args.namespace)
         .await
         .map_err(|e| env(&e))?;
-    println!("removed {n} agent DaemonSet(s) from {}", args.namespace);
+    if deleted.is_empty() {
+        println!("nothing left behind by a run in {}", args.namespace);
+    }
+    for d in deleted {
+        println!("deleted {d} ({})", args.namespace);
+    }
     Ok(prober::report::EXIT_OK)
 }

@@ -20,13 +20,24 @@ pub struct Args {
     pub output: Format,
 }
 
+/// Says on stderr what discovery was not allowed to read: the inventory is partial there.
+pub fn warn_forbidden(command: &str, forbidden: &[String]) {
+    for what in forbidden {
+        eprintln!(
+            "{command}: warning: not allowed to {what}; the inventory leaves it out (grant it as deploy/base/rbac.yaml describes)"
+        );
+    }
+}
+
 pub async fn run(args: &Args) -> Result<u8, CliError> {
-    let (_, inv) = prober::runtime::kube::discover(
+    let found = prober::runtime::kube::discover(
         args.kube.kubeconfig.as_deref(),
         args.kube.context.as_deref(),
     )
     .await
     .map_err(|e| CliError::Environment(e.to_string()))?;
+    warn_forbidden("prober discover", &found.forbidden);
+    let inv = found.inventory;
     match args.output {
         Format::Yaml => print!("{}", inv.to_yaml()),
         Format::Json => println!(

@@ -25,8 +25,7 @@ pub fn run(args: &Args) -> Result<u8, super::CliError> {
     let spec = AgentSpec {
         namespace: args.namespace.clone(),
         image: args.image.clone(),
-        ttl: None,
-        run: None,
+        ..AgentSpec::default()
     };
     print!("{}", manifests::yaml(&spec));
     Ok(prober::report::EXIT_OK)

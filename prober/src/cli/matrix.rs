@@ -140,30 +140,63 @@ pub async fn run_matrix<R: Runtime + 'static>(
     Ok(report)
 }
 
-/// The matrix through the Kubernetes API: discover, deploy the agents, wait, probe through
-/// pods/exec, clean up (on success, failure, SIGINT and SIGTERM).
+/// A run id: unique enough that two runs (from two machines) never share objects, short
+/// enough for object names.
+fn run_id() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    format!(
+        "r{:06x}{:04x}",
+        secs & 0xff_ffff,
+        std::process::id() & 0xffff
+    )
+}
+
+/// The matrix through the Kubernetes API: discover, use the permanent agents when they are
+/// installed or else create this run's own, wait, probe through pods/exec, and remove exactly
+/// what this run created (on success, failure, a failed apply, SIGINT and SIGTERM).
 async fn kube_matrix(args: &Args) -> Result<(Report, u64, Option<Changes>), CliError> {
-    let (client, mut inv) = kube::discover(
+    let env = |e: &dyn std::fmt::Display| CliError::Environment(e.to_string());
+    let found = kube::discover(
         args.kube.kubeconfig.as_deref(),
         args.kube.context.as_deref(),
     )
     .await
-    .map_err(|e| CliError::Environment(e.to_string()))?;
-    let run = format!("r{:x}", std::process::id());
-    let existing = args.agents.use_existing;
+    .map_err(|e| env(&e))?;
+    super::discover::warn_forbidden("prober matrix", &found.forbidden);
+    let (client, mut inv) = (found.client, found.inventory);
+    let namespace = args.agents.namespace.clone();
+    // Permanent agents (deploy/base) are used as they are: a run must not roll them.
+    let existing = deploy::permanent(&client, &namespace)
+        .await
+        .map_err(|e| env(&e))?;
+    if args.agents.use_existing && !existing {
+        return Err(env(&deploy::DeployError::NoPermanentAgents { namespace }));
+    }
+    if existing && !args.agents.use_existing {
+        eprintln!(
+            "prober matrix: using the permanent agents in {namespace} (as with --use-existing); this run creates and removes nothing"
+        );
+    }
     let spec = AgentSpec {
-        namespace: args.agents.namespace.clone(),
+        namespace,
         image: args.agents.image.clone(),
         ttl: (!existing).then(|| "2h".to_string()),
-        run: (!existing).then(|| run.clone()),
+        run: (!existing).then(run_id),
+        node_files: inv
+            .cluster
+            .node_files
+            .clone()
+            .unwrap_or_else(prober::inventory::NodeFiles::kubeadm),
     };
-    let mut created_ns = false;
+    let mut created = deploy::Created::default();
     let previous = super::remember::recall(args.memory.remember, &client, &spec.namespace).await;
     let outcome = async {
         if !existing {
-            created_ns = deploy::apply(&client, &spec)
+            deploy::apply(&client, &spec, &mut created)
                 .await
-                .map_err(|e| CliError::Environment(e.to_string()))?;
+                .map_err(|e| env(&e))?;
         }
         let nodes: Vec<String> = inv.nodes.iter().map(|n| n.name.clone()).collect();
         let progress = |ready: usize, wanted: usize| {
@@ -174,7 +207,7 @@ async fn kube_matrix(args: &Args) -> Result<(Report, u64, Option<Changes>), CliE
         // A signal while the agents start: stop waiting, clean up below.
         let (ready, missing) = tokio::select! {
             w = deploy::wait(&client, &spec, &nodes, args.agents.agent_wait, &progress) =>
-                w.map_err(|e| CliError::Environment(e.to_string()))?,
+                w.map_err(|e| env(&e))?,
             () = signals::interrupted() =>
                 return Err(CliError::Interrupted("interrupted while waiting for the agents".into())),
         };
@@ -184,10 +217,9 @@ async fn kube_matrix(args: &Args) -> Result<(Report, u64, Option<Changes>), CliE
     }
     .await;
     // Whatever happened above, remove what this run created (a failed apply included).
-    let keep = existing || args.agents.keep_agents;
-    if !keep {
+    if !existing && !args.agents.keep_agents {
         let cleanup =
-            tokio::time::timeout(signals::GRACE, deploy::cleanup(&client, &spec, created_ns));
+            tokio::time::timeout(signals::GRACE, deploy::cleanup(&client, &spec, &created));
         match cleanup.await {
             Ok(Ok(_)) => {}
             Ok(Err(e)) => eprintln!("prober matrix: cleanup: {e} (run `prober cleanup`)"),

@@ -64,7 +64,7 @@ pub fn cni_tcp_ports(cni: Cni) -> &'static [u16] {
         Cni::Cilium => &[4240],
         Cni::Weave => &[6783],
         Cni::KubeRouter => &[179],
-        Cni::Flannel | Cni::Canal | Cni::Antrea | Cni::Other => &[],
+        Cni::Flannel | Cni::Canal | Cni::Antrea | Cni::AwsVpc | Cni::Other => &[],
     }
 }
 

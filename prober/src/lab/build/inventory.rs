@@ -35,6 +35,8 @@ pub fn inventory(s: &Scenario, l: &Layout) -> crate::inventory::Inventory {
                 names: vec!["kubernetes.default.svc.cluster.local".into(), "example.com".into()],
                 corefile: Some(".:53 {\n    errors\n    kubernetes cluster.local in-addr.arpa ip6.arpa\n    forward . /etc/resolv.conf\n    cache 30\n    loop\n}\n".into()),
             }),
+            bgp: None,
+            node_files: None,
         },
         nodes: l
             .nodes
@@ -47,6 +49,7 @@ pub fn inventory(s: &Scenario, l: &Layout) -> crate::inventory::Inventory {
                 host_root: Some(n.root.clone()),
                 vtep: Some(Vtep { address: n.vtep, mac: n.mac }),
                 zone: Some(l.zones[n.zone].clone()),
+                serves: None,
                 agents: Agents {
                     host: Some(Agent { exec: exec(&n.ns), address: n.address, port: AGENT_PORT }),
                     pod: n.pods.first().map(|p| Agent { exec: exec(&p.ns), address: p.address, port: AGENT_PORT }),

@@ -1,17 +1,21 @@
 //! The agents as Kubernetes objects, built in code: a namespace, a `ServiceAccount` with no API
 //! access, and two `DaemonSets` (host network and pod network). `prober manifests` prints exactly
-//! these, and `deploy/base` holds the same (a test compares them).
+//! these, and `deploy/base` holds the same (a test compares them). A run's objects carry its run
+//! id in their names and labels, so they never collide with a permanent install or another run.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetSpec};
 use k8s_openapi::api::core::v1::{
-    Capabilities, Container, HostPathVolumeSource, Namespace, PodSecurityContext, PodSpec,
-    PodTemplateSpec, ResourceRequirements, SecurityContext, ServiceAccount, Sysctl, Toleration,
-    Volume, VolumeMount,
+    Capabilities, Container, ContainerPort, HTTPGetAction, HostPathVolumeSource, Namespace,
+    PodSecurityContext, PodSpec, PodTemplateSpec, Probe, ResourceRequirements, SeccompProfile,
+    SecurityContext, ServiceAccount, Sysctl, Toleration, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+use crate::inventory::NodeFiles;
 
 pub const DEFAULT_NAMESPACE: &str = "prober-system";
 pub const DEFAULT_IMAGE: &str = concat!("ghcr.io/prober-dev/prober:", env!("CARGO_PKG_VERSION"));
@@ -22,6 +26,17 @@ pub const POD_DAEMONSET: &str = "probe-pod";
 pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "prober");
 /// The label tying agents to one run.
 pub const RUN_LABEL: &str = "prober.io/run";
+/// Pod Security admission: the host agent needs the host network, host paths and `NET_RAW`,
+/// which `baseline` and `restricted` refuse; without the label a hardened cluster's default
+/// level applies and the `DaemonSet` can create no pod.
+pub const POD_SECURITY: [(&str, &str); 3] = [
+    ("pod-security.kubernetes.io/enforce", "privileged"),
+    ("pod-security.kubernetes.io/audit", "privileged"),
+    ("pod-security.kubernetes.io/warn", "privileged"),
+];
+/// Only kube-system may use the `system-*` priority classes on every distribution (GKE and
+/// others cap them elsewhere with a quota, and the pods are refused).
+pub const SYSTEM_NAMESPACE: &str = "kube-system";
 
 /// What to build.
 #[derive(Debug, Clone)]
@@ -32,6 +47,8 @@ pub struct AgentSpec {
     pub ttl: Option<String>,
     /// Set on agents a run creates.
     pub run: Option<String>,
+    /// The node's files the host agent mounts for the node checks (host paths).
+    pub node_files: NodeFiles,
 }
 
 impl Default for AgentSpec {
@@ -41,6 +58,29 @@ impl Default for AgentSpec {
             image: DEFAULT_IMAGE.into(),
             ttl: None,
             run: None,
+            node_files: NodeFiles::kubeadm(),
+        }
+    }
+}
+
+impl AgentSpec {
+    /// An object's name: the permanent install's, or with the run id appended, so a run never
+    /// changes (and rolls) an existing `DaemonSet`.
+    #[must_use]
+    pub fn name(&self, base: &str) -> String {
+        match &self.run {
+            Some(run) => format!("{base}-{run}"),
+            None => base.to_string(),
+        }
+    }
+
+    /// The label selector of this spec's agent pods: this run's, or the permanent ones (those
+    /// without a run label).
+    #[must_use]
+    pub fn selector(&self) -> String {
+        match &self.run {
+            Some(run) => format!("app.kubernetes.io/name=prober,{RUN_LABEL}={run}"),
+            None => format!("app.kubernetes.io/name=prober,!{RUN_LABEL}"),
         }
     }
 }
@@ -93,7 +133,9 @@ fn args(spec: &AgentSpec, extra: &[&str]) -> Vec<String> {
     a
 }
 
-fn host_path(name: &str, path: &str, kind: &str) -> (Volume, VolumeMount) {
+/// Mounts the host's `path` read-only at `/host<at>`: where the node checks look, whatever
+/// the distribution's own layout.
+fn host_path(name: &str, path: &str, at: &str, kind: &str) -> (Volume, VolumeMount) {
     (
         Volume {
             name: name.into(),
@@ -105,23 +147,62 @@ fn host_path(name: &str, path: &str, kind: &str) -> (Volume, VolumeMount) {
         },
         VolumeMount {
             name: name.into(),
-            mount_path: format!("/host{path}"),
+            mount_path: format!("/host{at}"),
             read_only: Some(true),
             ..VolumeMount::default()
         },
     )
 }
 
+/// Ready means answering: the kubelet asks the agent's own `/healthz` on its probe port.
+fn readiness() -> Probe {
+    Probe {
+        http_get: Some(HTTPGetAction {
+            path: Some("/healthz".into()),
+            port: IntOrString::Int(i32::from(probe_proto::DEFAULT_AGENT_PORT)),
+            ..HTTPGetAction::default()
+        }),
+        period_seconds: Some(2),
+        timeout_seconds: Some(1),
+        failure_threshold: Some(3),
+        ..Probe::default()
+    }
+}
+
+fn ports() -> Vec<ContainerPort> {
+    vec![ContainerPort {
+        name: Some("probe".into()),
+        container_port: i32::from(probe_proto::DEFAULT_AGENT_PORT),
+        ..ContainerPort::default()
+    }]
+}
+
+/// Linux nodes only: the agent is a Linux binary and Windows nodes could not start it.
+fn node_selector() -> BTreeMap<String, String> {
+    BTreeMap::from([("kubernetes.io/os".to_string(), "linux".to_string())])
+}
+
+fn runtime_default_seccomp() -> SeccompProfile {
+    SeccompProfile {
+        type_: "RuntimeDefault".into(),
+        ..SeccompProfile::default()
+    }
+}
+
 fn daemonset(spec: &AgentSpec, name: &str, component: &str, pod: PodSpec) -> DaemonSet {
-    let selector = BTreeMap::from([
+    let mut selector = BTreeMap::from([
         ("app.kubernetes.io/name".to_string(), "prober".to_string()),
         (
             "app.kubernetes.io/component".to_string(),
             component.to_string(),
         ),
     ]);
+    // A run's DaemonSet selects only its own pods, never a permanent install's.
+    if let Some(run) = &spec.run {
+        selector.insert(RUN_LABEL.into(), run.clone());
+    }
     DaemonSet {
-        metadata: meta(spec, name, component, true),
+        metadata: meta(spec, &spec.name(name), component, true),
         spec: Some(DaemonSetSpec {
             selector: LabelSelector {
                 match_labels: Some(selector),
@@ -140,7 +221,9 @@ fn daemonset(spec: &AgentSpec, name: &str, component: &str, pod: PodSpec) -> Dae
     }
 }
 
-/// Tolerates every taint: control-plane nodes must be covered too.
+/// Tolerates every taint: the matrix needs an agent on every node, control-plane and tainted
+/// nodes included (a taint says what may be scheduled there, not which paths must work), and a
+/// node turning `NotReady` mid-run must not evict the agent that would show why.
 fn tolerate_all() -> Vec<Toleration> {
     vec![Toleration {
         operator: Some("Exists".into()),
@@ -151,15 +234,36 @@ fn tolerate_all() -> Vec<Toleration> {
 /// The host-network agent: sniffs VXLAN (`CAP_NET_RAW` only) and reads the node's files read-only.
 #[must_use]
 pub fn host_daemonset(spec: &AgentSpec) -> DaemonSet {
+    let files = &spec.node_files;
+    let path = |p: &std::path::Path| p.display().to_string();
+    // Only the files the node checks read, never whole directories that hold private keys
+    // (/etc/kubernetes/pki, /var/lib/kubelet/pods), each where the checks look for it.
     let mounts = [
-        host_path("cni-config", "/etc/cni/net.d", "DirectoryOrCreate"),
-        host_path("kubernetes", "/etc/kubernetes", "DirectoryOrCreate"),
-        host_path("resolv-conf", "/etc/resolv.conf", "File"),
+        host_path(
+            "cni-config",
+            &path(&files.cni_conf_dir),
+            "/etc/cni/net.d",
+            "DirectoryOrCreate",
+        ),
+        host_path(
+            "kubelet-kubeconfig",
+            &path(&files.kubelet_kubeconfig),
+            "/etc/kubernetes/kubelet.conf",
+            "File",
+        ),
+        host_path(
+            "resolv-conf",
+            "/etc/resolv.conf",
+            "/etc/resolv.conf",
+            "File",
+        ),
     ];
     let container = Container {
         name: "probe-pod".into(),
         image: Some(spec.image.clone()),
         args: Some(args(spec, &[])),
+        ports: Some(ports()),
+        readiness_probe: Some(readiness()),
         resources: Some(resources()),
         volume_mounts: Some(mounts.iter().map(|(_, m)| m.clone()).collect()),
         security_context: Some(SecurityContext {
@@ -173,6 +277,7 @@ pub fn host_daemonset(spec: &AgentSpec) -> DaemonSet {
                 add: Some(vec!["NET_RAW".into()]),
                 drop: Some(vec!["ALL".into()]),
             }),
+            seccomp_profile: Some(runtime_default_seccomp()),
             ..SecurityContext::default()
         }),
         ..Container::default()
@@ -184,10 +289,13 @@ pub fn host_daemonset(spec: &AgentSpec) -> DaemonSet {
         PodSpec {
             host_network: Some(true),
             dns_policy: Some("ClusterFirstWithHostNet".into()),
-            service_account_name: Some(SERVICE_ACCOUNT.into()),
+            service_account_name: Some(spec.name(SERVICE_ACCOUNT)),
             automount_service_account_token: Some(false),
+            node_selector: Some(node_selector()),
             tolerations: Some(tolerate_all()),
-            priority_class_name: Some("system-node-critical".into()),
+            // Keeps the agent on a node under memory pressure, where allowed.
+            priority_class_name: (spec.namespace == SYSTEM_NAMESPACE)
+                .then(|| "system-node-critical".into()),
             containers: vec![container],
             volumes: Some(mounts.into_iter().map(|(v, _)| v).collect()),
             ..PodSpec::default()
@@ -202,6 +310,8 @@ pub fn pod_daemonset(spec: &AgentSpec) -> DaemonSet {
         name: "probe-pod".into(),
         image: Some(spec.image.clone()),
         args: Some(args(spec, &["--sniff", "never"])),
+        ports: Some(ports()),
+        readiness_probe: Some(readiness()),
         resources: Some(resources()),
         security_context: Some(SecurityContext {
             run_as_non_root: Some(true),
@@ -212,6 +322,7 @@ pub fn pod_daemonset(spec: &AgentSpec) -> DaemonSet {
                 drop: Some(vec!["ALL".into()]),
                 ..Capabilities::default()
             }),
+            seccomp_profile: Some(runtime_default_seccomp()),
             ..SecurityContext::default()
         }),
         ..Container::default()
@@ -221,8 +332,9 @@ pub fn pod_daemonset(spec: &AgentSpec) -> DaemonSet {
         POD_DAEMONSET,
         "pod-agent",
         PodSpec {
-            service_account_name: Some(SERVICE_ACCOUNT.into()),
+            service_account_name: Some(spec.name(SERVICE_ACCOUNT)),
             automount_service_account_token: Some(false),
+            node_selector: Some(node_selector()),
             tolerations: Some(tolerate_all()),
             security_context: Some(PodSecurityContext {
                 sysctls: Some(vec![Sysctl {
@@ -239,8 +351,14 @@ pub fn pod_daemonset(spec: &AgentSpec) -> DaemonSet {
 
 #[must_use]
 pub fn namespace(spec: &AgentSpec) -> Namespace {
+    let mut metadata = meta(spec, &spec.namespace, "namespace", false);
+    metadata.labels.get_or_insert_with(BTreeMap::new).extend(
+        POD_SECURITY
+            .iter()
+            .map(|(k, v)| ((*k).to_string(), (*v).to_string())),
+    );
     Namespace {
-        metadata: meta(spec, &spec.namespace, "namespace", false),
+        metadata,
         ..Namespace::default()
     }
 }
@@ -249,7 +367,7 @@ pub fn namespace(spec: &AgentSpec) -> Namespace {
 #[must_use]
 pub fn service_account(spec: &AgentSpec) -> ServiceAccount {
     ServiceAccount {
-        metadata: meta(spec, SERVICE_ACCOUNT, "agent", true),
+        metadata: meta(spec, &spec.name(SERVICE_ACCOUNT), "agent", true),
         automount_service_account_token: Some(false),
         ..ServiceAccount::default()
     }
@@ -342,10 +460,93 @@ mod tests {
             paths,
             [
                 "/host/etc/cni/net.d",
-                "/host/etc/kubernetes",
+                "/host/etc/kubernetes/kubelet.conf",
                 "/host/etc/resolv.conf"
             ]
         );
+        assert_eq!(pod.priority_class_name, None, "not outside kube-system");
+        assert_eq!(pod.node_selector.unwrap()["kubernetes.io/os"], "linux");
+        let probe = c
+            .readiness_probe
+            .as_ref()
+            .unwrap()
+            .http_get
+            .as_ref()
+            .unwrap();
+        assert_eq!(
+            (probe.path.as_deref(), &probe.port),
+            (Some("/healthz"), &IntOrString::Int(9917))
+        );
+    }
+
+    #[test]
+    fn k3s_files_are_mounted_where_the_node_checks_look() {
+        let spec = AgentSpec {
+            node_files: crate::runtime::kube::discover::nodefiles::node_files(
+                "k3s",
+                crate::inventory::Cni::Flannel,
+            ),
+            namespace: SYSTEM_NAMESPACE.into(),
+            ..AgentSpec::default()
+        };
+        let pod = host_daemonset(&spec).spec.unwrap().template.spec.unwrap();
+        let host: Vec<(String, String)> = pod
+            .volumes
+            .unwrap()
+            .iter()
+            .zip(pod.containers[0].volume_mounts.as_ref().unwrap())
+            .map(|(v, m)| {
+                (
+                    v.host_path.as_ref().unwrap().path.clone(),
+                    m.mount_path.clone(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            host[..2],
+            [
+                (
+                    "/var/lib/rancher/k3s/agent/etc/cni/net.d".to_string(),
+                    "/host/etc/cni/net.d".to_string()
+                ),
+                (
+                    "/var/lib/rancher/k3s/agent/kubelet.kubeconfig".to_string(),
+                    "/host/etc/kubernetes/kubelet.conf".to_string()
+                )
+            ]
+        );
+        assert_eq!(
+            pod.priority_class_name.as_deref(),
+            Some("system-node-critical"),
+            "in kube-system"
+        );
+    }
+
+    #[test]
+    fn a_run_names_and_selects_only_its_own_objects() {
+        let spec = AgentSpec {
+            run: Some("r7".into()),
+            ..AgentSpec::default()
+        };
+        let ds = host_daemonset(&spec);
+        assert_eq!(ds.metadata.name.as_deref(), Some("probe-host-r7"));
+        let sel = ds.spec.unwrap().selector.match_labels.unwrap();
+        assert_eq!(sel[RUN_LABEL], "r7");
+        assert_eq!(
+            service_account(&spec).metadata.name.as_deref(),
+            Some("prober-agent-r7")
+        );
+        assert_eq!(
+            spec.selector(),
+            "app.kubernetes.io/name=prober,prober.io/run=r7"
+        );
+        assert_eq!(
+            AgentSpec::default().selector(),
+            "app.kubernetes.io/name=prober,!prober.io/run"
+        );
+        let ns = namespace(&spec).metadata.labels.unwrap();
+        assert_eq!(ns["pod-security.kubernetes.io/enforce"], "privileged");
+        assert_eq!(ns[RUN_LABEL], "r7");
     }
 
     #[test]

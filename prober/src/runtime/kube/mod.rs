@@ -29,13 +29,7 @@ pub enum ConnectError {
         source_name: String,
         message: String,
     },
-    #[error("cannot reach the cluster at {server} (from {source_name}): no answer within {secs} s")]
-    NoAnswer {
-        server: String,
-        source_name: String,
-        secs: u64,
-    },
-    #[error("cannot read the cluster at {server} (from {source_name}): {source}")]
+    #[error("cannot use the cluster at {server} (from {source_name}): {source}")]
     Discover {
         server: String,
         source_name: String,
@@ -102,25 +96,31 @@ pub async fn client(
     Ok((client, server, source_name))
 }
 
-/// Connects and discovers, naming the kubeconfig and server when the cluster cannot be reached.
+/// What discovery found: the client it used, the inventory, and what it was not allowed to read
+/// (the inventory is partial there; say so).
+pub struct Discovered {
+    pub client: kube::Client,
+    pub inventory: crate::inventory::Inventory,
+    pub forbidden: Vec<String>,
+}
+
+/// Connects and discovers, naming the kubeconfig and server when the cluster cannot be reached
+/// or read. Discovery keeps its own deadlines, which grow with the cluster's size.
 pub async fn discover(
     kubeconfig: Option<&Path>,
     context: Option<&str>,
-) -> Result<(kube::Client, crate::inventory::Inventory), ConnectError> {
+) -> Result<Discovered, ConnectError> {
     let (client, server, source_name) = client(kubeconfig, context).await?;
-    let budget = CONNECT_TIMEOUT * 3;
-    let raw = tokio::time::timeout(budget, discover::read(&client))
-        .await
-        .map_err(|_| ConnectError::NoAnswer {
-            server: server.clone(),
-            source_name: source_name.clone(),
-            secs: budget.as_secs(),
-        })?;
     let read = |e| ConnectError::Discover {
         server: server.clone(),
         source_name: source_name.clone(),
         source: e,
     };
-    let inventory = discover::build(&raw.map_err(read)?).map_err(read)?;
-    Ok((client, inventory))
+    let raw = discover::read(&client).await.map_err(read)?;
+    let inventory = discover::build(&raw).map_err(read)?;
+    Ok(Discovered {
+        client,
+        inventory,
+        forbidden: raw.forbidden,
+    })
 }

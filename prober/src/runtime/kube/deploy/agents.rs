@@ -1,0 +1,223 @@
+//! Pure: which agents are ready, why the others are not (in the words `kubectl get pods` and the
+//! `DaemonSet`'s events use), and whether every agent is stuck on its image.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::Ipv4Addr;
+
+use k8s_openapi::api::core::v1::Pod;
+
+use crate::model::{AgentKind, AgentRef, AgentStatus};
+use crate::runtime::kube::discover::family;
+
+/// A ready agent: its pod and the address other agents probe.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentPod {
+    pub pod: String,
+    pub address: Ipv4Addr,
+}
+
+/// Said of a node where no agent pod exists and its `DaemonSet` reported nothing.
+pub const NOT_SCHEDULED: &str =
+    "no agent pod was scheduled there (a NotReady node, or a taint it does not tolerate)";
+
+/// Kubelet reasons meaning the image cannot be had: waiting longer will not help.
+const PULL_FAILURES: [&str; 4] = [
+    "ErrImagePull",
+    "ImagePullBackOff",
+    "InvalidImageName",
+    "ErrImageNeverPull",
+];
+
+fn waiting(p: &Pod) -> Option<(String, String)> {
+    p.status
+        .as_ref()?
+        .container_statuses
+        .as_ref()?
+        .iter()
+        .find_map(|c| {
+            c.state.as_ref()?.waiting.as_ref().map(|w| {
+                (
+                    w.reason.clone().unwrap_or_default(),
+                    w.message.clone().unwrap_or_default(),
+                )
+            })
+        })
+}
+
+/// Why a pod is not ready, in the words `kubectl get pods` would use.
+#[must_use]
+pub fn not_ready_reason(p: &Pod) -> String {
+    let status = p.status.as_ref();
+    if let Some((reason, message)) = waiting(p) {
+        return if message.is_empty() {
+            reason
+        } else {
+            format!("{reason}: {message}")
+        };
+    }
+    let unscheduled = status
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .find(|c| c.type_ == "PodScheduled" && c.status == "False")
+        .map(|c| {
+            format!(
+                "Pending: {}",
+                c.message
+                    .clone()
+                    .unwrap_or_else(|| c.reason.clone().unwrap_or_default())
+            )
+        });
+    unscheduled.unwrap_or_else(|| {
+        let phase = status
+            .and_then(|s| s.phase.clone())
+            .unwrap_or_else(|| "Unknown".into());
+        if phase == "Running" {
+            "Running but not ready: its /healthz does not answer the kubelet".into()
+        } else {
+            phase
+        }
+    })
+}
+
+/// Which agent a pod is, by its component label.
+#[must_use]
+pub fn component_kind(p: &Pod) -> Option<AgentKind> {
+    match p
+        .metadata
+        .labels
+        .as_ref()?
+        .get("app.kubernetes.io/component")?
+        .as_str()
+    {
+        "host-agent" => Some(AgentKind::Host),
+        "pod-agent" => Some(AgentKind::Pod),
+        _ => None,
+    }
+}
+
+fn is_ready(p: &Pod) -> bool {
+    p.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .any(|c| c.type_ == "Ready" && c.status == "True")
+}
+
+/// Which agents are ready on which node, and why the others are not. `refused` is what the
+/// `DaemonSet` of each agent kind reported when it could create no pod (its `FailedCreate`
+/// event: Pod Security, a quota); it explains a node with no pod better than a guess.
+#[must_use]
+pub fn agents_from_pods(
+    pods: &[Pod],
+    nodes: &[String],
+    refused: &BTreeMap<AgentKind, String>,
+) -> (BTreeMap<AgentRef, AgentPod>, Vec<AgentStatus>) {
+    let mut ready = BTreeMap::new();
+    let mut seen: HashMap<AgentRef, String> = HashMap::new();
+    for p in pods {
+        let (Some(kind), Some(node)) = (
+            component_kind(p),
+            p.spec.as_ref().and_then(|s| s.node_name.clone()),
+        ) else {
+            continue;
+        };
+        let agent = AgentRef { node, agent: kind };
+        let ip = p.status.as_ref().and_then(family::pod_ipv4);
+        match (is_ready(p), ip, p.metadata.name.clone()) {
+            (true, Some(address), Some(pod)) => {
+                ready.insert(agent, AgentPod { pod, address });
+            }
+            _ => {
+                seen.insert(agent, not_ready_reason(p));
+            }
+        }
+    }
+    let mut missing = Vec::new();
+    for node in nodes {
+        for kind in [AgentKind::Host, AgentKind::Pod] {
+            let agent = AgentRef {
+                node: node.clone(),
+                agent: kind,
+            };
+            if ready.contains_key(&agent) {
+                continue;
+            }
+            let detail = seen.remove(&agent).unwrap_or_else(|| {
+                refused
+                    .get(&kind)
+                    .cloned()
+                    .unwrap_or_else(|| NOT_SCHEDULED.into())
+            });
+            missing.push(AgentStatus {
+                node: node.clone(),
+                agent: kind,
+                ran: false,
+                detail,
+            });
+        }
+    }
+    (ready, missing)
+}
+
+/// When every agent pod so far is stuck on its image (and there are enough of them to rule out
+/// one node's bad luck), the kubelet's words for it; waiting longer would only delay the error.
+#[must_use]
+pub fn all_stuck_pulling(pods: &[Pod], wanted: usize) -> Option<String> {
+    let agents: Vec<&Pod> = pods
+        .iter()
+        .filter(|p| component_kind(p).is_some())
+        .collect();
+    if agents.is_empty() || agents.iter().any(|p| is_ready(p)) {
+        return None;
+    }
+    let mut messages = Vec::new();
+    for p in &agents {
+        let (reason, message) = waiting(p)?;
+        if !PULL_FAILURES.contains(&reason.as_str()) {
+            return None;
+        }
+        messages.push((reason, message));
+    }
+    if agents.len() < wanted.min(3) {
+        return None;
+    }
+    // ErrImagePull carries the registry's answer; the back-off only says it is backing off.
+    messages.sort_by_key(|(r, _)| r != "ErrImagePull");
+    messages.into_iter().next().map(|(reason, message)| {
+        if message.is_empty() {
+            reason
+        } else {
+            format!("{reason}: {message}")
+        }
+    })
+}
+
+/// Points the inventory's agents at the ready agent pods (reached through `pods/exec`); agents
+/// that are not ready are left out, so their probes are unknown, not failed.
+pub fn attach_agents(
+    inv: &mut crate::inventory::Inventory,
+    ready: &BTreeMap<AgentRef, AgentPod>,
+    namespace: &str,
+) {
+    for n in &mut inv.nodes {
+        for (kind, slot) in [
+            (AgentKind::Host, &mut n.agents.host),
+            (AgentKind::Pod, &mut n.agents.pod),
+        ] {
+            let agent = AgentRef {
+                node: n.name.clone(),
+                agent: kind,
+            };
+            *slot = ready.get(&agent).map(|p| crate::inventory::Agent {
+                exec: ["kubectl", "-n", namespace, "exec", &p.pod, "--"]
+                    .map(String::from)
+                    .to_vec(),
+                address: p.address,
+                // The manifests start `probe-pod serve` on its default port.
+                port: probe_proto::DEFAULT_AGENT_PORT,
+            });
+        }
+    }
+}

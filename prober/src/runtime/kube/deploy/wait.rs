@@ -1,0 +1,263 @@
+//! Waiting for the agents: one list of the agent pods and of the `DaemonSets`' `FailedCreate`
+//! events, then watches on both (never a list every second, which on a large cluster is
+//! thousands of pods a second). It stops as soon as every agent is ready, every missing agent's
+//! `DaemonSet` has said why it cannot create pods, or every agent is stuck on its image.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use futures_util::{Stream, StreamExt};
+use k8s_openapi::api::core::v1::{Event, Pod};
+use kube::Client;
+use kube::api::{Api, ListParams, WatchEvent, WatchParams};
+use tokio::time::Instant;
+
+use super::agents::{AgentPod, agents_from_pods, all_stuck_pulling, component_kind};
+use super::{DeployError, api_err};
+use crate::model::{AgentKind, AgentRef, AgentStatus};
+use crate::runtime::kube::manifests::{AgentSpec, HOST_DAEMONSET, POD_DAEMONSET};
+
+/// The field selector of the events that explain a `DaemonSet` without pods.
+pub const FAILED_CREATE: &str = "involvedObject.kind=DaemonSet,reason=FailedCreate";
+/// A watch the server ended is resumed no sooner than this after it was opened.
+const REWATCH: Duration = Duration::from_secs(1);
+
+type Events<K> = std::pin::Pin<Box<dyn Stream<Item = Result<WatchEvent<K>, kube::Error>> + Send>>;
+
+/// Lists every page; returns the objects and the list's resource version (to watch from).
+async fn list<K>(api: &Api<K>, lp: &ListParams, what: &str) -> Result<(Vec<K>, String), DeployError>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let mut lp = lp.clone().limit(crate::runtime::kube::discover::list::PAGE);
+    let mut out = Vec::new();
+    loop {
+        let page = api.list(&lp).await.map_err(api_err(what))?;
+        out.extend(page.items);
+        match page.metadata.continue_ {
+            Some(t) if !t.is_empty() => lp = lp.continue_token(&t),
+            _ => return Ok((out, page.metadata.resource_version.unwrap_or_default())),
+        }
+    }
+}
+
+async fn watch<K>(
+    api: &Api<K>,
+    wp: &WatchParams,
+    version: &str,
+    deadline: Instant,
+    what: &str,
+) -> Result<Events<K>, DeployError>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    // The server ends the watch at the deadline (plus a second), never after 290 s.
+    let left = deadline
+        .saturating_duration_since(Instant::now())
+        .as_millis()
+        .div_ceil(1000)
+        + 1;
+    let wp = wp
+        .clone()
+        .timeout(u32::try_from(left.min(290)).unwrap_or(290));
+    let stream = api.watch(&wp, version).await.map_err(api_err(what))?;
+    Ok(stream.boxed())
+}
+
+fn key(p: &Pod) -> String {
+    p.metadata.name.clone().unwrap_or_default()
+}
+
+/// The agent kind whose `DaemonSet` an event is about, and what it says.
+fn refusal(spec: &AgentSpec, e: &Event) -> Option<(AgentKind, String)> {
+    let ds = e.involved_object.name.as_deref()?;
+    let kind = if ds == spec.name(HOST_DAEMONSET) {
+        AgentKind::Host
+    } else if ds == spec.name(POD_DAEMONSET) {
+        AgentKind::Pod
+    } else {
+        return None;
+    };
+    let message = e.message.clone().unwrap_or_default();
+    Some((
+        kind,
+        format!("the DaemonSet {ds} could not create its pod: {message}"),
+    ))
+}
+
+/// Every missing agent belongs to a `DaemonSet` that was refused and has no pod at all: the
+/// refusal (Pod Security, a quota) will not lift by waiting.
+fn all_refused(
+    pods: &[Pod],
+    refused: &BTreeMap<AgentKind, String>,
+    missing: &[AgentStatus],
+) -> bool {
+    let without_pods = |k: AgentKind| {
+        refused.contains_key(&k) && !pods.iter().any(|p| component_kind(p) == Some(k))
+    };
+    !missing.is_empty() && missing.iter().all(|m| without_pods(m.agent))
+}
+
+/// Waits until both agents run on every node, or `timeout` passes, or waiting cannot help;
+/// `on_progress(ready, wanted)` after each change. Returns the ready agents and why the others
+/// are missing; an error when every agent is stuck pulling its image.
+pub async fn wait(
+    client: &Client,
+    spec: &AgentSpec,
+    nodes: &[String],
+    timeout: Duration,
+    on_progress: &dyn Fn(usize, usize),
+) -> Result<(BTreeMap<AgentRef, AgentPod>, Vec<AgentStatus>), DeployError> {
+    let deadline = Instant::now() + timeout;
+    let ns = &spec.namespace;
+    let pods_api: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let events_api: Api<Event> = Api::namespaced(client.clone(), ns);
+    let selector = spec.selector();
+    let pods_what = format!("list agent pods in {ns}");
+    let events_what = format!("list the agent DaemonSets' events in {ns}");
+    let (listed, mut pods_version) = list(
+        &pods_api,
+        &ListParams::default().labels(&selector),
+        &pods_what,
+    )
+    .await?;
+    let mut pods: BTreeMap<String, Pod> = listed.into_iter().map(|p| (key(&p), p)).collect();
+    let (events, mut events_version) = list(
+        &events_api,
+        &ListParams::default().fields(FAILED_CREATE),
+        &events_what,
+    )
+    .await?;
+    let mut refused: BTreeMap<AgentKind, String> =
+        events.iter().filter_map(|e| refusal(spec, e)).collect();
+    let pods_wp = WatchParams::default().labels(&selector);
+    let events_wp = WatchParams::default().fields(FAILED_CREATE);
+    let mut pod_stream: Option<Events<Pod>> = None;
+    let mut event_stream: Option<Events<Event>> = None;
+    // When each watch may be (re)opened: a watch the server ends at once is not hammered.
+    let (mut pods_reopen, mut events_reopen) = (Instant::now(), Instant::now());
+    loop {
+        let current: Vec<Pod> = pods.values().cloned().collect();
+        let (ready, missing) = agents_from_pods(&current, nodes, &refused);
+        on_progress(ready.len(), nodes.len() * 2);
+        if missing.is_empty()
+            || all_refused(&current, &refused, &missing)
+            || Instant::now() >= deadline
+        {
+            return Ok((ready, missing));
+        }
+        if let Some(message) = all_stuck_pulling(&current, nodes.len() * 2) {
+            return Err(DeployError::ImagePull {
+                image: spec.image.clone(),
+                message,
+            });
+        }
+        let now = Instant::now();
+        if pod_stream.is_none() && now >= pods_reopen {
+            pod_stream =
+                Some(watch(&pods_api, &pods_wp, &pods_version, deadline, &pods_what).await?);
+            pods_reopen = now + REWATCH;
+        }
+        if event_stream.is_none() && now >= events_reopen {
+            event_stream = Some(
+                watch(
+                    &events_api,
+                    &events_wp,
+                    &events_version,
+                    deadline,
+                    &events_what,
+                )
+                .await?,
+            );
+            events_reopen = now + REWATCH;
+        }
+        let reopen = match (&pod_stream, &event_stream) {
+            (None, _) => Some(pods_reopen),
+            (_, None) => Some(events_reopen),
+            _ => None,
+        };
+        tokio::select! {
+            // Pods first: they decide when the wait ends.
+            biased;
+            ev = next(&mut pod_stream) => match on_pod_event(ev, &mut pods, &mut pods_version, &pods_what)? {
+                PodWatch::Open => {}
+                PodWatch::Closed => pod_stream = None,
+                PodWatch::Expired => {
+                    let (listed, v) =
+                        list(&pods_api, &ListParams::default().labels(&selector), &pods_what).await?;
+                    pods = listed.into_iter().map(|p| (key(&p), p)).collect();
+                    pods_version = v;
+                    pod_stream = None;
+                }
+            },
+            ev = next(&mut event_stream) => match ev {
+                Some(Ok(WatchEvent::Added(e) | WatchEvent::Modified(e))) => {
+                    events_version = e.metadata.resource_version.clone().unwrap_or(events_version);
+                    if let Some((kind, why)) = refusal(spec, &e) {
+                        refused.insert(kind, why);
+                    }
+                }
+                Some(Ok(WatchEvent::Bookmark(b))) => events_version = b.metadata.resource_version,
+                // Events only explain; losing their watch must not end the wait.
+                Some(Ok(WatchEvent::Deleted(_) | WatchEvent::Error(_)) | Err(_)) | None => {
+                    event_stream = None;
+                }
+            },
+            () = sleep_until_some(reopen) => {}
+            () = tokio::time::sleep_until(deadline) => {}
+        }
+    }
+}
+
+/// What a pod watch event left the watch as.
+enum PodWatch {
+    Open,
+    /// The server ended it: resume from the last version.
+    Closed,
+    /// Its version is too old to resume (410): list again.
+    Expired,
+}
+
+/// Applies one pod watch event to the known pods.
+fn on_pod_event(
+    ev: Option<Result<WatchEvent<Pod>, kube::Error>>,
+    pods: &mut BTreeMap<String, Pod>,
+    version: &mut String,
+    what: &str,
+) -> Result<PodWatch, DeployError> {
+    match ev {
+        Some(Ok(WatchEvent::Added(p) | WatchEvent::Modified(p))) => {
+            if let Some(v) = &p.metadata.resource_version {
+                version.clone_from(v);
+            }
+            pods.insert(key(&p), p);
+        }
+        Some(Ok(WatchEvent::Deleted(p))) => {
+            if let Some(v) = &p.metadata.resource_version {
+                version.clone_from(v);
+            }
+            pods.remove(&key(&p));
+        }
+        Some(Ok(WatchEvent::Bookmark(b))) => *version = b.metadata.resource_version,
+        Some(Ok(WatchEvent::Error(e))) if e.code == 410 => return Ok(PodWatch::Expired),
+        Some(Ok(WatchEvent::Error(e))) => return Err(api_err(what)(kube::Error::Api(e))),
+        Some(Err(e)) => return Err(api_err(what)(e)),
+        None => return Ok(PodWatch::Closed),
+    }
+    Ok(PodWatch::Open)
+}
+
+/// The next event of an open watch; never, for a closed one.
+async fn next<K>(stream: &mut Option<Events<K>>) -> Option<Result<WatchEvent<K>, kube::Error>> {
+    match stream {
+        Some(s) => s.next().await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn sleep_until_some(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}

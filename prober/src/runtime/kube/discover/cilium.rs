@@ -1,0 +1,88 @@
+//! Cilium (and GKE Dataplane V2, which runs it as `anetd`): the `cilium-config` keys that say
+//! how pods reach each other, and where the pod ranges live.
+
+use std::collections::BTreeMap;
+
+use kube::api::DynamicObject;
+
+use super::cidr;
+use crate::inventory::{Cidr, Overlay};
+
+/// Cilium's defaults when `tunnel-port` is not set (`pkg/defaults`).
+const VXLAN_PORT: u16 = 8472;
+const GENEVE_PORT: u16 = 6081;
+/// cilium-health between nodes.
+pub const HEALTH_PORT: u16 = 4240;
+
+/// `cilium-config`'s data.
+pub type Config = BTreeMap<String, String>;
+
+fn key<'a>(c: &'a Config, k: &str) -> Option<&'a str> {
+    c.get(k).map(|v| v.trim()).filter(|v| !v.is_empty())
+}
+
+/// Tunnel or native routing. `routing-mode` wins: the chart renders `tunnel-protocol` even in
+/// native mode. Configs before 1.14 say `tunnel: vxlan|geneve|disabled` instead.
+#[must_use]
+pub fn overlay(c: &Config) -> Option<Overlay> {
+    let protocol = match (key(c, "routing-mode"), key(c, "tunnel")) {
+        (Some("native"), _) | (None, Some("disabled")) => return None,
+        (_, Some(t)) if key(c, "tunnel-protocol").is_none() => t,
+        _ => key(c, "tunnel-protocol").unwrap_or("vxlan"),
+    };
+    let default_port = if protocol == "geneve" {
+        GENEVE_PORT
+    } else {
+        VXLAN_PORT
+    };
+    Some(Overlay {
+        mode: protocol.to_string(),
+        port: key(c, "tunnel-port")
+            .and_then(|p| p.parse().ok())
+            .filter(|p| *p != 0)
+            .unwrap_or(default_port),
+        // Cilium carries the source security identity in the VNI: no constant to send.
+        vni: 0,
+        mtu: key(c, "mtu")
+            .and_then(|m| m.parse().ok())
+            .filter(|m| *m != 0),
+    })
+}
+
+/// Whether the pod ranges are the nodes' `spec.podCIDR` (`ipam: kubernetes`) rather than
+/// Cilium's own (`CiliumNode` objects, for cluster-pool and multi-pool).
+#[must_use]
+pub fn uses_node_pod_cidrs(c: &Config) -> bool {
+    key(c, "ipam") == Some("kubernetes")
+}
+
+/// The cluster's pod range as configured.
+#[must_use]
+pub fn cluster_pod_cidr(c: &Config) -> Option<Cidr> {
+    key(c, "cluster-pool-ipv4-cidr")
+        .or_else(|| key(c, "ipv4-native-routing-cidr"))
+        .and_then(|s| s.split([' ', ',']).find_map(cidr::parse))
+}
+
+/// Whether cilium-health answers other nodes on 4240.
+#[must_use]
+pub fn health_checking(c: &Config) -> bool {
+    key(c, "enable-health-checking") != Some("false")
+}
+
+/// Each node's IPv4 pod ranges from its `CiliumNode` (`spec.ipam.podCIDRs`; same name as the
+/// node).
+#[must_use]
+pub fn node_pod_cidrs(nodes: &[DynamicObject]) -> BTreeMap<String, Vec<Cidr>> {
+    nodes
+        .iter()
+        .filter_map(|n| {
+            let cidrs: Vec<Cidr> = n.data["spec"]["ipam"]["podCIDRs"]
+                .as_array()?
+                .iter()
+                .filter_map(|c| c.as_str().and_then(cidr::parse))
+                .collect();
+            Some((n.metadata.name.clone()?, cidrs))
+        })
+        .collect()
+}
