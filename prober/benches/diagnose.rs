@@ -7,7 +7,9 @@ use std::time::Instant;
 use probe_proto::{MacAddr, Outcome, ProbeResult};
 use prober::diagnose::diagnose;
 use prober::inventory::{Agent, Agents, Api, Cidr, Cluster, Cni, Inventory, Node, Overlay, Vtep};
-use prober::model::{AgentKind, AgentRef, PathClass, Protocol, ResultRecord, Target};
+use prober::model::{
+    AgentKind, AgentRef, AgentStatus, PathClass, Protocol, ResultRecord, Target, Unknown,
+};
 
 const NODES: u32 = 1000;
 /// Nodes behind a firewall that drops UDP 8472 to and from everyone else.
@@ -119,12 +121,13 @@ fn record(
     }
 }
 
+#[allow(clippy::too_many_lines)] // one linear script: build, diagnose, print, twice
 fn main() {
     let inv = inventory();
     let fw = |i: u32| i >= NODES - FIREWALLED;
     let crosses = |a: u32, b: u32| fw(a) != fw(b);
     let started = Instant::now();
-    let mut results = Vec::with_capacity((NODES * NODES) as usize + 10_000);
+    let mut results: Vec<ResultRecord> = Vec::with_capacity((NODES * NODES) as usize + 10_000);
     for a in 0..NODES {
         for b in 0..NODES {
             let o = if a != b && crosses(a, b) {
@@ -207,4 +210,32 @@ fn main() {
         );
     }
     assert!(!findings.is_empty());
+
+    // Every agent missing: every result unknown. The diagnosis must stay linear in the results,
+    // however many agents are missing.
+    let agents: Vec<AgentStatus> = (0..NODES)
+        .flat_map(|i| {
+            [AgentKind::Host, AgentKind::Pod].map(|agent| AgentStatus {
+                node: format!("n{i}"),
+                agent,
+                ran: false,
+                detail: "exec failed".into(),
+            })
+        })
+        .collect();
+    for r in &mut results {
+        r.unknown = Some(Unknown::AgentFailed);
+        r.result.outcome = Outcome::Error;
+    }
+    let t = Instant::now();
+    let missing = diagnose(&inv, &results, &agents);
+    println!(
+        "every agent missing ({} agents, {} results): diagnose {:.2} s, {} findings, peak RSS {} MB",
+        agents.len(),
+        results.len(),
+        t.elapsed().as_secs_f64(),
+        missing.len(),
+        rss()
+    );
+    assert_eq!(missing.len(), agents.len());
 }

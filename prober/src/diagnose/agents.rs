@@ -1,6 +1,8 @@
 //! Agents that could not run: their paths are unknown, not failed.
 
-use crate::model::AgentStatus;
+use std::collections::{HashMap, HashSet};
+
+use crate::model::{AgentKind, AgentStatus};
 
 use super::context::{Ctx, failed};
 use super::finding::{Finding, Kind, Severity};
@@ -10,20 +12,33 @@ pub(super) fn agent_missing(
     findings: &mut Vec<Finding>,
     agents: &[AgentStatus],
 ) {
+    // One pass over the results, whatever the number of missing agents: a cluster where every
+    // agent is missing must not cost agents x results.
+    let missing: HashSet<(&str, AgentKind)> = agents
+        .iter()
+        .filter(|a| !a.ran)
+        .map(|a| (a.node.as_str(), a.agent))
+        .collect();
+    if missing.is_empty() {
+        return;
+    }
+    let mut touched: HashMap<(&str, AgentKind), Vec<usize>> = HashMap::new();
+    for (i, r) in ctx.results.iter().enumerate() {
+        let from = (r.from.node.as_str(), r.from.agent);
+        if r.is_unknown() && missing.contains(&from) {
+            touched.entry(from).or_default().push(i);
+        } else if failed(r)
+            && !ctx.explained.contains(&i)
+            && let (Some(node), Some(agent)) = (r.to.node.as_deref(), r.to.agent)
+            && missing.contains(&(node, agent))
+        {
+            touched.entry((node, agent)).or_default().push(i);
+        }
+    }
     for a in agents.iter().filter(|a| !a.ran) {
-        let idx: Vec<usize> = ctx
-            .results
-            .iter()
-            .enumerate()
-            .filter(|(i, r)| {
-                (r.from.node == a.node && r.from.agent == a.agent && r.is_unknown())
-                    || (failed(r)
-                        && !ctx.explained.contains(i)
-                        && r.to.node.as_deref() == Some(&a.node)
-                        && r.to.agent == Some(a.agent))
-            })
-            .map(|(i, _)| i)
-            .collect();
+        let idx = touched
+            .remove(&(a.node.as_str(), a.agent))
+            .unwrap_or_default();
         let mut f = Finding::new(
             Kind::AgentMissing,
             Severity::Warning,
