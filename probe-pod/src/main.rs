@@ -7,13 +7,12 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use probe_pod::proto::{DEFAULT_AGENT_PORT, ProbeResult, parse_duration, parse_plan};
+use probe_pod::proto::{
+    DEFAULT_AGENT_PORT, MAX_PLAN_BYTES, ProbeResult, parse_duration, parse_plan_lazy,
+};
 use probe_pod::serve::{self, SniffMode, Stopped};
-use probe_pod::{engine, proto};
+use probe_pod::{engine, files};
 use tokio::io::AsyncWriteExt;
-
-/// Plans larger than this are refused rather than read into memory.
-const MAX_PLAN_BYTES: u64 = 64 * 1024 * 1024;
 
 #[derive(Parser)]
 #[command(
@@ -148,55 +147,64 @@ async fn shutdown_signal() {
     }
 }
 
-fn read_plan(path: &PathBuf) -> Result<String, String> {
-    let mut text = String::new();
-    let res = if path.as_os_str() == "-" {
-        // Read exactly one JSON document and stop: over pods/exec, stdin may never be closed
-        // (clusters without the v5 stream protocol cannot signal EOF on stdin alone).
-        let stdin = std::io::stdin().lock().take(MAX_PLAN_BYTES);
-        match serde_json::Deserializer::from_reader(stdin)
-            .into_iter::<serde_json::Value>()
-            .next()
-        {
-            Some(Ok(v)) => {
-                text = v.to_string();
-                Ok(text.len())
-            }
-            Some(Err(e)) if e.is_io() => Err(std::io::Error::other(e.to_string())),
-            Some(Err(e)) => {
-                let message = e.to_string();
-                let message = message
-                    .rfind(" at line ")
-                    .map_or(message.as_str(), |i| &message[..i])
-                    .to_string();
-                return Err(format!(
-                    "plan is not valid JSON at line {}, column {}: {message}",
-                    e.line(),
-                    e.column()
-                ));
-            }
-            None => {
-                return Err(
-                    "plan is not valid JSON at line 1, column 0: standard input held no plan"
-                        .into(),
-                );
-            }
-        }
-    } else {
-        std::fs::File::open(path).and_then(|f| f.take(MAX_PLAN_BYTES).read_to_string(&mut text))
-    };
-    let from = if path.as_os_str() == "-" {
-        "standard input".to_string()
-    } else {
-        path.display().to_string()
-    };
-    res.map_err(|e| format!("cannot read the plan from {from}: {e}"))?;
-    if text.len() as u64 >= MAX_PLAN_BYTES {
-        return Err(format!(
-            "the plan from {from} is larger than {MAX_PLAN_BYTES} bytes"
-        ));
+/// Passes reads through and keeps a copy of what was read: the plan's text, exactly as far as the
+/// JSON parser consumed it.
+struct Tee<R> {
+    inner: R,
+    seen: Vec<u8>,
+}
+
+impl<R: Read> Read for Tee<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.seen.extend_from_slice(&buf[..n]);
+        Ok(n)
     }
-    Ok(text)
+}
+
+fn read_plan(path: &std::path::Path) -> Result<String, String> {
+    let too_large =
+        |from: &str| format!("the plan from {from} is larger than {MAX_PLAN_BYTES} bytes");
+    if path.as_os_str() != "-" {
+        let from = path.display().to_string();
+        let bytes = files::read_capped(path, MAX_PLAN_BYTES as u64, "plan", &from)
+            .map_err(|e| e.to_string())?;
+        return String::from_utf8(bytes).map_err(|_| format!("the plan {from} is not UTF-8 text"));
+    }
+    // Read exactly one JSON document and stop: over pods/exec, stdin may never be closed
+    // (clusters without the v5 stream protocol cannot signal EOF on stdin alone). The document is
+    // skimmed, not decoded: its text is all that is kept.
+    let stdin = std::io::BufReader::new(std::io::stdin().lock().take(MAX_PLAN_BYTES as u64 + 1));
+    let mut tee = Tee {
+        inner: stdin,
+        seen: Vec::new(),
+    };
+    let first = serde_json::Deserializer::from_reader(&mut tee)
+        .into_iter::<serde::de::IgnoredAny>()
+        .next();
+    if tee.seen.len() > MAX_PLAN_BYTES {
+        return Err(too_large("standard input"));
+    }
+    match first {
+        Some(Ok(_)) => String::from_utf8(tee.seen)
+            .map_err(|_| "the plan from standard input is not UTF-8 text".to_string()),
+        Some(Err(e)) if e.is_io() => Err(format!("cannot read the plan from standard input: {e}")),
+        Some(Err(e)) => {
+            let message = e.to_string();
+            let message = message
+                .rfind(" at line ")
+                .map_or(message.as_str(), |i| &message[..i])
+                .to_string();
+            Err(format!(
+                "plan is not valid JSON at line {}, column {}: {message}",
+                e.line(),
+                e.column()
+            ))
+        }
+        None => {
+            Err("plan is not valid JSON at line 1, column 0: standard input held no plan".into())
+        }
+    }
 }
 
 async fn probe_cmd(args: &ProbeArgs) -> ExitCode {
@@ -207,7 +215,7 @@ async fn probe_cmd(args: &ProbeArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let plan: proto::Plan = match parse_plan(&text) {
+    let plan = match parse_plan_lazy(text) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("probe-pod probe: {e}");
@@ -215,7 +223,7 @@ async fn probe_cmd(args: &ProbeArgs) -> ExitCode {
         }
     };
     let concurrency = engine::effective_concurrency(&plan, engine::fd_budget());
-    tracing::debug!(probes = plan.probes.len(), concurrency, "running plan");
+    tracing::debug!(probes = plan.len(), concurrency, "running plan");
     let (tx, mut rx) = tokio::sync::mpsc::channel::<ProbeResult>(1024);
     let writer = tokio::spawn(async move {
         let mut out = tokio::io::stdout();
