@@ -86,6 +86,8 @@ pub fn token_facts(token: &str, checked_at: u64) -> TokenFacts {
     }
 }
 
+/// Resolves the host of a kubeconfig's server. Messages do not repeat the host name: the
+/// kubeconfig's `server` is reported on its own, and a malformed file may have put anything there.
 async fn resolve(host: &str, port: u16, deadline: Instant) -> Result<SocketAddr, String> {
     if let Ok(ip) = host.parse::<IpAddr>() {
         return Ok(SocketAddr::new(ip, port));
@@ -93,9 +95,9 @@ async fn resolve(host: &str, port: u16, deadline: Instant) -> Result<SocketAddr,
     match tokio::time::timeout_at(deadline, tokio::net::lookup_host((host, port))).await {
         Ok(Ok(mut addrs)) => addrs
             .next()
-            .ok_or_else(|| format!("{host} resolves to nothing")),
-        Ok(Err(e)) => Err(format!("cannot resolve {host}: {e}")),
-        Err(_) => Err(format!("resolving {host} timed out")),
+            .ok_or_else(|| "the server's host name resolves to nothing".to_string()),
+        Ok(Err(e)) => Err(format!("cannot resolve the server's host name: {e}")),
+        Err(_) => Err("resolving the server's host name timed out".to_string()),
     }
 }
 
@@ -351,7 +353,7 @@ async fn api_check(
     let unverifiable = |why: String| {
         (
             Some(check_error(format!(
-                "{why}: the API server at {server} cannot be verified, so the credential was not sent"
+                "{why}: the API server cannot be verified, so the credential was not sent"
             ))),
             Some(ServerTrust::Unverifiable),
         )
