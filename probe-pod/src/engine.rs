@@ -122,8 +122,10 @@ pub async fn run_plan(plan: LazyPlan, concurrency: usize, out: mpsc::Sender<Prob
         let id = spec.id.clone();
         let handle = tasks.spawn(async move {
             let result = probe::run(&spec, probe_deadline).await;
-            drop(permit);
+            // The slot is held until the result is queued: when the reader is slower than the
+            // probes, the plan waits instead of finished results piling up in memory.
             let _ = tx.send(result).await;
+            drop(permit);
         });
         ids.insert(handle.id(), id);
     }

@@ -7,5 +7,6 @@ pub use probe_proto::util;
 pub mod engine;
 pub mod files;
 pub mod net;
+pub mod plan_input;
 pub mod probe;
 pub mod serve;

@@ -1,6 +1,5 @@
 //! `probe-pod`: the prober agent. `serve` answers probes; `probe` runs a plan and prints results.
 
-use std::io::Read;
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -11,8 +10,7 @@ use probe_pod::proto::{
     DEFAULT_AGENT_PORT, MAX_PLAN_BYTES, ProbeResult, parse_duration, parse_plan_lazy,
 };
 use probe_pod::serve::{self, SniffMode, Stopped};
-use probe_pod::{engine, files};
-use tokio::io::AsyncWriteExt;
+use probe_pod::{engine, files, plan_input};
 
 #[derive(Parser)]
 #[command(
@@ -147,64 +145,19 @@ async fn shutdown_signal() {
     }
 }
 
-/// Passes reads through and keeps a copy of what was read: the plan's text, exactly as far as the
-/// JSON parser consumed it.
-struct Tee<R> {
-    inner: R,
-    seen: Vec<u8>,
-}
-
-impl<R: Read> Read for Tee<R> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        self.seen.extend_from_slice(&buf[..n]);
-        Ok(n)
-    }
-}
-
 fn read_plan(path: &std::path::Path) -> Result<String, String> {
-    let too_large =
-        |from: &str| format!("the plan from {from} is larger than {MAX_PLAN_BYTES} bytes");
-    if path.as_os_str() != "-" {
-        let from = path.display().to_string();
-        let bytes = files::read_capped(path, MAX_PLAN_BYTES as u64, "plan", &from)
-            .map_err(|e| e.to_string())?;
-        return String::from_utf8(bytes).map_err(|_| format!("the plan {from} is not UTF-8 text"));
+    if path.as_os_str() == "-" {
+        return plan_input::read_document(
+            std::io::stdin().lock(),
+            MAX_PLAN_BYTES,
+            "standard input",
+        )
+        .map_err(|e| e.to_string());
     }
-    // Read exactly one JSON document and stop: over pods/exec, stdin may never be closed
-    // (clusters without the v5 stream protocol cannot signal EOF on stdin alone). The document is
-    // skimmed, not decoded: its text is all that is kept.
-    let stdin = std::io::BufReader::new(std::io::stdin().lock().take(MAX_PLAN_BYTES as u64 + 1));
-    let mut tee = Tee {
-        inner: stdin,
-        seen: Vec::new(),
-    };
-    let first = serde_json::Deserializer::from_reader(&mut tee)
-        .into_iter::<serde::de::IgnoredAny>()
-        .next();
-    if tee.seen.len() > MAX_PLAN_BYTES {
-        return Err(too_large("standard input"));
-    }
-    match first {
-        Some(Ok(_)) => String::from_utf8(tee.seen)
-            .map_err(|_| "the plan from standard input is not UTF-8 text".to_string()),
-        Some(Err(e)) if e.is_io() => Err(format!("cannot read the plan from standard input: {e}")),
-        Some(Err(e)) => {
-            let message = e.to_string();
-            let message = message
-                .rfind(" at line ")
-                .map_or(message.as_str(), |i| &message[..i])
-                .to_string();
-            Err(format!(
-                "plan is not valid JSON at line {}, column {}: {message}",
-                e.line(),
-                e.column()
-            ))
-        }
-        None => {
-            Err("plan is not valid JSON at line 1, column 0: standard input held no plan".into())
-        }
-    }
+    let from = path.display().to_string();
+    let bytes = files::read_capped(path, MAX_PLAN_BYTES as u64, "plan", &from)
+        .map_err(|e| e.to_string())?;
+    String::from_utf8(bytes).map_err(|_| format!("the plan {from} is not UTF-8 text"))
 }
 
 async fn probe_cmd(args: &ProbeArgs) -> ExitCode {
@@ -225,16 +178,23 @@ async fn probe_cmd(args: &ProbeArgs) -> ExitCode {
     let concurrency = engine::effective_concurrency(&plan, engine::fd_budget());
     tracing::debug!(probes = plan.len(), concurrency, "running plan");
     let (tx, mut rx) = tokio::sync::mpsc::channel::<ProbeResult>(1024);
-    let writer = tokio::spawn(async move {
-        let mut out = tokio::io::stdout();
-        while let Some(r) = rx.recv().await {
-            let mut line = serde_json::to_vec(&r).unwrap_or_default();
-            line.push(b'\n');
-            if out.write_all(&line).await.is_err() || out.flush().await.is_err() {
+    // One thread writes results as they come, through a buffer flushed whenever no other result
+    // is waiting: each result still leaves as soon as it is known, but a burst leaves in one write
+    // rather than one blocking write per line.
+    let writer = tokio::task::spawn_blocking(move || {
+        use std::io::Write;
+        let mut out = std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout().lock());
+        while let Some(r) = rx.blocking_recv() {
+            let written = serde_json::to_writer(&mut out, &r)
+                .map_err(std::io::Error::from)
+                .and_then(|()| out.write_all(b"\n"))
+                .and_then(|()| if rx.is_empty() { out.flush() } else { Ok(()) });
+            if written.is_err() {
                 // The reader went away (the coordinator gave up): nothing left to report to.
                 return;
             }
         }
+        let _ = out.flush();
     });
     engine::run_plan(plan, concurrency, tx).await;
     let _ = writer.await;

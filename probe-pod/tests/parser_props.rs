@@ -218,6 +218,22 @@ proptest! {
         }
     }
 
+    /// The stdin plan reader: never panics, never returns more than it was given or than the
+    /// limit, and stops exactly at the end of a well-formed document whatever follows.
+    #[test]
+    fn plan_input_stops_at_the_document(
+        bytes in proptest::collection::vec(any::<u8>(), 0..600),
+        doc in "\\{(\"([^\"\\\\]|\\\\.){0,8}\":\\[[0-9,]{0,8}\\],?){0,4}\\}",
+        tail in proptest::collection::vec(any::<u8>(), 0..50),
+    ) {
+        if let Ok(t) = probe_pod::plan_input::read_document(&bytes[..], 400, "test") {
+            prop_assert!(t.len() <= bytes.len() && t.len() <= 400);
+        }
+        let mut input = doc.clone().into_bytes();
+        input.extend_from_slice(&tail);
+        prop_assert_eq!(probe_pod::plan_input::read_document(&input[..], 4096, "test").unwrap(), doc);
+    }
+
     /// Real answers with a flipped byte or two.
     #[test]
     fn mutated_dns_answers(flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 0..4)) {
