@@ -57,6 +57,72 @@ fn insert(base: &str, at: usize, before: &str, token: &str, after: &str) -> Stri
     format!("{}{before}{token}{after}{}", &base[..at], &base[at..])
 }
 
+/// A `probe-pod serve` on loopback in this process, started once.
+fn agent_on_loopback() -> u16 {
+    static PORT: std::sync::OnceLock<u16> = std::sync::OnceLock::new();
+    *PORT.get_or_init(|| {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            let config = probe_pod::serve::Config {
+                listen: "127.0.0.1".parse().unwrap(),
+                port,
+                sniff: probe_pod::serve::SniffMode::Never,
+                vxlan_ports: Vec::new(),
+                ttl: None,
+                extra_tcp_ports: Vec::new(),
+            };
+            let _ = rt.block_on(probe_pod::serve::run(config, std::future::pending()));
+        });
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the agent did not start"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        port
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// TCP input to the agent: echoed exactly, or answered as HTTP, or closed; always within the
+    /// connection deadline.
+    #[test]
+    fn agent_tcp_input(data in proptest::collection::vec(any::<u8>(), 1..2000), http in any::<bool>()) {
+        use std::io::{Read, Write};
+        let mut data = data;
+        if http {
+            let mut head = b"GET /".to_vec();
+            head.extend_from_slice(&data);
+            data = head;
+        }
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", agent_on_loopback())).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(7))).unwrap();
+        let started = std::time::Instant::now();
+        s.write_all(&data).unwrap();
+        s.shutdown(std::net::Shutdown::Write).unwrap();
+        let mut back = Vec::new();
+        let _ = s.read_to_end(&mut back);
+        prop_assert!(started.elapsed() < Duration::from_secs(6));
+        if data.starts_with(b"GET ") {
+            prop_assert!(back.is_empty() || back.starts_with(b"HTTP/1.1 "), "{:?}", String::from_utf8_lossy(&back));
+        } else {
+            prop_assert_eq!(back, data);
+        }
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
 

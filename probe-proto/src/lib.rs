@@ -173,15 +173,16 @@ pub enum Probe {
         /// SNI and the name the certificate must match; the address when absent.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         server_name: Option<String>,
-        /// PEM bundle to verify the server certificate against (recorded, not enforced, unless
-        /// `requireVerified`).
+        /// PEM bundle to verify the server certificate against: recorded, and enforced (the
+        /// handshake fails unless it verifies) with `requireVerified` or a `tokenFile`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         ca_file: Option<PathBuf>,
         #[serde(default)]
         require_verified: bool,
         #[serde(default = "default_http_path")]
         path: String,
-        /// File holding a bearer token to send; the token itself never appears in results.
+        /// File holding a bearer token to send, only to a server verified against `caFile`; the
+        /// token itself never appears in results.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         token_file: Option<PathBuf>,
     },

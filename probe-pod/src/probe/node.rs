@@ -170,10 +170,11 @@ fn pem(root: &Path, dir: &Path, source: &Source, what: &'static str) -> Result<V
     }
 }
 
-/// The credential of the selected user, loaded: a token, a client certificate, or what is wrong.
+/// The credential of the selected user: a token read now (its claims are facts), a client
+/// certificate read only when a check will present it (a key is read no earlier than needed).
 enum Loaded {
     Token(Secret),
-    Client(ClientAuth),
+    Client { cert: Source, key: Option<Source> },
     Nothing,
 }
 
@@ -196,21 +197,35 @@ fn load_credential(
                 .map_err(|_| format!("tokenFile {} is not text", shown_path(f)))?;
             token(text.trim().to_string())
         }
-        Credential::ClientCertificate { cert, key } => {
-            let chain = tls::pem_certificates(
-                &pem(root, dir, cert, "client certificate")?,
-                "the client certificate",
-            )?;
-            let Some(key) = key else {
-                return Err("a client certificate without a client key".into());
-            };
-            let key = tls::pem_private_key(&pem(root, dir, key, "client key")?, "the client key")?;
-            Ok((Loaded::Client(ClientAuth { chain, key }), None))
-        }
+        Credential::ClientCertificate { cert, key } => Ok((
+            Loaded::Client {
+                cert: cert.clone(),
+                key: key.clone(),
+            },
+            None,
+        )),
         Credential::Exec | Credential::AuthProvider | Credential::None => {
             Ok((Loaded::Nothing, None))
         }
     }
+}
+
+/// Reads a client certificate and its key for the handshake.
+fn load_client(
+    root: &Path,
+    dir: &Path,
+    cert: &Source,
+    key: Option<&Source>,
+) -> Result<ClientAuth, String> {
+    let chain = tls::pem_certificates(
+        &pem(root, dir, cert, "client certificate")?,
+        "the client certificate",
+    )?;
+    let Some(key) = key else {
+        return Err("a client certificate without a client key".into());
+    };
+    let key = tls::pem_private_key(&pem(root, dir, key, "client key")?, "the client key")?;
+    Ok(ClientAuth { chain, key })
 }
 
 /// Reads one kubeconfig; `None` when the file is not a kubeconfig at all.
@@ -336,13 +351,19 @@ async fn api_check(
         selected,
         credential,
     } = target;
+    let Some(server) = selected.server.clone() else {
+        return (None, None);
+    };
     let (token, client) = match credential {
         Loaded::Token(t) => (Some(t), None),
-        Loaded::Client(c) => (None, Some(c)),
+        Loaded::Client { cert, key } => match load_client(root, &dir, &cert, key.as_ref()) {
+            Ok(c) => (None, Some(c)),
+            Err(e) => {
+                let why = format!("cannot use the client certificate: {e}; nothing was sent");
+                return (Some(check_error(why)), None);
+            }
+        },
         Loaded::Nothing => return (None, None),
-    };
-    let Some(server) = selected.server else {
-        return (None, None);
     };
     let Some((host, port)) = split_server(&server) else {
         return (
