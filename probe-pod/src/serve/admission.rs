@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 /// Connections served at once. Each costs a task and a small buffer (a few KiB).
 pub const MAX_CONNECTIONS: usize = 4096;
-/// Connections one source address may hold at once. An agent probes with up to 1,024 probes in
+/// Connections one source (an IPv4 address, an IPv6 /64) may hold at once. An agent probes with up to 1,024 probes in
 /// flight (the plan's default concurrency), all of which may target this agent: a legitimate
 /// burst from one peer fits; one peer can never hold more than a quarter of the slots.
 pub const PER_SOURCE: usize = 1024;
@@ -19,6 +19,16 @@ pub const TRIAGE_SLOTS: usize = 256;
 #[must_use]
 pub fn canonical(ip: IpAddr) -> IpAddr {
     ip.to_canonical()
+}
+
+/// The unit a per-source cap counts: an IPv4 address, or an IPv6 /64 (one host usually holds a
+/// whole /64, and could otherwise pose as 2^64 sources).
+#[must_use]
+pub fn source_key(ip: IpAddr) -> IpAddr {
+    match canonical(ip) {
+        IpAddr::V6(v6) => IpAddr::V6((u128::from(v6) & !u128::from(u64::MAX)).into()),
+        v4 @ IpAddr::V4(_) => v4,
+    }
 }
 
 #[derive(Debug, Default)]
@@ -75,7 +85,7 @@ impl Admission {
     /// A slot for a connection from `source`, or `None` when a cap is reached.
     #[must_use]
     pub fn admit(&self, source: IpAddr) -> Option<Slot> {
-        let source = canonical(source);
+        let source = source_key(source);
         let mut c = self.counts.lock().ok()?;
         let mine = c.per_source.get(&source).copied().unwrap_or(0);
         if c.total >= self.max_total || mine >= self.max_per_source {
@@ -93,7 +103,7 @@ impl Admission {
     #[must_use]
     pub fn held_by(&self, source: IpAddr) -> usize {
         self.counts.lock().map_or(0, |c| {
-            c.per_source.get(&canonical(source)).copied().unwrap_or(0)
+            c.per_source.get(&source_key(source)).copied().unwrap_or(0)
         })
     }
 }
@@ -122,6 +132,15 @@ mod tests {
         assert_eq!(adm.held_by(mapped), 3);
         drop(held);
         assert_eq!(adm.held_by(a), 0);
+        let v6: Vec<IpAddr> = ["fd00::1", "fd00::2:3", "fd00::ffff:1:2:3"]
+            .iter()
+            .map(|s| s.parse().unwrap())
+            .collect();
+        let _held6: Vec<Slot> = v6.iter().filter_map(|ip| adm.admit(*ip)).collect();
+        assert!(
+            adm.admit("fd00::9".parse().unwrap()).is_none(),
+            "one /64 is one source"
+        );
         assert!(
             !adm.counts.lock().unwrap().per_source.contains_key(&a),
             "no leak per source"

@@ -63,7 +63,7 @@ impl Default for RateLimiter {
 
 impl RateLimiter {
     pub fn allow(&mut self, src: IpAddr, now: Instant) -> bool {
-        let src = src.to_canonical();
+        let src = super::admission::source_key(src);
         if self.buckets.len() >= MAX_SOURCES && !self.buckets.contains_key(&src) {
             self.buckets.clear();
         }
