@@ -8,9 +8,10 @@ use std::sync::{Arc, Mutex};
 
 /// Connections served at once. Each costs a task and a small buffer (a few KiB).
 pub const MAX_CONNECTIONS: usize = 4096;
-/// Connections one source (an IPv4 address, an IPv6 /64) may hold at once. An agent probes with up to 1,024 probes in
-/// flight (the plan's default concurrency), all of which may target this agent: a legitimate
-/// burst from one peer fits; one peer can never hold more than a quarter of the slots.
+/// Connections one source (an IPv4 address, an IPv6 /64) may hold at once. An agent probes with
+/// up to 1,024 probes in flight (the plan's default concurrency), all of which may target this
+/// agent: a legitimate burst from one peer fits; one peer never holds more than a quarter of the
+/// slots.
 pub const PER_SOURCE: usize = 1024;
 /// Connections over the caps that are still read briefly, to answer `/healthz`.
 pub const TRIAGE_SLOTS: usize = 256;
