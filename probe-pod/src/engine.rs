@@ -1,5 +1,7 @@
 //! Runs a plan: every probe concurrently within the plan's concurrency limit and deadline, and
-//! exactly one result per probe, streamed as each finishes.
+//! exactly one result per probe, streamed as each finishes. Probes are decoded from the plan only
+//! when a slot frees up and finished tasks are reaped as the plan goes, so memory follows the
+//! concurrency, not the plan's length.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -10,7 +12,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use crate::probe;
-use crate::proto::{Outcome, Plan, ProbeResult};
+use crate::proto::{LazyPlan, Outcome, ProbeResult};
 
 /// File descriptors kept back for stdio, the runtime and the resolver.
 const RESERVED_FDS: u64 = 64;
@@ -35,37 +37,80 @@ pub fn fd_budget() -> usize {
 
 /// How many probes run at once: the plan's wish, capped by the descriptor budget.
 #[must_use]
-pub fn effective_concurrency(plan: &Plan, fd_budget: usize) -> usize {
+pub fn effective_concurrency(plan: &LazyPlan, fd_budget: usize) -> usize {
     usize::try_from(plan.concurrency.get())
         .unwrap_or(usize::MAX)
         .min(fd_budget)
         .max(1)
 }
 
+/// Records a finished probe task; a task that died without a result gets one here.
+async fn reap(
+    joined: Result<(tokio::task::Id, ()), tokio::task::JoinError>,
+    ids: &mut HashMap<tokio::task::Id, String>,
+    out: &mpsc::Sender<ProbeResult>,
+) {
+    match joined {
+        Ok((task, ())) => {
+            ids.remove(&task);
+        }
+        Err(e) => {
+            if let Some(id) = ids.remove(&e.id()) {
+                let why = if e.is_panic() {
+                    "the probe panicked (a bug: please report it)"
+                } else {
+                    "the probe was cancelled"
+                };
+                let _ = out.send(ProbeResult::new(id, Outcome::Error, why)).await;
+            }
+        }
+    }
+}
+
 /// Runs `plan`, sending each result to `out` as it completes. Returns when every probe has one.
-pub async fn run_plan(plan: Plan, concurrency: usize, out: mpsc::Sender<ProbeResult>) {
+pub async fn run_plan(plan: LazyPlan, concurrency: usize, out: mpsc::Sender<ProbeResult>) {
     let start = Instant::now();
     let deadline = start + Duration::from_millis(plan.deadline_ms.get());
     let default_timeout = Duration::from_millis(plan.probe_timeout_ms.get());
     let sem = Arc::new(Semaphore::new(concurrency));
     let mut tasks = JoinSet::new();
+    // Ids of the probes in flight, to answer for a task that dies: at most `concurrency` entries.
     let mut ids = HashMap::new();
-    let mut specs = plan.probes.into_iter();
-    while let Some(spec) = specs.next() {
+    let mut specs = plan.probes().enumerate();
+    while let Some((i, spec)) = specs.next() {
+        let spec = match spec {
+            Ok(s) => s,
+            Err(e) => {
+                // Cannot happen (the plan was validated whole), but never lose a probe silently.
+                let id = format!("probes[{i}]");
+                let _ = out
+                    .send(ProbeResult::new(id, Outcome::Error, e.to_string()))
+                    .await;
+                continue;
+            }
+        };
         let permit = tokio::select! {
-            p = sem.clone().acquire_owned() => Some(p.expect("the semaphore is never closed")),
+            p = sem.clone().acquire_owned() => p.ok(),
             () = tokio::time::sleep_until(deadline) => None,
         };
+        while let Some(joined) = tasks.try_join_next_with_id() {
+            reap(joined, &mut ids, &out).await;
+        }
         // A permit freed right at the deadline is no use: the probe would have no time to run.
         let Some(permit) = permit.filter(|_| Instant::now() < deadline) else {
-            for s in std::iter::once(spec).chain(specs.by_ref()) {
-                let detail = format!(
-                    "plan deadline of {} ms reached before this probe could start",
-                    plan.deadline_ms
-                );
-                let _ = out
-                    .send(ProbeResult::new(s.id, Outcome::Error, detail))
-                    .await;
+            let detail = format!(
+                "plan deadline of {} ms reached before this probe could start",
+                plan.deadline_ms
+            );
+            let _ = out
+                .send(ProbeResult::new(spec.id, Outcome::Error, detail.clone()))
+                .await;
+            for (_, s) in specs.by_ref() {
+                if let Ok(s) = s {
+                    let _ = out
+                        .send(ProbeResult::new(s.id, Outcome::Error, detail.clone()))
+                        .await;
+                }
             }
             break;
         };
@@ -77,26 +122,14 @@ pub async fn run_plan(plan: Plan, concurrency: usize, out: mpsc::Sender<ProbeRes
         let id = spec.id.clone();
         let handle = tasks.spawn(async move {
             let result = probe::run(&spec, probe_deadline).await;
-            drop(permit);
+            // The slot is held until the result is queued: when the reader is slower than the
+            // probes, the plan waits instead of finished results piling up in memory.
             let _ = tx.send(result).await;
+            drop(permit);
         });
         ids.insert(handle.id(), id);
     }
     while let Some(joined) = tasks.join_next_with_id().await {
-        match joined {
-            Ok((task, ())) => {
-                ids.remove(&task);
-            }
-            Err(e) => {
-                if let Some(id) = ids.remove(&e.id()) {
-                    let why = if e.is_panic() {
-                        "the probe panicked (a bug: please report it)"
-                    } else {
-                        "the probe was cancelled"
-                    };
-                    let _ = out.send(ProbeResult::new(id, Outcome::Error, why)).await;
-                }
-            }
-        }
+        reap(joined, &mut ids, &out).await;
     }
 }

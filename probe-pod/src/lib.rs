@@ -5,6 +5,8 @@ pub use probe_proto as proto;
 pub use probe_proto::util;
 
 pub mod engine;
+pub mod files;
 pub mod net;
+pub mod plan_input;
 pub mod probe;
 pub mod serve;

@@ -1,19 +1,16 @@
 //! `probe-pod`: the prober agent. `serve` answers probes; `probe` runs a plan and prints results.
 
-use std::io::Read;
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use probe_pod::proto::{DEFAULT_AGENT_PORT, ProbeResult, parse_duration, parse_plan};
+use probe_pod::proto::{
+    DEFAULT_AGENT_PORT, MAX_PLAN_BYTES, ProbeResult, parse_duration, parse_plan_lazy,
+};
 use probe_pod::serve::{self, SniffMode, Stopped};
-use probe_pod::{engine, proto};
-use tokio::io::AsyncWriteExt;
-
-/// Plans larger than this are refused rather than read into memory.
-const MAX_PLAN_BYTES: u64 = 64 * 1024 * 1024;
+use probe_pod::{engine, files, plan_input};
 
 #[derive(Parser)]
 #[command(
@@ -148,55 +145,19 @@ async fn shutdown_signal() {
     }
 }
 
-fn read_plan(path: &PathBuf) -> Result<String, String> {
-    let mut text = String::new();
-    let res = if path.as_os_str() == "-" {
-        // Read exactly one JSON document and stop: over pods/exec, stdin may never be closed
-        // (clusters without the v5 stream protocol cannot signal EOF on stdin alone).
-        let stdin = std::io::stdin().lock().take(MAX_PLAN_BYTES);
-        match serde_json::Deserializer::from_reader(stdin)
-            .into_iter::<serde_json::Value>()
-            .next()
-        {
-            Some(Ok(v)) => {
-                text = v.to_string();
-                Ok(text.len())
-            }
-            Some(Err(e)) if e.is_io() => Err(std::io::Error::other(e.to_string())),
-            Some(Err(e)) => {
-                let message = e.to_string();
-                let message = message
-                    .rfind(" at line ")
-                    .map_or(message.as_str(), |i| &message[..i])
-                    .to_string();
-                return Err(format!(
-                    "plan is not valid JSON at line {}, column {}: {message}",
-                    e.line(),
-                    e.column()
-                ));
-            }
-            None => {
-                return Err(
-                    "plan is not valid JSON at line 1, column 0: standard input held no plan"
-                        .into(),
-                );
-            }
-        }
-    } else {
-        std::fs::File::open(path).and_then(|f| f.take(MAX_PLAN_BYTES).read_to_string(&mut text))
-    };
-    let from = if path.as_os_str() == "-" {
-        "standard input".to_string()
-    } else {
-        path.display().to_string()
-    };
-    res.map_err(|e| format!("cannot read the plan from {from}: {e}"))?;
-    if text.len() as u64 >= MAX_PLAN_BYTES {
-        return Err(format!(
-            "the plan from {from} is larger than {MAX_PLAN_BYTES} bytes"
-        ));
+fn read_plan(path: &std::path::Path) -> Result<String, String> {
+    if path.as_os_str() == "-" {
+        return plan_input::read_document(
+            std::io::stdin().lock(),
+            MAX_PLAN_BYTES,
+            "standard input",
+        )
+        .map_err(|e| e.to_string());
     }
-    Ok(text)
+    let from = path.display().to_string();
+    let bytes = files::read_capped(path, MAX_PLAN_BYTES as u64, "plan", &from)
+        .map_err(|e| e.to_string())?;
+    String::from_utf8(bytes).map_err(|_| format!("the plan {from} is not UTF-8 text"))
 }
 
 async fn probe_cmd(args: &ProbeArgs) -> ExitCode {
@@ -207,7 +168,7 @@ async fn probe_cmd(args: &ProbeArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let plan: proto::Plan = match parse_plan(&text) {
+    let plan = match parse_plan_lazy(text) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("probe-pod probe: {e}");
@@ -215,18 +176,25 @@ async fn probe_cmd(args: &ProbeArgs) -> ExitCode {
         }
     };
     let concurrency = engine::effective_concurrency(&plan, engine::fd_budget());
-    tracing::debug!(probes = plan.probes.len(), concurrency, "running plan");
+    tracing::debug!(probes = plan.len(), concurrency, "running plan");
     let (tx, mut rx) = tokio::sync::mpsc::channel::<ProbeResult>(1024);
-    let writer = tokio::spawn(async move {
-        let mut out = tokio::io::stdout();
-        while let Some(r) = rx.recv().await {
-            let mut line = serde_json::to_vec(&r).unwrap_or_default();
-            line.push(b'\n');
-            if out.write_all(&line).await.is_err() || out.flush().await.is_err() {
+    // One thread writes results as they come, through a buffer flushed whenever no other result
+    // is waiting: each result still leaves as soon as it is known, but a burst leaves in one write
+    // rather than one blocking write per line.
+    let writer = tokio::task::spawn_blocking(move || {
+        use std::io::Write;
+        let mut out = std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout().lock());
+        while let Some(r) = rx.blocking_recv() {
+            let written = serde_json::to_writer(&mut out, &r)
+                .map_err(std::io::Error::from)
+                .and_then(|()| out.write_all(b"\n"))
+                .and_then(|()| if rx.is_empty() { out.flush() } else { Ok(()) });
+            if written.is_err() {
                 // The reader went away (the coordinator gave up): nothing left to report to.
                 return;
             }
         }
+        let _ = out.flush();
     });
     engine::run_plan(plan, concurrency, tx).await;
     let _ = writer.await;

@@ -114,3 +114,72 @@ fn the_plan_is_read_without_waiting_for_end_of_input() {
     assert!(status.success() && started.elapsed() < std::time::Duration::from_secs(5));
     drop(stdin);
 }
+
+/// Peak resident memory of this test's children so far, in KiB (the largest one).
+fn children_peak_kib() -> i64 {
+    use nix::sys::resource::{UsageWho, getrusage};
+    getrusage(UsageWho::RUSAGE_CHILDREN).unwrap().max_rss()
+}
+
+fn loopback_plan(n: usize) -> String {
+    let probes: Vec<String> = (0..n)
+        .map(|i| format!(r#"{{"id":"p{i}","kind":"tcp","address":"127.0.0.1","port":1}}"#))
+        .collect();
+    format!(
+        r#"{{"deadlineMs":600000,"probeTimeoutMs":2000,"concurrency":1024,"probes":[{}]}}"#,
+        probes.join(",")
+    )
+}
+
+#[test]
+fn memory_follows_the_concurrency_not_the_plan() {
+    // Loopback only: a closed port answers RST at once, so 100,000 probes are quick.
+    let (code, stdout, stderr) = probe(&loopback_plan(1000));
+    assert_eq!((code, stdout.lines().count()), (Some(0), 1000), "{stderr}");
+    let small = children_peak_kib();
+    let (code, stdout, stderr) = probe(&loopback_plan(100_000));
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(stdout.lines().count(), 100_000, "one result per probe");
+    assert!(stdout.lines().all(|l| l.contains(r#""outcome":"refused""#)));
+    let large = children_peak_kib();
+    eprintln!("peak RSS: 1,000 probes {small} KiB; 100,000 probes {large} KiB");
+    // The plan's text (~7 MB here) and one span per probe are all that grow with its length.
+    assert!(
+        large < small + 48 * 1024,
+        "100,000 probes took {large} KiB against {small} KiB for 1,000"
+    );
+}
+
+#[test]
+fn oversized_and_device_plans_fail_fast_naming_the_source() {
+    let started = std::time::Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_probe-pod"))
+        .args(["probe", "--plan", "/dev/zero"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("/dev/zero is a character device"), "{err}");
+    // Standard input that never ends a document: cut at the plan limit, not read forever.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_probe-pod"))
+        .args(["probe", "--plan", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let feeder = std::thread::spawn(move || {
+        let spaces = vec![b' '; 64 * 1024];
+        while std::io::Write::write_all(&mut stdin, &spaces).is_ok() {}
+    });
+    let status = child.wait().unwrap();
+    feeder.join().unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("the plan from standard input is larger than 67108864 bytes"),
+        "{err}"
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+}

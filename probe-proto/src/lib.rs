@@ -7,7 +7,15 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+mod lazy;
+mod limits;
 pub mod util;
+
+pub use lazy::{LazyPlan, parse_plan_lazy};
+pub use limits::{
+    MAX_CONCURRENCY, MAX_DNS_NAME_BYTES, MAX_HTTP_PATH_BYTES, MAX_ID_BYTES, MAX_PLAN_BYTES,
+    MAX_PLAN_DEADLINE_MS, MAX_PROBE_TIMEOUT_MS, unusable_target,
+};
 
 /// The port every agent listens on unless told otherwise.
 pub const DEFAULT_AGENT_PORT: u16 = 9917;
@@ -114,11 +122,11 @@ pub struct Plan {
     pub probes: Vec<ProbeSpec>,
 }
 
-fn default_concurrency() -> NonZeroU32 {
+pub(crate) fn default_concurrency() -> NonZeroU32 {
     NonZeroU32::new(1024).expect("non-zero")
 }
 
-fn default_probe_timeout() -> NonZeroU64 {
+pub(crate) fn default_probe_timeout() -> NonZeroU64 {
     NonZeroU64::new(2000).expect("non-zero")
 }
 
@@ -165,15 +173,16 @@ pub enum Probe {
         /// SNI and the name the certificate must match; the address when absent.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         server_name: Option<String>,
-        /// PEM bundle to verify the server certificate against (recorded, not enforced, unless
-        /// `requireVerified`).
+        /// PEM bundle to verify the server certificate against: recorded, and enforced (the
+        /// handshake fails unless it verifies) with `requireVerified` or a `tokenFile`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         ca_file: Option<PathBuf>,
         #[serde(default)]
         require_verified: bool,
         #[serde(default = "default_http_path")]
         path: String,
-        /// File holding a bearer token to send; the token itself never appears in results.
+        /// File holding a bearer token to send, only to a server verified against `caFile`; the
+        /// token itself never appears in results.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         token_file: Option<PathBuf>,
     },
@@ -508,6 +517,34 @@ pub struct KubeconfigFacts {
     pub check: Option<CheckFacts>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The selected cluster says `insecure-skip-tls-verify: true`: its server is never verified,
+    /// and its credential goes to whoever answers at its address (a warning on its own).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub insecure_skip_tls_verify: bool,
+    /// What the agent established about the server before sending the credential; absent when no
+    /// credential check ran or the server was never reached.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_trust: Option<ServerTrust>,
+}
+
+/// Whether the API server a kubeconfig names is the one its CA vouches for. The credential is only
+/// sent when `verified`, or when the kubeconfig itself says `insecure-skip-tls-verify`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ServerTrust {
+    /// The server's certificate chains to the kubeconfig's own CA and names the server.
+    Verified,
+    /// The server's certificate does not verify against the kubeconfig's CA (another CA signed it,
+    /// it names another server, or it expired): a rotated CA or an impostor. The credential was
+    /// not sent.
+    Untrusted,
+    /// `insecure-skip-tls-verify: true` and no CA: not verified; the credential was sent, as
+    /// kubectl and the CNI would send it.
+    InsecureSkipVerify,
+    /// There is nothing usable to verify against (no CA, an unreadable or malformed one, or a CA
+    /// together with `insecure-skip-tls-verify`, which client-go refuses). The credential was not
+    /// sent.
+    Unverifiable,
 }
 
 /// The decoded, unverified claims of a token.
@@ -607,71 +644,32 @@ pub enum PlanError {
     Field { path: String, message: String },
     #[error("plan has no probes")]
     Empty,
+    #[error("plan is larger than {limit} bytes")]
+    TooLarge { limit: usize },
 }
 
 /// Parses and validates a plan, naming the offending field on error.
 pub fn parse_plan(text: &str) -> Result<Plan, PlanError> {
-    let de = &mut serde_json::Deserializer::from_str(text);
-    let plan: Plan = serde_path_to_error::deserialize(de).map_err(|e| {
-        let path = e.path().to_string();
-        let inner = e.into_inner();
-        if inner.is_syntax() || inner.is_eof() {
-            PlanError::Syntax {
-                line: inner.line(),
-                column: inner.column(),
-                message: strip_position(&inner.to_string()),
-            }
-        } else {
-            PlanError::Field {
-                path,
-                message: strip_position(&inner.to_string()),
-            }
-        }
-    })?;
-    validate(&plan)?;
-    Ok(plan)
+    let lazy = parse_plan_lazy(text.to_string())?;
+    let probes = lazy.probes().collect::<Result<Vec<_>, _>>()?;
+    Ok(Plan {
+        deadline_ms: lazy.deadline_ms,
+        concurrency: lazy.concurrency,
+        probe_timeout_ms: lazy.probe_timeout_ms,
+        probes,
+    })
 }
 
-fn strip_position(message: &str) -> String {
+/// Checks a plan built in memory (by the coordinator) against the limits an agent enforces.
+pub fn validate_plan(plan: &Plan) -> Result<(), PlanError> {
+    limits::check_plan(plan)
+}
+
+pub(crate) fn strip_position(message: &str) -> String {
     match message.rfind(" at line ") {
         Some(i) => message[..i].to_string(),
         None => message.to_string(),
     }
-}
-
-fn validate(plan: &Plan) -> Result<(), PlanError> {
-    if plan.probes.is_empty() {
-        return Err(PlanError::Empty);
-    }
-    let mut ids = std::collections::HashSet::with_capacity(plan.probes.len());
-    for (i, spec) in plan.probes.iter().enumerate() {
-        let field = |name: &str, message: String| PlanError::Field {
-            path: format!("probes[{i}].{name}"),
-            message,
-        };
-        if spec.id.is_empty() {
-            return Err(field("id", "must not be empty".into()));
-        }
-        if !ids.insert(spec.id.as_str()) {
-            return Err(field("id", format!("duplicate id {:?}", spec.id)));
-        }
-        match &spec.probe {
-            Probe::Mtu { size, .. } if *size < 28 => {
-                return Err(field(
-                    "size",
-                    format!("{size} is smaller than an IPv4+ICMP header (28)"),
-                ));
-            }
-            Probe::Dns { name, .. } if name.is_empty() => {
-                return Err(field("name", "must not be empty".into()));
-            }
-            Probe::Tls { path, .. } if !path.starts_with('/') => {
-                return Err(field("path", format!("{path:?} must start with '/'")));
-            }
-            _ => {}
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -854,6 +852,115 @@ mod tests {
                 "plan {text}\n  error {err}\n  wanted it to mention {want}"
             );
         }
+    }
+
+    #[test]
+    fn limits_are_refused_naming_the_field() {
+        let tcp = |addr: &str| format!(r#"{{"id":"a","kind":"tcp","address":"{addr}","port":1}}"#);
+        let plan = |head: &str, probe: &str| format!(r#"{{{head}"probes":[{probe}]}}"#);
+        let ok = tcp("10.0.0.1");
+        let cases: Vec<(String, &str)> = vec![
+            (
+                plan(r#""deadlineMs":18446744073709551615,"#, &ok),
+                "`deadlineMs`: 18446744073709551615 ms is beyond",
+            ),
+            (plan(r#""deadlineMs":3600001,"#, &ok), "`deadlineMs`"),
+            (
+                plan(r#""deadlineMs":1000,"probeTimeoutMs":600001,"#, &ok),
+                "`probeTimeoutMs`",
+            ),
+            (
+                plan(r#""deadlineMs":1000,"concurrency":4294967295,"#, &ok),
+                "`concurrency`",
+            ),
+            (
+                plan(
+                    r#""deadlineMs":1000,"#,
+                    r#"{"id":"a","kind":"icmp","address":"10.0.0.1","timeoutMs":9223372036854775808}"#,
+                ),
+                "`probes[0].timeoutMs`",
+            ),
+            (
+                plan(r#""deadlineMs":1000,"#, &tcp("0.0.0.0")),
+                "`probes[0].address`: 0.0.0.0 is the unspecified address",
+            ),
+            (plan(r#""deadlineMs":1000,"#, &tcp("::")), "unspecified"),
+            (
+                plan(r#""deadlineMs":1000,"#, &tcp("::ffff:0.0.0.0")),
+                "unspecified",
+            ),
+            (
+                plan(r#""deadlineMs":1000,"#, &tcp("255.255.255.255")),
+                "broadcast",
+            ),
+            (
+                plan(r#""deadlineMs":1000,"#, &tcp("239.1.2.3")),
+                "multicast",
+            ),
+            (plan(r#""deadlineMs":1000,"#, &tcp("ff02::1")), "multicast"),
+            (
+                plan(
+                    r#""deadlineMs":1000,"#,
+                    r#"{"id":"a","kind":"vxlan","address":"224.0.0.1"}"#,
+                ),
+                "`probes[0].address`",
+            ),
+            (
+                plan(
+                    r#""deadlineMs":1000,"#,
+                    r#"{"id":"a","kind":"dns","name":"x","server":"0.0.0.0:53"}"#,
+                ),
+                "`probes[0].server`",
+            ),
+            (
+                plan(
+                    r#""deadlineMs":1000,"#,
+                    r#"{"id":"a","kind":"tls","address":"10.0.0.1","port":443,"path":"/x HTTP/1.1\r\nX: y"}"#,
+                ),
+                "`probes[0].path`",
+            ),
+            (
+                plan(
+                    r#""deadlineMs":1000,"#,
+                    &format!(
+                        r#"{{"id":"{}","kind":"icmp","address":"10.0.0.1"}}"#,
+                        "i".repeat(300)
+                    ),
+                ),
+                "`probes[0].id`: 300 bytes",
+            ),
+        ];
+        for (text, want) in &cases {
+            let err = parse_plan(text).expect_err(text).to_string();
+            assert!(
+                err.contains(want),
+                "plan {text}\n  error {err}\n  wanted {want}"
+            );
+        }
+        // The limits themselves are accepted; loopback is a fine target.
+        let edge = plan(
+            r#""deadlineMs":3600000,"probeTimeoutMs":600000,"concurrency":65536,"#,
+            &tcp("127.0.0.1"),
+        );
+        assert!(parse_plan(&edge).is_ok());
+        let big = format!(
+            r#"{{"deadlineMs":1,"probes":[],"pad":"{}"}}"#,
+            "x".repeat(MAX_PLAN_BYTES)
+        );
+        assert!(matches!(parse_plan(&big), Err(PlanError::TooLarge { .. })));
+    }
+
+    #[test]
+    fn validate_plan_agrees_with_the_parser() {
+        let mut plan = full_plan();
+        assert!(validate_plan(&plan).is_ok());
+        plan.deadline_ms = NonZeroU64::new(u64::MAX).unwrap();
+        assert!(
+            validate_plan(&plan)
+                .unwrap_err()
+                .to_string()
+                .contains("deadlineMs")
+        );
     }
 
     #[test]

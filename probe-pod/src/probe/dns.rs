@@ -11,6 +11,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::time::Instant;
 
 use super::{Fail, micros, tcp, udp};
+use crate::files;
 use crate::net::random_u32;
 use crate::proto::{DnsInfo, DnsRecordType, Outcome, Probe, ProbeResult, Transport};
 
@@ -153,12 +154,38 @@ async fn query(
             }
         }
     };
-    let reply =
-        Message::from_vec(&answer).map_err(|e| Fail::Local(format!("unparsable answer: {e}")))?;
+    decode_answer(&answer, id).map_err(Fail::Local)
+}
+
+/// Decodes an answer from the wire and checks it answers query `id`.
+fn decode_answer(wire: &[u8], id: u16) -> Result<Message, String> {
+    let reply = Message::from_vec(wire).map_err(|e| {
+        // hickory's messages are short and describe the structure, but keep them bounded anyway.
+        let mut text = e.to_string();
+        text.truncate(200);
+        format!("unparsable answer: {text}")
+    })?;
     if reply.metadata.id != id {
-        return Err(Fail::Local("answer id does not match the query".into()));
+        return Err("answer id does not match the query".into());
+    }
+    if reply.metadata.message_type != MessageType::Response {
+        return Err("the answer is not a response".into());
     }
     Ok(reply)
+}
+
+/// Decodes an answer to query `id` and judges it as the probe would.
+pub fn judge_answer(
+    probe_id: &str,
+    what: &str,
+    server: SocketAddr,
+    name: &str,
+    wire: &[u8],
+    id: u16,
+    rtt: Duration,
+) -> Result<ProbeResult, String> {
+    let reply = decode_answer(wire, id)?;
+    Ok(judge(probe_id, what, server, name, &reply, rtt))
 }
 
 fn transport_name(t: Transport) -> &'static str {
@@ -230,14 +257,11 @@ pub async fn probe(id: &str, probe: &Probe, deadline: Instant) -> ProbeResult {
     let path = resolv_conf
         .as_deref()
         .unwrap_or(Path::new(DEFAULT_RESOLV_CONF));
-    let conf = match std::fs::read_to_string(path) {
+    let read = files::read_text_capped(path, files::MAX_RESOLV_CONF, "resolv.conf", path.display());
+    let conf = match read {
         Ok(t) => ResolvConf::parse(&t),
         Err(e) => {
-            return ProbeResult::new(
-                id,
-                Outcome::Error,
-                format!("dns via {}: cannot read it: {e}", path.display()),
-            );
+            return ProbeResult::new(id, Outcome::Error, format!("dns: {e}"));
         }
     };
     if conf.nameservers.is_empty() {

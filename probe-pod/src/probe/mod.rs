@@ -3,6 +3,7 @@
 
 pub mod dns;
 pub mod icmp;
+pub mod kubeconfig;
 pub mod node;
 pub mod seen;
 pub mod tcp;

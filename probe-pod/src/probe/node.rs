@@ -1,90 +1,29 @@
 //! The node check: reads the node's own configuration under its root — CNI kubeconfigs and their
 //! tokens, the kubelet's API server, resolv.conf — and asks each kubeconfig's API server whether
-//! it accepts the credential, as the CNI itself would. Tokens are reduced to their claims; the
-//! token itself never leaves this module.
+//! it accepts the credential, as the CNI itself would, but only after the server proved it is the
+//! one the kubeconfig's own CA vouches for. Tokens are reduced to their claims; the token itself
+//! never leaves this module except inside a request to a verified server.
 
 use std::net::{IpAddr, SocketAddr};
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
-use serde::Deserialize;
 use tokio::time::Instant;
 
-use super::{tcp, tls};
+use super::kubeconfig::{self, Credential, Selected, Source, shown_path, split_server};
+use super::tcp;
+use super::tls::{self, ClientAuth, Secret, Verdict, Verify};
+use crate::files::{self, MAX_KUBECONFIG, MAX_PEM, MAX_RESOLV_CONF, MAX_TOKEN};
 use crate::proto::{
-    CheckFacts, KubeconfigFacts, NodeFacts, Outcome, ProbeResult, ResolvFacts, TokenFacts,
+    CheckFacts, KubeconfigFacts, NodeFacts, Outcome, ProbeResult, ResolvFacts, ServerTrust,
+    TokenFacts,
 };
 
 /// Kubeconfigs larger than this are not kubeconfigs.
-const MAX_FILE: u64 = 1024 * 1024;
+const MAX_FILE: u64 = MAX_KUBECONFIG;
 const MAX_FILES: usize = 200;
 const MAX_DEPTH: usize = 4;
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-struct Kubeconfig {
-    #[serde(default)]
-    clusters: Vec<NamedCluster>,
-    #[serde(default)]
-    users: Vec<NamedUser>,
-    #[serde(default)]
-    contexts: Vec<NamedContext>,
-    #[serde(default)]
-    current_context: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
-struct NamedCluster {
-    #[serde(default)]
-    name: String,
-    #[serde(default)]
-    cluster: ClusterEntry,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-struct ClusterEntry {
-    server: Option<String>,
-    certificate_authority_data: Option<String>,
-    certificate_authority: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
-struct NamedUser {
-    #[serde(default)]
-    name: String,
-    #[serde(default)]
-    user: UserEntry,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-struct UserEntry {
-    token: Option<String>,
-    #[serde(rename = "tokenFile")]
-    token_file: Option<String>,
-    client_certificate: Option<String>,
-    client_certificate_data: Option<String>,
-    exec: Option<serde_json::Value>,
-    auth_provider: Option<serde_json::Value>,
-}
-
-#[derive(Debug, Deserialize)]
-struct NamedContext {
-    #[serde(default)]
-    name: String,
-    #[serde(default)]
-    context: ContextEntry,
-}
-
-#[derive(Debug, Default, Deserialize)]
-struct ContextEntry {
-    #[serde(default)]
-    cluster: String,
-    #[serde(default)]
-    user: String,
-}
 
 fn number(v: &serde_json::Value) -> Option<u64> {
     #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
@@ -147,23 +86,8 @@ pub fn token_facts(token: &str, checked_at: u64) -> TokenFacts {
     }
 }
 
-/// `https://host:port` -> (host, port).
-fn split_server(server: &str) -> Option<(String, u16)> {
-    let rest = server.strip_prefix("https://")?;
-    let authority = rest.split('/').next()?;
-    if let Some(v6) = authority.strip_prefix('[') {
-        let (host, tail) = v6.split_once(']')?;
-        let port = tail
-            .strip_prefix(':')
-            .map_or(Some(443), |p| p.parse().ok())?;
-        return Some((host.to_string(), port));
-    }
-    match authority.rsplit_once(':') {
-        Some((h, p)) => Some((h.to_string(), p.parse().ok()?)),
-        None => Some((authority.to_string(), 443)),
-    }
-}
-
+/// Resolves the host of a kubeconfig's server. Messages do not repeat the host name: the
+/// kubeconfig's `server` is reported on its own, and a malformed file may have put anything there.
 async fn resolve(host: &str, port: u16, deadline: Instant) -> Result<SocketAddr, String> {
     if let Ok(ip) = host.parse::<IpAddr>() {
         return Ok(SocketAddr::new(ip, port));
@@ -171,9 +95,9 @@ async fn resolve(host: &str, port: u16, deadline: Instant) -> Result<SocketAddr,
     match tokio::time::timeout_at(deadline, tokio::net::lookup_host((host, port))).await {
         Ok(Ok(mut addrs)) => addrs
             .next()
-            .ok_or_else(|| format!("{host} resolves to nothing")),
-        Ok(Err(e)) => Err(format!("cannot resolve {host}: {e}")),
-        Err(_) => Err(format!("resolving {host} timed out")),
+            .ok_or_else(|| "the server's host name resolves to nothing".to_string()),
+        Ok(Err(e)) => Err(format!("cannot resolve the server's host name: {e}")),
+        Err(_) => Err("resolving the server's host name timed out".to_string()),
     }
 }
 
@@ -185,33 +109,123 @@ fn check_of(r: &ProbeResult) -> CheckFacts {
     }
 }
 
-/// What the selected (current-context) user authenticates with, and the token if any.
-fn credential(root: &Path, user: &UserEntry) -> (String, Option<Result<String, String>>) {
-    if let Some(t) = &user.token {
-        return ("token".into(), Some(Ok(t.trim().to_string())));
+fn check_error(detail: String) -> CheckFacts {
+    CheckFacts {
+        outcome: Outcome::Error,
+        http_status: None,
+        detail,
     }
-    if let Some(f) = &user.token_file {
-        let path = join(root, f);
-        let read = std::fs::read_to_string(&path)
-            .map(|t| t.trim().to_string())
-            .map_err(|e| format!("cannot read tokenFile {f}: {e}"));
-        return ("token-file".into(), Some(read));
-    }
-    let kind = if user.client_certificate.is_some() || user.client_certificate_data.is_some() {
-        "client-certificate"
-    } else if user.exec.is_some() {
-        "exec"
-    } else if user.auth_provider.is_some() {
-        "auth-provider"
-    } else {
-        "none"
-    };
-    (kind.into(), None)
 }
 
-/// A path inside the node's root.
-fn join(root: &Path, p: &str) -> PathBuf {
-    root.join(p.trim_start_matches('/'))
+/// A path a kubeconfig names, inside the node's root: absolute paths from the root, relative ones
+/// from the kubeconfig's directory (as kubectl resolves them). `None` when it climbs out of the
+/// root.
+fn inside(root: &Path, dir: &Path, p: &str) -> Option<PathBuf> {
+    let p = Path::new(p);
+    let mut rel = if p.is_absolute() {
+        PathBuf::new()
+    } else {
+        dir.to_path_buf()
+    };
+    for c in p.components() {
+        match c {
+            Component::Normal(n) => rel.push(n),
+            Component::ParentDir => {
+                if !rel.pop() {
+                    return None;
+                }
+            }
+            Component::CurDir | Component::RootDir | Component::Prefix(_) => {}
+        }
+    }
+    Some(root.join(rel))
+}
+
+/// Reads a file a kubeconfig names (`field` says which), bounded; messages show the path only
+/// when it cannot be a secret (see `shown_path`).
+fn read_named(
+    root: &Path,
+    dir: &Path,
+    p: &str,
+    limit: u64,
+    what: &'static str,
+) -> Result<Vec<u8>, String> {
+    let Some(path) = inside(root, dir, p) else {
+        return Err(format!(
+            "{what} {} leads out of the host root",
+            shown_path(p)
+        ));
+    };
+    files::read_capped(&path, limit, what, shown_path(p)).map_err(|e| e.to_string())
+}
+
+/// PEM from a kubeconfig: inline base64 or a file.
+fn pem(root: &Path, dir: &Path, source: &Source, what: &'static str) -> Result<Vec<u8>, String> {
+    match source {
+        // The decoder's messages name the offending byte: never shown.
+        Source::Data(d) => STANDARD
+            .decode(d.trim())
+            .map_err(|_| format!("the inline {what} is not valid base64")),
+        Source::File(f) => read_named(root, dir, f, MAX_PEM, what),
+    }
+}
+
+/// The credential of the selected user: a token read now (its claims are facts), a client
+/// certificate read only when a check will present it (a key is read no earlier than needed).
+enum Loaded {
+    Token(Secret),
+    Client { cert: Source, key: Option<Source> },
+    Nothing,
+}
+
+fn load_credential(
+    root: &Path,
+    dir: &Path,
+    credential: &Credential,
+) -> Result<(Loaded, Option<TokenFacts>), String> {
+    let token = |t: String| {
+        let facts = token_facts(&t, crate::util::unix_secs());
+        Secret::new(t)
+            .map(|s| (Loaded::Token(s), Some(facts)))
+            .map_err(String::from)
+    };
+    match credential {
+        Credential::Token(t) => token(t.clone()),
+        Credential::TokenFile(f) => {
+            let bytes = read_named(root, dir, f, MAX_TOKEN, "tokenFile")?;
+            let text = String::from_utf8(bytes)
+                .map_err(|_| format!("tokenFile {} is not text", shown_path(f)))?;
+            token(text.trim().to_string())
+        }
+        Credential::ClientCertificate { cert, key } => Ok((
+            Loaded::Client {
+                cert: cert.clone(),
+                key: key.clone(),
+            },
+            None,
+        )),
+        Credential::Exec | Credential::AuthProvider | Credential::None => {
+            Ok((Loaded::Nothing, None))
+        }
+    }
+}
+
+/// Reads a client certificate and its key for the handshake.
+fn load_client(
+    root: &Path,
+    dir: &Path,
+    cert: &Source,
+    key: Option<&Source>,
+) -> Result<ClientAuth, String> {
+    let chain = tls::pem_certificates(
+        &pem(root, dir, cert, "client certificate")?,
+        "the client certificate",
+    )?;
+    let Some(key) = key else {
+        return Err("a client certificate without a client key".into());
+    };
+    let key = tls::pem_private_key(&pem(root, dir, key, "client key")?, "the client key")?;
+    Ok(ClientAuth { chain, key })
 }
 
 /// Reads one kubeconfig; `None` when the file is not a kubeconfig at all.
@@ -220,7 +234,9 @@ fn read_kubeconfig(
     file: &Path,
     must: bool,
 ) -> Option<(KubeconfigFacts, Option<Target>)> {
-    let rel = format!("/{}", file.strip_prefix(root).unwrap_or(file).display());
+    let inner = file.strip_prefix(root).unwrap_or(file);
+    let rel = format!("/{}", inner.display());
+    let dir = inner.parent().unwrap_or(Path::new("")).to_path_buf();
     let modified = std::fs::metadata(file)
         .ok()
         .and_then(|m| m.modified().ok())
@@ -232,79 +248,55 @@ fn read_kubeconfig(
         auth: "none".into(),
         ..KubeconfigFacts::default()
     };
-    let text = match std::fs::read_to_string(file) {
+    let text = match files::read_text_capped(file, MAX_KUBECONFIG, "kubeconfig", &rel) {
         Ok(t) => t,
         Err(e) => {
-            facts.error = Some(format!("cannot read {rel}: {e}"));
+            facts.error = Some(e.to_string());
             return must.then_some((facts, None));
         }
     };
-    let value: serde_json::Value = match serde_saphyr::from_str(&text) {
-        Ok(v) => v,
-        Err(e) => {
-            let first = e.to_string().lines().next().unwrap_or_default().to_string();
-            facts.error = Some(format!("{rel} is not valid YAML: {first}"));
+    let selected: Selected = match kubeconfig::parse(&text) {
+        Ok(Some(s)) => s,
+        Ok(None) => return None,
+        Err(
+            e
+            @ (kubeconfig::KubeconfigError::Yaml { .. } | kubeconfig::KubeconfigError::YamlBudget),
+        ) => {
+            facts.error = Some(format!("{rel} {e}"));
             return must.then_some((facts, None));
         }
-    };
-    let looks = value.get("clusters").is_some()
-        || value.get("users").is_some()
-        || value.get("kind").and_then(|k| k.as_str()) == Some("Config");
-    if !looks {
-        return None;
-    }
-    let kc: Kubeconfig = match serde_json::from_value(value) {
-        Ok(k) => k,
         Err(e) => {
             facts.error = Some(format!("{rel} is not a valid kubeconfig: {e}"));
             return Some((facts, None));
         }
     };
-    let ctx = kc
-        .current_context
-        .as_ref()
-        .and_then(|c| kc.contexts.iter().find(|x| &x.name == c))
-        .or_else(|| kc.contexts.first());
-    let cluster = ctx
-        .and_then(|c| kc.clusters.iter().find(|x| x.name == c.context.cluster))
-        .or_else(|| kc.clusters.first());
-    let user = ctx
-        .and_then(|c| kc.users.iter().find(|x| x.name == c.context.user))
-        .or_else(|| kc.users.first());
-    facts.server = cluster.and_then(|c| c.cluster.server.clone());
-    let mut token = None;
-    if let Some(u) = user {
-        let (auth, cred) = credential(root, &u.user);
-        facts.auth = auth;
-        match cred {
-            Some(Ok(t)) if !t.is_empty() => {
-                facts.token = Some(token_facts(&t, crate::util::unix_secs()));
-                token = Some(t);
-            }
-            Some(Ok(_)) => facts.error = Some(format!("{rel}: the token is empty")),
-            Some(Err(e)) => facts.error = Some(format!("{rel}: {e}")),
-            None => {}
+    facts.server.clone_from(&selected.server);
+    facts.auth = selected.credential.kind().into();
+    facts.insecure_skip_tls_verify = selected.insecure_skip_tls_verify;
+    let credential = match load_credential(root, &dir, &selected.credential) {
+        Ok((loaded, token)) => {
+            facts.token = token;
+            loaded
         }
-    }
-    let ca = cluster.map(|c| {
-        (
-            c.cluster.certificate_authority_data.clone(),
-            c.cluster.certificate_authority.clone(),
-        )
-    });
+        Err(e) => {
+            facts.error = Some(format!("{rel}: {e}"));
+            Loaded::Nothing
+        }
+    };
     let target = Target {
-        server: facts.server.clone(),
-        token,
-        ca,
+        dir,
+        selected,
+        credential,
     };
     Some((facts, Some(target)))
 }
 
-/// What a check needs: the server, the credential, the CA.
+/// What a check needs: the selected context and its loaded credential.
 struct Target {
-    server: Option<String>,
-    token: Option<String>,
-    ca: Option<(Option<String>, Option<String>)>,
+    /// The kubeconfig's directory inside the root, for relative paths.
+    dir: PathBuf,
+    selected: Selected,
+    credential: Loaded,
 }
 
 /// Files under `dir`, depth-first, bounded.
@@ -315,7 +307,7 @@ fn walk(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
-    let mut entries: Vec<_> = entries.filter_map(Result::ok).collect();
+    let mut entries: Vec<_> = entries.take(4 * MAX_FILES).filter_map(Result::ok).collect();
     entries.sort_by_key(std::fs::DirEntry::file_name);
     for e in entries {
         let Ok(meta) = std::fs::symlink_metadata(e.path()) else {
@@ -329,52 +321,144 @@ fn walk(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// Asks the kubeconfig's server whether it accepts the credential.
-async fn api_check(id: &str, root: &Path, target: Target, deadline: Instant) -> Option<CheckFacts> {
-    let server = target.server?;
-    let token = target.token?;
+/// Why a server that did not verify was refused the credential, for the report.
+fn untrusted(server: &str, verdict: &Verdict) -> String {
+    let why = verdict.error().unwrap_or_default();
+    let what = match verdict {
+        Verdict::WrongName(_) => format!(
+            "the API server at {server} presents a certificate from the CA this kubeconfig trusts, but for another name"
+        ),
+        Verdict::Expired(_) => format!(
+            "the API server at {server} presents a certificate that is expired or not yet valid"
+        ),
+        _ => format!(
+            "the API server at {server} is not signed by the CA this kubeconfig trusts: rotated CA or impostor"
+        ),
+    };
+    format!("{what} ({why}); the credential was not sent")
+}
+
+/// Asks the kubeconfig's server whether it accepts the credential, once the server verified
+/// against the kubeconfig's own CA. Returns the answer and what was established about the server.
+async fn api_check(
+    id: &str,
+    root: &Path,
+    target: Target,
+    deadline: Instant,
+) -> (Option<CheckFacts>, Option<ServerTrust>) {
+    let Target {
+        dir,
+        selected,
+        credential,
+    } = target;
+    let Some(server) = selected.server.clone() else {
+        return (None, None);
+    };
+    let (token, client) = match credential {
+        Loaded::Token(t) => (Some(t), None),
+        Loaded::Client { cert, key } => match load_client(root, &dir, &cert, key.as_ref()) {
+            Ok(c) => (None, Some(c)),
+            Err(e) => {
+                let why = format!("cannot use the client certificate: {e}; nothing was sent");
+                return (Some(check_error(why)), None);
+            }
+        },
+        Loaded::Nothing => return (None, None),
+    };
     let Some((host, port)) = split_server(&server) else {
-        return Some(CheckFacts {
-            outcome: Outcome::Error,
-            http_status: None,
-            detail: format!("server {server:?} is not an https URL"),
-        });
+        return (
+            Some(check_error(format!("server {server} is not an https URL"))),
+            None,
+        );
+    };
+    let unverifiable = |why: String| {
+        (
+            Some(check_error(format!(
+                "{why}: the API server cannot be verified, so the credential was not sent"
+            ))),
+            Some(ServerTrust::Unverifiable),
+        )
+    };
+    let ca_pem = match (&selected.ca, selected.insecure_skip_tls_verify) {
+        (Some(_), true) => {
+            return unverifiable(
+                "the kubeconfig sets both a CA and insecure-skip-tls-verify, which client-go refuses".into(),
+            );
+        }
+        (None, true) => None,
+        (None, false) => {
+            return unverifiable("the kubeconfig names no certificate-authority".into());
+        }
+        (Some(ca), false) => match pem(root, &dir, ca, "certificate-authority")
+            .and_then(|p| tls::pem_certificates(&p, "the certificate-authority").map(|_| p))
+        {
+            Ok(p) => Some(p),
+            Err(e) => return unverifiable(e),
+        },
     };
     let addr = match resolve(&host, port, deadline).await {
         Ok(a) => a,
-        Err(e) => {
-            return Some(CheckFacts {
-                outcome: Outcome::Error,
-                http_status: None,
-                detail: e,
-            });
-        }
+        Err(e) => return (Some(check_error(e)), None),
     };
-    let pem = target
-        .ca
-        .as_ref()
-        .and_then(|(data, _)| data.as_ref())
-        .and_then(|d| STANDARD.decode(d.trim()).ok());
-    let file = target
-        .ca
-        .as_ref()
-        .and_then(|(_, f)| f.as_ref())
-        .map(|f| join(root, f));
-    let roots = match (&pem, &file) {
-        (Some(p), _) => tls::Roots::Pem(p),
-        (None, Some(f)) => tls::Roots::File(f),
-        (None, None) => tls::Roots::None,
+    let (roots, verify) = match &ca_pem {
+        Some(p) => (
+            tls::Roots::Pem {
+                pem: p,
+                name: "the kubeconfig's certificate-authority",
+            },
+            Verify::Require,
+        ),
+        None => (tls::Roots::None, Verify::InsecureSkip),
     };
-    let server_name = host.parse::<IpAddr>().is_err().then(|| host.clone());
+    let server_name = selected
+        .tls_server_name
+        .clone()
+        .or_else(|| host.parse::<IpAddr>().is_err().then(|| host.clone()));
     let req = tls::Request {
         addr,
         server_name,
         roots,
-        require_verified: false,
+        verify,
         path: "/api",
-        token: Some(token),
+        token,
+        client,
     };
-    Some(check_of(&tls::request(id, req, deadline).await))
+    let done = tls::request(id, req, deadline).await;
+    let trust = match (&done.verdict, verify) {
+        (None, _) => None,
+        (Some(_), Verify::InsecureSkip) => Some(ServerTrust::InsecureSkipVerify),
+        (Some(v), _) if v.is_verified() => Some(ServerTrust::Verified),
+        (Some(v), _) => {
+            let check = CheckFacts {
+                outcome: Outcome::TlsError,
+                http_status: None,
+                detail: untrusted(&server, v),
+            };
+            return (Some(check), Some(ServerTrust::Untrusted));
+        }
+    };
+    (Some(check_of(&done.result)), trust)
+}
+
+/// The kubelet authenticates with certificates the agent does not read: only ask whether
+/// anything listens at the server it names.
+async fn kubelet_check(id: &str, server: &str, deadline: Instant) -> Option<CheckFacts> {
+    let (host, port) = split_server(server)?;
+    Some(match resolve(&host, port, deadline).await {
+        Ok(addr) => match tcp::connect(addr, deadline).await {
+            Ok(_) => CheckFacts {
+                outcome: Outcome::Ok,
+                http_status: None,
+                detail: format!("something listens on {addr}"),
+            },
+            Err(f) => check_of(&f.into_result(
+                id,
+                &format!("tcp connect {addr}"),
+                std::time::Duration::ZERO,
+            )),
+        },
+        Err(e) => check_error(e),
+    })
 }
 
 pub async fn probe(id: &str, root: &Path, api: bool, deadline: Instant) -> ProbeResult {
@@ -417,34 +501,19 @@ pub async fn probe(id: &str, root: &Path, api: bool, deadline: Instant) -> Probe
             continue;
         }
         if let Some((mut kc, _)) = read_kubeconfig(root, &file, true) {
-            // The kubelet authenticates with certificates: only ask whether anything listens.
-            if let Some((host, port)) = kc.server.as_deref().and_then(split_server) {
-                let check = match resolve(&host, port, deadline).await {
-                    Ok(addr) => match tcp::connect(addr, deadline).await {
-                        Ok(_) => CheckFacts {
-                            outcome: Outcome::Ok,
-                            http_status: None,
-                            detail: format!("something listens on {addr}"),
-                        },
-                        Err(f) => check_of(&f.into_result(
-                            id,
-                            &format!("tcp connect {addr}"),
-                            std::time::Duration::ZERO,
-                        )),
-                    },
-                    Err(e) => CheckFacts {
-                        outcome: Outcome::Error,
-                        http_status: None,
-                        detail: e,
-                    },
-                };
-                kc.check = Some(check);
+            if let Some(server) = kc.server.clone() {
+                kc.check = kubelet_check(id, &server, deadline).await;
             }
             kc.token = None;
             facts.kubelet.push(kc);
         }
     }
-    match std::fs::read_to_string(root.join("etc/resolv.conf")) {
+    match files::read_text_capped(
+        &root.join("etc/resolv.conf"),
+        MAX_RESOLV_CONF,
+        "resolv.conf",
+        "/etc/resolv.conf",
+    ) {
         Ok(text) => {
             let rc = super::dns::ResolvConf::parse(&text);
             facts.resolv_conf = Some(ResolvFacts {
@@ -452,13 +521,12 @@ pub async fn probe(id: &str, root: &Path, api: bool, deadline: Instant) -> Probe
                 search: rc.search,
             });
         }
-        Err(e) => facts
-            .errors
-            .push(format!("cannot read /etc/resolv.conf: {e}")),
+        Err(e) => facts.errors.push(e.to_string()),
     }
     while let Some(done) = checks.join_next().await {
-        if let Ok((i, check)) = done {
+        if let Ok((i, (check, trust))) = done {
             facts.cni_kubeconfigs[i].check = check;
+            facts.cni_kubeconfigs[i].server_trust = trust;
         }
     }
     for kc in facts.cni_kubeconfigs.iter().chain(&facts.kubelet) {
@@ -509,26 +577,5 @@ mod tests {
             assert_eq!(f.format, "opaque", "{t}");
             assert!(f.expires_at.is_none());
         }
-    }
-
-    #[test]
-    fn servers() {
-        assert_eq!(
-            split_server("https://10.96.0.1:443"),
-            Some(("10.96.0.1".into(), 443))
-        );
-        assert_eq!(
-            split_server("https://localhost:6443/"),
-            Some(("localhost".into(), 6443))
-        );
-        assert_eq!(
-            split_server("https://api.example"),
-            Some(("api.example".into(), 443))
-        );
-        assert_eq!(
-            split_server("https://[fd00::1]:6443"),
-            Some(("fd00::1".into(), 6443))
-        );
-        assert_eq!(split_server("http://x:1"), None);
     }
 }

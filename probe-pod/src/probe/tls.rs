@@ -1,5 +1,8 @@
-//! The API-server probe: TCP, a TLS handshake that accepts any certificate but records whether it
-//! verified against the given CA and name, then one HTTP GET, optionally with a bearer token.
+//! The API-server probe: TCP, a TLS handshake, then one HTTP GET, optionally with a credential.
+//! Without a credential any certificate is accepted and whether it verified is recorded (the
+//! probe asks "does the path work", not "is this the real server"). With a credential the
+//! handshake itself fails unless the server verifies against the CA given, so no secret ever goes
+//! to an impostor; only an explicit insecure-skip from a kubeconfig waives that.
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
@@ -16,16 +19,69 @@ use tokio::time::Instant;
 use tokio_rustls::TlsConnector;
 
 use super::{Fail, micros, tcp};
+use crate::files;
 use crate::proto::{Outcome, Probe, ProbeResult, TlsInfo};
 
 const MAX_RESPONSE_HEAD: usize = 16 * 1024;
 
-/// Accepts every certificate, but records what a verifying client would have concluded.
+/// What a verifying client concluded about the server's certificate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    Verified,
+    /// The chain does not lead to the CA given (another CA signed it, or it is self-signed).
+    WrongIssuer(String),
+    /// Signed by the CA, but issued for another name.
+    WrongName(String),
+    /// Signed by the CA, but expired or not yet valid.
+    Expired(String),
+    /// Any other reason (revoked, bad encoding, unsupported algorithm, no CA given).
+    Other(String),
+}
+
+impl Verdict {
+    fn of(e: &rustls::Error) -> Self {
+        use rustls::CertificateError as C;
+        let text = e.to_string();
+        match e {
+            rustls::Error::InvalidCertificate(c) => match c {
+                C::UnknownIssuer | C::BadSignature | C::UnhandledCriticalExtension => {
+                    Self::WrongIssuer(text)
+                }
+                C::NotValidForName | C::NotValidForNameContext { .. } => Self::WrongName(text),
+                C::Expired
+                | C::ExpiredContext { .. }
+                | C::NotValidYet
+                | C::NotValidYetContext { .. } => Self::Expired(text),
+                _ => Self::Other(text),
+            },
+            _ => Self::Other(text),
+        }
+    }
+
+    #[must_use]
+    pub fn is_verified(&self) -> bool {
+        *self == Self::Verified
+    }
+
+    /// Why it did not verify, or `None` when it did.
+    #[must_use]
+    pub fn error(&self) -> Option<&str> {
+        match self {
+            Self::Verified => None,
+            Self::WrongIssuer(t) | Self::WrongName(t) | Self::Expired(t) | Self::Other(t) => {
+                Some(t)
+            }
+        }
+    }
+}
+
+/// Records what a verifying client would conclude; refuses the handshake too when `enforce`.
 #[derive(Debug)]
 struct RecordingVerifier {
     inner: Option<Arc<WebPkiServerVerifier>>,
     algorithms: WebPkiSupportedAlgorithms,
-    verdict: Mutex<Option<Result<(), String>>>,
+    enforce: bool,
+    verdict: Mutex<Option<Verdict>>,
 }
 
 impl ServerCertVerifier for RecordingVerifier {
@@ -37,17 +93,24 @@ impl ServerCertVerifier for RecordingVerifier {
         ocsp_response: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        let verdict = match &self.inner {
-            None => Err("no CA bundle given".to_string()),
+        let checked = match &self.inner {
+            None => Err(rustls::Error::General("no CA bundle given".into())),
             Some(v) => v
                 .verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
-                .map(|_| ())
-                .map_err(|e| e.to_string()),
+                .map(|_| ()),
+        };
+        let verdict = match &checked {
+            Ok(()) => Verdict::Verified,
+            Err(rustls::Error::General(t)) => Verdict::Other(t.clone()),
+            Err(e) => Verdict::of(e),
         };
         if let Ok(mut slot) = self.verdict.lock() {
             *slot = Some(verdict);
         }
-        Ok(ServerCertVerified::assertion())
+        match checked {
+            Err(e) if self.enforce => Err(e),
+            _ => Ok(ServerCertVerified::assertion()),
+        }
     }
 
     // Signatures are still checked: "any certificate" must not mean "any peer can forge the
@@ -84,43 +147,100 @@ fn provider() -> Arc<CryptoProvider> {
 pub enum Roots<'a> {
     None,
     File(&'a Path),
-    /// PEM text, e.g. a kubeconfig's `certificate-authority-data`, decoded.
-    Pem(&'a [u8]),
+    /// PEM text, e.g. a kubeconfig's `certificate-authority-data`, decoded; `name` says where it
+    /// came from.
+    Pem {
+        pem: &'a [u8],
+        name: &'a str,
+    },
 }
 
-fn verifier(roots: Roots<'_>) -> Result<Arc<RecordingVerifier>, String> {
+/// A bearer token: never printed, never compared in the clear outside this process.
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps a token after checking it can go into an HTTP header as it is: a line break or a
+    /// space would let a file's content forge headers.
+    pub fn new(token: String) -> Result<Self, &'static str> {
+        if token.is_empty() {
+            return Err("the token is empty");
+        }
+        // RFC 6750 b64token characters.
+        let ok = |b: u8| b.is_ascii_alphanumeric() || b"-._~+/=".contains(&b);
+        if !token.bytes().all(ok) {
+            return Err("the token holds characters a bearer token cannot hold");
+        }
+        Ok(Self(token))
+    }
+
+    fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(<redacted>)")
+    }
+}
+
+/// A client certificate chain and its key, presented in the handshake.
+pub struct ClientAuth {
+    pub chain: Vec<CertificateDer<'static>>,
+    pub key: rustls::pki_types::PrivateKeyDer<'static>,
+}
+
+impl std::fmt::Debug for ClientAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "ClientAuth({} certificate(s), key redacted)",
+            self.chain.len()
+        )
+    }
+}
+
+/// The certificates in a PEM bundle. Errors say what is wrong in general terms, never quoting
+/// the text (PEM parser errors can carry a line of the input).
+pub fn pem_certificates(pem: &[u8], name: &str) -> Result<Vec<CertificateDer<'static>>, String> {
+    let certs = CertificateDer::pem_slice_iter(pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|_| format!("{name} is not a valid PEM certificate bundle"))?;
+    if certs.is_empty() {
+        return Err(format!("{name} holds no certificate"));
+    }
+    Ok(certs)
+}
+
+/// The private key in a PEM document; the error never quotes the text.
+pub fn pem_private_key(
+    pem: &[u8],
+    name: &str,
+) -> Result<rustls::pki_types::PrivateKeyDer<'static>, String> {
+    rustls::pki_types::PrivateKeyDer::from_pem_slice(pem)
+        .map_err(|_| format!("{name} holds no valid PEM private key"))
+}
+
+fn verifier(roots: Roots<'_>, enforce: bool) -> Result<Arc<RecordingVerifier>, String> {
     let provider = provider();
-    let (certs, source): (Vec<CertificateDer<'static>>, String) = match roots {
+    let (certs, source) = match roots {
         Roots::None => (Vec::new(), String::new()),
         Roots::File(path) => {
             let source = format!("CA bundle {}", path.display());
-            let iter = CertificateDer::pem_file_iter(path)
-                .map_err(|e| format!("cannot read {source}: {e}"))?;
-            (
-                iter.collect::<Result<_, _>>()
-                    .map_err(|e| format!("{source}: {e}"))?,
-                source,
-            )
+            let pem = files::read_capped(path, files::MAX_PEM, "CA bundle", path.display())
+                .map_err(|e| e.to_string())?;
+            (pem_certificates(&pem, &source)?, source)
         }
-        Roots::Pem(pem) => {
-            let source = "the embedded CA data".to_string();
-            (
-                CertificateDer::pem_slice_iter(pem)
-                    .collect::<Result<_, _>>()
-                    .map_err(|e| format!("{source}: {e}"))?,
-                source,
-            )
-        }
+        Roots::Pem { pem, name } => (pem_certificates(pem, name)?, name.to_string()),
     };
     let inner = if matches!(roots, Roots::None) {
         None
     } else {
         let mut store = RootCertStore::empty();
         for cert in certs {
-            store.add(cert).map_err(|e| format!("{source}: {e}"))?;
-        }
-        if store.is_empty() {
-            return Err(format!("{source} holds no certificate"));
+            store
+                .add(cert)
+                .map_err(|e| format!("{source}: a certificate is unusable: {e}"))?;
         }
         Some(
             WebPkiServerVerifier::builder_with_provider(Arc::new(store), provider.clone())
@@ -131,25 +251,27 @@ fn verifier(roots: Roots<'_>) -> Result<Arc<RecordingVerifier>, String> {
     Ok(Arc::new(RecordingVerifier {
         inner,
         algorithms: provider.signature_verification_algorithms,
+        enforce,
         verdict: Mutex::new(None),
     }))
 }
 
-fn read_token(path: &Path) -> Result<String, String> {
-    let t = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read token file {}: {e}", path.display()))?;
-    let t = t.trim().to_string();
-    if t.is_empty() || t.contains(['\r', '\n', ' ']) {
-        return Err(format!(
-            "token file {} does not hold one token",
+fn read_token(path: &Path) -> Result<Secret, String> {
+    let bytes = files::read_capped(path, files::MAX_TOKEN, "token file", path.display())
+        .map_err(|e| e.to_string())?;
+    let text = String::from_utf8(bytes)
+        .map_err(|_| format!("token file {} is not text", path.display()))?;
+    Secret::new(text.trim().to_string()).map_err(|why| {
+        format!(
+            "token file {} does not hold one token: {why}",
             path.display()
-        ));
-    }
-    Ok(t)
+        )
+    })
 }
 
 /// The status code of an HTTP/1.x response head.
-fn parse_status(head: &[u8]) -> Option<u16> {
+#[must_use]
+pub fn parse_status(head: &[u8]) -> Option<u16> {
     let line_end = head
         .iter()
         .position(|&b| b == b'\r' || b == b'\n')
@@ -159,15 +281,19 @@ fn parse_status(head: &[u8]) -> Option<u16> {
     if !parts.next()?.starts_with("HTTP/1.") {
         return None;
     }
-    parts.next()?.parse().ok()
+    let code = parts.next()?;
+    if code.len() != 3 {
+        return None;
+    }
+    code.parse().ok().filter(|c| (100..600).contains(c))
 }
 
 /// Sends `request` and reads the response head (bounded).
 async fn exchange<S: AsyncReadExt + AsyncWriteExt + Unpin>(
     tls: &mut S,
-    request: &str,
+    request: &[u8],
 ) -> std::io::Result<Vec<u8>> {
-    tls.write_all(request.as_bytes()).await?;
+    tls.write_all(request).await?;
     let mut head = Vec::with_capacity(1024);
     let mut chunk = [0u8; 2048];
     while head.len() < MAX_RESPONSE_HEAD && !head.windows(4).any(|w| w == b"\r\n\r\n") {
@@ -183,49 +309,58 @@ async fn exchange<S: AsyncReadExt + AsyncWriteExt + Unpin>(
 /// Everything prepared locally before touching the network.
 struct Prepared {
     sni: ServerName<'static>,
-    token: Option<String>,
     verifier: Arc<RecordingVerifier>,
     config: ClientConfig,
 }
 
-fn prepare(name: &str, roots: Roots<'_>, token: Option<String>) -> Result<Prepared, String> {
+fn prepare(
+    name: &str,
+    roots: Roots<'_>,
+    enforce: bool,
+    client: Option<ClientAuth>,
+) -> Result<Prepared, String> {
     let sni = ServerName::try_from(name.to_string())
         .map_err(|_| format!("{name:?} is not a valid server name"))?;
-    let verifier = verifier(roots)?;
-    let config = ClientConfig::builder_with_provider(provider())
+    let verifier = verifier(roots, enforce)?;
+    let builder = ClientConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
         .map_err(|e| e.to_string())?
         .dangerous()
-        .with_custom_certificate_verifier(verifier.clone())
-        .with_no_client_auth();
+        .with_custom_certificate_verifier(verifier.clone());
+    let config = match client {
+        None => builder.with_no_client_auth(),
+        Some(c) => builder
+            .with_client_auth_cert(c.chain, c.key)
+            .map_err(|_| "the client certificate and key do not form a usable pair".to_string())?,
+    };
     Ok(Prepared {
         sni,
-        token,
         verifier,
         config,
     })
 }
 
-fn http_request(path: &str, host: &str, token: Option<&str>) -> String {
+fn http_request(path: &str, host: &str, token: Option<&Secret>) -> Vec<u8> {
     let mut request = format!(
         "GET {path} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: probe-pod/{}\r\n\
          Accept: application/json\r\nConnection: close\r\n",
         env!("CARGO_PKG_VERSION")
-    );
+    )
+    .into_bytes();
     if let Some(t) = token {
-        request.push_str("Authorization: Bearer ");
-        request.push_str(t);
-        request.push_str("\r\n");
+        request.extend_from_slice(b"Authorization: Bearer ");
+        request.extend_from_slice(t.expose().as_bytes());
+        request.extend_from_slice(b"\r\n");
     }
-    request.push_str("\r\n");
+    request.extend_from_slice(b"\r\n");
     request
 }
 
-/// 2xx, 401 and 403 all prove the API server answered; 401 to a token under test is the token's
-/// failure, not the path's.
-fn judge_status(status: u16, with_token: bool) -> Outcome {
+/// 2xx, 401 and 403 all prove the API server answered; 401 to a credential under test is the
+/// credential's failure, not the path's.
+fn judge_status(status: u16, with_credential: bool) -> Outcome {
     match status {
-        401 if with_token => Outcome::Unauthorized,
+        401 if with_credential => Outcome::Unauthorized,
         200..=299 | 401 | 403 => Outcome::Ok,
         _ => Outcome::HttpError,
     }
@@ -245,98 +380,154 @@ pub async fn probe(id: &str, probe: &Probe, deadline: Instant) -> ProbeResult {
         unreachable!("dispatched by kind");
     };
     let addr = SocketAddr::new(*address, port.get());
+    let what = format!("tls {addr}");
     let token = match token_file.as_deref().map(read_token).transpose() {
         Ok(t) => t,
-        Err(e) => {
-            return Fail::Local(e).into_result(
-                id,
-                &format!("tls {addr}"),
-                std::time::Duration::ZERO,
-            );
-        }
+        Err(e) => return Fail::Local(e).into_result(id, &what, std::time::Duration::ZERO),
     };
+    if token.is_some() && ca_file.is_none() {
+        let why = "a tokenFile is only sent to a server verified against a caFile, and none is given; nothing was sent";
+        return Fail::Local(why.into()).into_result(id, &what, std::time::Duration::ZERO);
+    }
     let roots = ca_file.as_deref().map_or(Roots::None, Roots::File);
+    let verify = if *require_verified || token.is_some() {
+        Verify::Require
+    } else {
+        Verify::Record
+    };
     let req = Request {
         addr,
         server_name: server_name.clone(),
         roots,
-        require_verified: *require_verified,
+        verify,
         path,
         token,
+        client: None,
     };
-    request(id, req, deadline).await
+    request(id, req, deadline).await.result
 }
 
-/// One TLS request: where, what to trust, what to ask, with which bearer token.
+/// How much the server must prove before the request goes out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verify {
+    /// Accept any certificate and record whether it verified: a reachability probe, no secret.
+    Record,
+    /// The handshake fails unless the certificate verifies: before any credential is sent.
+    Require,
+    /// Accept any certificate even with a credential: only for a kubeconfig that says
+    /// `insecure-skip-tls-verify: true` (and has no CA), as kubectl and the CNI would.
+    InsecureSkip,
+}
+
+/// One TLS request: where, what to trust, what to ask, with which credential.
 pub struct Request<'a> {
     pub addr: SocketAddr,
     pub server_name: Option<String>,
     pub roots: Roots<'a>,
-    pub require_verified: bool,
+    pub verify: Verify,
     pub path: &'a str,
-    /// Sent, never reported.
-    pub token: Option<String>,
+    /// Sent only once the server passed `verify`; never reported.
+    pub token: Option<Secret>,
+    pub client: Option<ClientAuth>,
+}
+
+/// What one request came to.
+#[derive(Debug)]
+pub struct Exchanged {
+    pub result: ProbeResult,
+    /// What the certificate check concluded, when the server presented one.
+    pub verdict: Option<Verdict>,
+    /// Whether the HTTP request (with the credential, if any) was written.
+    pub sent: bool,
 }
 
 /// Connects, shakes hands, sends one GET and judges the answer.
-pub async fn request(id: &str, req: Request<'_>, deadline: Instant) -> ProbeResult {
+#[allow(clippy::too_many_lines)] // one straight sequence of steps, each with its own failure
+pub async fn request(id: &str, req: Request<'_>, deadline: Instant) -> Exchanged {
     let Request {
         addr,
         server_name,
         roots,
-        require_verified,
+        verify,
         path,
         token,
+        client,
     } = req;
+    let done = |result: ProbeResult, verdict: Option<Verdict>| Exchanged {
+        result,
+        verdict,
+        sent: false,
+    };
     let address = addr.ip();
     let start = Instant::now();
     let what = format!("tls {addr}");
     let name = server_name.clone().unwrap_or_else(|| address.to_string());
-    let prep = match prepare(&name, roots, token) {
+    if verify == Verify::Require && matches!(roots, Roots::None) {
+        let why = "no CA to verify the server against; nothing was sent";
+        return done(
+            Fail::Local(why.into()).into_result(id, &what, start.elapsed()),
+            None,
+        );
+    }
+    let with_credential = token.is_some() || client.is_some();
+    let prep = match prepare(&name, roots, verify == Verify::Require, client) {
         Ok(p) => p,
-        Err(e) => return Fail::Local(e).into_result(id, &what, start.elapsed()),
+        Err(e) => return done(Fail::Local(e).into_result(id, &what, start.elapsed()), None),
     };
     let (tcp, _) = match tcp::connect(addr, deadline).await {
         Ok(s) => s,
-        Err(f) => return f.into_result(id, &format!("{what}: tcp connect"), start.elapsed()),
+        Err(f) => {
+            let r = f.into_result(id, &format!("{what}: tcp connect"), start.elapsed());
+            return done(r, None);
+        }
     };
     let handshake = TlsConnector::from(Arc::new(prep.config)).connect(prep.sni, tcp);
-    let mut tls = match tokio::time::timeout_at(deadline, handshake).await {
+    let outcome = tokio::time::timeout_at(deadline, handshake).await;
+    let verdict = prep.verifier.verdict.lock().ok().and_then(|mut v| v.take());
+    let info = |verdict: Option<&Verdict>, version: Option<String>| TlsInfo {
+        verified: verdict.is_some_and(Verdict::is_verified),
+        verify_error: match verdict {
+            Some(v) => v.error().map(String::from),
+            None => Some("no certificate presented".into()),
+        },
+        version,
+    };
+    let mut tls = match outcome {
         Err(_) => {
             let step = format!("{what}: tls handshake");
-            return Fail::Timeout.into_result(id, &step, start.elapsed());
+            return done(
+                Fail::Timeout.into_result(id, &step, start.elapsed()),
+                verdict,
+            );
         }
         Ok(Err(e)) => {
-            let detail = format!("{what}: handshake failed: {e}");
-            return ProbeResult::new(id, Outcome::TlsError, detail);
+            let refused =
+                verify == Verify::Require && verdict.as_ref().is_some_and(|v| !v.is_verified());
+            let detail = if refused {
+                let why = verdict
+                    .as_ref()
+                    .and_then(Verdict::error)
+                    .unwrap_or_default();
+                format!("{what}: certificate not trusted: {why}; nothing was sent")
+            } else {
+                format!("{what}: handshake failed: {e}")
+            };
+            let mut r = ProbeResult::new(id, Outcome::TlsError, detail);
+            r.tls = Some(info(verdict.as_ref(), None));
+            return done(r, verdict);
         }
         Ok(Ok(s)) => s,
     };
-    let verdict = prep.verifier.verdict.lock().ok().and_then(|mut v| v.take());
-    let info = TlsInfo {
-        verified: matches!(verdict, Some(Ok(()))),
-        verify_error: match verdict {
-            Some(Err(e)) => Some(e),
-            Some(Ok(())) => None,
-            None => Some("no certificate presented".into()),
-        },
-        version: tls.get_ref().1.protocol_version().map(|v| format!("{v:?}")),
-    };
-    if require_verified && !info.verified {
-        let why = info.verify_error.clone().unwrap_or_default();
-        let mut r = ProbeResult::new(
-            id,
-            Outcome::TlsError,
-            format!("{what}: certificate not trusted: {why}"),
-        );
-        r.tls = Some(info);
-        return r;
-    }
+    let tls_info = info(
+        verdict.as_ref(),
+        tls.get_ref().1.protocol_version().map(|v| format!("{v:?}")),
+    );
     let host = match address {
         IpAddr::V6(a) if server_name.is_none() => format!("[{a}]"),
         _ => name,
     };
-    let request = http_request(path, &host, prep.token.as_deref());
+    let request = http_request(path, &host, token.as_ref());
+    drop(token);
     let get = format!("{what}: GET {path}");
     let mut r = match tokio::time::timeout_at(deadline, exchange(&mut tls, &request)).await {
         Err(_) => Fail::Timeout.into_result(id, &get, start.elapsed()),
@@ -348,18 +539,25 @@ pub async fn request(id: &str, req: Request<'_>, deadline: Instant) -> ProbeResu
                 format!("{get}: not an HTTP response"),
             ),
             Some(status) => {
-                let with_token = prep.token.is_some();
-                let auth = if with_token { " with token" } else { "" };
+                let auth = if with_credential {
+                    " with credential"
+                } else {
+                    ""
+                };
                 let detail = format!("{get}{auth}: HTTP {status}");
-                let mut r = ProbeResult::new(id, judge_status(status, with_token), detail);
+                let mut r = ProbeResult::new(id, judge_status(status, with_credential), detail);
                 r.http_status = Some(status);
                 r.rtt_micros = Some(micros(start.elapsed()));
                 r
             }
         },
     };
-    r.tls = Some(info);
-    r
+    r.tls = Some(tls_info);
+    Exchanged {
+        result: r,
+        verdict,
+        sent: true,
+    }
 }
 
 #[cfg(test)]
@@ -391,7 +589,11 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let good = dir.join("good");
         std::fs::write(&good, "abc.def.ghi\n").unwrap();
-        assert_eq!(read_token(&good).unwrap(), "abc.def.ghi");
+        assert_eq!(read_token(&good).unwrap().expose(), "abc.def.ghi");
+        assert_eq!(
+            format!("{:?}", read_token(&good).unwrap()),
+            "Secret(<redacted>)"
+        );
         let bad = dir.join("bad");
         std::fs::write(&bad, "two tokens\n").unwrap();
         let err = read_token(&bad).unwrap_err();
@@ -401,6 +603,39 @@ mod tests {
                 .unwrap_err()
                 .contains("missing")
         );
+        let forged = dir.join("forged");
+        std::fs::write(&forged, "abc\r\nX-Forged: 1\n").unwrap();
+        let err = read_token(&forged).unwrap_err();
+        assert!(!err.contains("Forged") && err.contains("forged"), "{err}");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn devices_as_token_or_ca_fail_fast() {
+        let started = std::time::Instant::now();
+        let err = read_token(Path::new("/dev/zero")).unwrap_err();
+        assert!(
+            err.contains("/dev/zero") && err.contains("not a regular file"),
+            "{err}"
+        );
+        let err = verifier(Roots::File(Path::new("/dev/zero")), true).unwrap_err();
+        assert!(
+            err.contains("/dev/zero") && err.contains("CA bundle"),
+            "{err}"
+        );
+        assert!(started.elapsed() < std::time::Duration::from_secs(1));
+    }
+
+    #[test]
+    fn pem_errors_never_quote_the_input() {
+        let secret_line =
+            b"-----BEGIN CERTIFICATE-----\nSEKRIT-LINE-abcdefgh\n-----END NOPE-----\n";
+        for pem in [&secret_line[..], b"SEKRIT-LINE-abcdefgh", b""] {
+            if let Err(e) = pem_certificates(pem, "the CA") {
+                assert!(!e.contains("SEKRIT"), "{e}");
+            }
+            let e = pem_private_key(pem, "the key").unwrap_err();
+            assert!(!e.contains("SEKRIT"), "{e}");
+        }
     }
 }

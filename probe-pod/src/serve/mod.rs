@@ -1,10 +1,11 @@
 //! `probe-pod serve`: the responders other agents probe (TCP and UDP echo on one port, `/healthz`
 //! and `/seen` over HTTP on the same TCP port) and the sniffer that confirms crafted VXLAN receipt.
 
-mod http;
+pub mod admission;
+pub mod http;
 mod sniffer;
 mod tcp;
-mod udp;
+pub mod udp;
 
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
@@ -13,7 +14,44 @@ use std::time::Duration;
 
 use tokio::net::{TcpListener, UdpSocket};
 
-pub use sniffer::Sightings;
+pub use sniffer::{CAPACITY as SIGHTINGS_CAPACITY, PAGE as SIGHTINGS_PAGE, Page, Sightings};
+
+/// The TCP listen backlog. Every agent of a matrix starts probing at once, each with up to 1,024
+/// probes in flight, and several may aim at this agent in the same round trip: connections that
+/// completed their handshake wait here until the accept loop takes them, and a full queue turns
+/// into silently dropped SYNs — false timeouts. 4,096 is also Linux's default
+/// `net.core.somaxconn` (since 5.4), which caps whatever is asked for.
+pub const LISTEN_BACKLOG: i32 = 4096;
+
+/// The UDP echo socket, with a receive buffer for a matrix's burst: every peer's UDP probes may
+/// arrive in the same millisecond, and a datagram that finds the buffer full is a false timeout.
+fn udp_socket(addr: SocketAddr) -> std::io::Result<UdpSocket> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let sock = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    if addr.is_ipv6() {
+        sock.set_only_v6(false)?;
+    }
+    // The kernel caps this at net.core.rmem_max; asking is free.
+    let _ = sock.set_recv_buffer_size(4 << 20);
+    sock.bind(&addr.into())?;
+    sock.set_nonblocking(true)?;
+    UdpSocket::from_std(sock.into())
+}
+
+/// A TCP listener with `LISTEN_BACKLOG` (tokio's own bind asks for 1,024).
+fn tcp_listener(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let sock = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    sock.set_reuse_address(true)?;
+    if addr.is_ipv6() {
+        // `--listen ::` serves IPv4 peers too (as ::ffff:a.b.c.d), as the std listener did.
+        sock.set_only_v6(false)?;
+    }
+    sock.bind(&addr.into())?;
+    sock.listen(LISTEN_BACKLOG)?;
+    sock.set_nonblocking(true)?;
+    TcpListener::from_std(sock.into())
+}
 
 /// Whether to run the VXLAN receipt sniffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,39 +99,33 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) -> Result<Stopped, ServeError> {
     let addr = SocketAddr::new(config.listen, config.port);
-    let tcp = TcpListener::bind(addr)
-        .await
-        .map_err(|source| ServeError::Listen {
-            proto: "tcp",
-            addr,
-            source,
-        })?;
-    let udp = UdpSocket::bind(addr)
-        .await
-        .map_err(|source| ServeError::Listen {
-            proto: "udp",
-            addr,
-            source,
-        })?;
+    let tcp = tcp_listener(addr).map_err(|source| ServeError::Listen {
+        proto: "tcp",
+        addr,
+        source,
+    })?;
+    let udp = udp_socket(addr).map_err(|source| ServeError::Listen {
+        proto: "udp",
+        addr,
+        source,
+    })?;
     let mut extra = Vec::new();
     for &port in &config.extra_tcp_ports {
         let addr = SocketAddr::new(config.listen, port);
-        extra.push(
-            TcpListener::bind(addr)
-                .await
-                .map_err(|source| ServeError::Listen {
-                    proto: "tcp",
-                    addr,
-                    source,
-                })?,
-        );
+        extra.push(tcp_listener(addr).map_err(|source| ServeError::Listen {
+            proto: "tcp",
+            addr,
+            source,
+        })?);
     }
     let sightings = Arc::new(Sightings::default());
     let sniffing = sniffer::start(config.sniff, &config.vxlan_ports, sightings.clone())?;
-    let state = Arc::new(http::State {
-        sightings,
-        sniffing: sniffing.clone(),
-    });
+    let state = Arc::new(http::State::new(sightings, sniffing.clone()));
+    // One slot table for every TCP port of this agent: the caps are per agent, not per port.
+    let admission = admission::Admission::default();
+    for listener in extra {
+        tokio::spawn(tcp::serve(listener, state.clone(), admission.clone()));
+    }
     tracing::info!(%addr, sniffer = %sniffing.as_deref().unwrap_or("off"), "serving");
     let ttl = async {
         match config.ttl {
@@ -102,7 +134,7 @@ pub async fn run(
         }
     };
     tokio::select! {
-        () = tcp::serve(tcp, state) => unreachable!("the accept loop never ends"),
+        () = tcp::serve(tcp, state, admission) => unreachable!("the accept loop never ends"),
         () = udp::serve(udp) => unreachable!("the receive loop never ends"),
         () = shutdown => Ok(Stopped::Signal),
         () = ttl => Ok(Stopped::Ttl),

@@ -7,29 +7,74 @@ use super::{ServeError, SniffMode};
 use crate::net::sniff::{Sniffer, vxlan_devices};
 use crate::net::unix_ms;
 use crate::proto::Sighting;
+use serde::{Deserialize, Serialize};
 
 /// Bounded memory: the oldest sightings go first.
-const CAPACITY: usize = 65_536;
+pub const CAPACITY: usize = 65_536;
+/// Sightings per `/seen` page: about 100 bytes each in JSON, so a page stays well under the
+/// reader's body limit however full the buffer is.
+pub const PAGE: usize = 4096;
 
+/// The sightings, each numbered in arrival order so a reader can page through them.
 #[derive(Debug, Default)]
-pub struct Sightings(Mutex<VecDeque<Sighting>>);
+pub struct Sightings(Mutex<(u64, VecDeque<(u64, Sighting)>)>);
+
+/// One page of sightings: those numbered after the cursor the reader gave.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Page {
+    pub sightings: Vec<Sighting>,
+    /// The cursor for the next page (the number of the last sighting here).
+    pub next: u64,
+    /// More sightings follow.
+    pub more: bool,
+}
 
 impl Sightings {
     pub fn record(&self, s: Sighting) {
-        if let Ok(mut q) = self.0.lock() {
+        if let Ok(mut g) = self.0.lock() {
+            let (counter, q) = &mut *g;
+            *counter += 1;
             if q.len() == CAPACITY {
                 q.pop_front();
             }
-            q.push_back(s);
+            q.push_back((*counter, s));
         }
     }
 
+    /// Up to `limit` sightings seen at or after `since_ms`, numbered after `after`.
+    #[must_use]
+    pub fn page(&self, since_ms: u64, after: u64, limit: usize) -> Page {
+        let Ok(g) = self.0.lock() else {
+            return Page {
+                sightings: Vec::new(),
+                next: after,
+                more: false,
+            };
+        };
+        let q = &g.1;
+        // Numbers rise along the queue: skip straight to the first one after the cursor.
+        let start = q.partition_point(|(n, _)| *n <= after);
+        let mut matching = q
+            .range(start..)
+            .filter(|(_, s)| s.at_ms >= since_ms)
+            .map(|(n, s)| (*n, s));
+        let sightings: Vec<(u64, Sighting)> = matching
+            .by_ref()
+            .take(limit)
+            .map(|(n, s)| (n, s.clone()))
+            .collect();
+        let more = matching.next().is_some();
+        Page {
+            next: sightings.last().map_or(after, |(n, _)| *n),
+            sightings: sightings.into_iter().map(|(_, s)| s).collect(),
+            more,
+        }
+    }
+
+    /// Every sighting at or after `since_ms` (for tests and small buffers).
     #[must_use]
     pub fn since(&self, since_ms: u64) -> Vec<Sighting> {
-        self.0
-            .lock()
-            .map(|q| q.iter().filter(|s| s.at_ms >= since_ms).cloned().collect())
-            .unwrap_or_default()
+        self.page(since_ms, 0, CAPACITY).sightings
     }
 }
 
@@ -83,4 +128,55 @@ pub fn start(
         }
     });
     Ok(Some(what))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sighting(nonce: u32, at_ms: u64) -> Sighting {
+        Sighting {
+            nonce,
+            interface: "eth0".into(),
+            from: "10.0.0.1".parse().unwrap(),
+            decapsulated: false,
+            at_ms,
+        }
+    }
+
+    #[test]
+    fn a_full_buffer_reads_whole_page_by_page() {
+        let s = Sightings::default();
+        for i in 0..u32::try_from(CAPACITY).unwrap() + 10 {
+            s.record(sighting(i, 1000));
+        }
+        let mut after = 0;
+        let mut got = Vec::new();
+        loop {
+            let p = s.page(0, after, PAGE);
+            assert!(p.sightings.len() <= PAGE);
+            got.extend(p.sightings.iter().map(|x| x.nonce));
+            after = p.next;
+            if !p.more {
+                break;
+            }
+        }
+        assert_eq!(got.len(), CAPACITY, "every kept sighting, once");
+        assert_eq!(got.first(), Some(&10), "the oldest ten were dropped");
+        assert!(got.windows(2).all(|w| w[0] + 1 == w[1]));
+    }
+
+    #[test]
+    fn since_filters_and_cursor_moves() {
+        let s = Sightings::default();
+        s.record(sighting(1, 10));
+        s.record(sighting(2, 20));
+        s.record(sighting(3, 30));
+        let p = s.page(15, 0, 1);
+        assert_eq!((p.sightings[0].nonce, p.more), (2, true));
+        let p = s.page(15, p.next, 1);
+        assert_eq!((p.sightings[0].nonce, p.more), (3, false));
+        let p = s.page(15, p.next, 1);
+        assert!(p.sightings.is_empty() && !p.more);
+    }
 }

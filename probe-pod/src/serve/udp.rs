@@ -1,5 +1,6 @@
-//! UDP echo: only well-formed probe datagrams, never a larger reply, rate-limited per source so the
-//! agent cannot be used as a reflector.
+//! UDP echo: only well-formed probe datagrams, never a larger reply, rate-limited per source and in
+//! total so the agent cannot be used as a reflector (spoofed sources each within their own budget
+//! still meet the aggregate one).
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -16,24 +17,65 @@ const BURST: f64 = 400.0;
 /// Sources tracked at once; beyond it the table starts over (a flood of spoofed sources resets
 /// buckets rather than growing memory).
 const MAX_SOURCES: usize = 16_384;
+/// Replies per second from the whole agent, whatever the sources: at most ~7.5 MB/s of echo even
+/// at full-size datagrams, far above what a matrix sends one agent (one datagram per peer and
+/// probe) and far below a link's capacity.
+const TOTAL_PER_SEC: f64 = 5000.0;
+const TOTAL_BURST: f64 = 10_000.0;
 
-/// Token buckets per source address.
-#[derive(Debug, Default)]
+/// One token bucket.
+#[derive(Debug, Clone, Copy)]
+struct Bucket {
+    tokens: f64,
+    last: Instant,
+}
+
+impl Bucket {
+    fn full(burst: f64, now: Instant) -> Self {
+        Self {
+            tokens: burst,
+            last: now,
+        }
+    }
+
+    fn refill(&mut self, now: Instant, rate: f64, burst: f64) {
+        let refill = now.saturating_duration_since(self.last).as_secs_f64() * rate;
+        self.tokens = (self.tokens + refill).min(burst);
+        self.last = now;
+    }
+}
+
+/// Token buckets per source address, and one for the agent as a whole.
+#[derive(Debug)]
 pub struct RateLimiter {
-    buckets: HashMap<IpAddr, (f64, Instant)>,
+    buckets: HashMap<IpAddr, Bucket>,
+    total: Bucket,
+}
+
+impl Default for RateLimiter {
+    fn default() -> Self {
+        Self {
+            buckets: HashMap::new(),
+            total: Bucket::full(TOTAL_BURST, Instant::now()),
+        }
+    }
 }
 
 impl RateLimiter {
     pub fn allow(&mut self, src: IpAddr, now: Instant) -> bool {
+        let src = super::admission::source_key(src);
         if self.buckets.len() >= MAX_SOURCES && !self.buckets.contains_key(&src) {
             self.buckets.clear();
         }
-        let (tokens, last) = self.buckets.entry(src).or_insert((BURST, now));
-        let refill = now.saturating_duration_since(*last).as_secs_f64() * RATE_PER_SEC;
-        *tokens = (*tokens + refill).min(BURST);
-        *last = now;
-        if *tokens >= 1.0 {
-            *tokens -= 1.0;
+        self.total.refill(now, TOTAL_PER_SEC, TOTAL_BURST);
+        let mine = self
+            .buckets
+            .entry(src)
+            .or_insert_with(|| Bucket::full(BURST, now));
+        mine.refill(now, RATE_PER_SEC, BURST);
+        if mine.tokens >= 1.0 && self.total.tokens >= 1.0 {
+            mine.tokens -= 1.0;
+            self.total.tokens -= 1.0;
             true
         } else {
             false
@@ -91,6 +133,28 @@ mod tests {
         assert!(
             rl.allow(a, t0 + Duration::from_millis(10)),
             "refills over time"
+        );
+    }
+
+    #[test]
+    fn rate_limit_in_total() {
+        let mut rl = RateLimiter::default();
+        let t0 = Instant::now();
+        // Spoofed sources, each well within its own budget.
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        let total = TOTAL_BURST as usize;
+        let allowed = (0..total * 2)
+            .filter(|&i| {
+                let src = IpAddr::from(std::net::Ipv4Addr::from(
+                    0x0a00_0000 + u32::try_from(i).unwrap(),
+                ));
+                rl.allow(src, t0)
+            })
+            .count();
+        assert_eq!(allowed, total, "the aggregate budget holds across sources");
+        assert!(
+            rl.allow("10.9.9.9".parse().unwrap(), t0 + Duration::from_millis(10)),
+            "and refills"
         );
     }
 }

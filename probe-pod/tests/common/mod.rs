@@ -183,6 +183,52 @@ impl Ns {
     pub fn path(&self) -> PathBuf {
         PathBuf::from("/run/netns").join(&self.name)
     }
+
+    /// Runs `f` on a thread inside this namespace (sockets it opens live there).
+    pub fn run<T: Send + 'static>(
+        &self,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> std::thread::JoinHandle<T> {
+        let ns = std::fs::File::open(self.path()).expect("open netns");
+        std::thread::spawn(move || {
+            nix::sched::setns(ns, nix::sched::CloneFlags::CLONE_NEWNET).expect("setns");
+            f()
+        })
+    }
+
+    /// The process ids running in this namespace.
+    pub fn pids(&self) -> Vec<u32> {
+        let out = Command::new("ip")
+            .args(["netns", "pids", &self.name])
+            .output()
+            .expect("ip netns pids");
+        String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .collect()
+    }
+}
+
+/// Raises this process's open-file limit to the hard limit (tests that hold thousands of sockets).
+pub fn raise_nofile() -> u64 {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let (_, hard) = getrlimit(Resource::RLIMIT_NOFILE).unwrap();
+    setrlimit(Resource::RLIMIT_NOFILE, hard, hard).unwrap();
+    hard
+}
+
+/// A process's resident set size and its peak, in KiB, from /proc.
+pub fn rss_kib(pid: u32) -> (u64, u64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    (field("VmRSS:"), field("VmHWM:"))
 }
 
 impl Drop for Ns {

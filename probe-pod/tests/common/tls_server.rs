@@ -1,12 +1,14 @@
 //! A real TLS server (rustls) standing in for the API server inside a test namespace: `/livez` is
-//! open, a bearer token must be on the allow-list or gets 401.
+//! open, a bearer token must be on the allow-list or gets 401. It records every request head it
+//! receives, so tests can prove what was (never) sent to it.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair, SanType};
+use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::oneshot;
@@ -17,8 +19,12 @@ pub const GOOD_TOKEN: &str = "eyJhbGciOiJub25lIn0.eyJzdWIiOiJ0ZXN0In0.c2lnbmF0dX
 pub struct Pki {
     pub dir: PathBuf,
     pub ca_file: PathBuf,
+    pub ca_pem: String,
     pub chain: Vec<CertificateDer<'static>>,
     pub key: PrivateKeyDer<'static>,
+    /// A client certificate signed by the same CA, and its key (PEM).
+    pub client_cert_pem: String,
+    pub client_key_pem: String,
 }
 
 pub fn pki(dir: &Path, ip: std::net::IpAddr) -> Pki {
@@ -30,13 +36,20 @@ pub fn pki(dir: &Path, ip: std::net::IpAddr) -> Pki {
     leaf_params.subject_alt_names.push(SanType::IpAddress(ip));
     let leaf_key = KeyPair::generate().unwrap();
     let leaf = leaf_params.signed_by(&leaf_key, &ca).unwrap();
+    let mut client_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    client_params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+    let client_key = KeyPair::generate().unwrap();
+    let client = client_params.signed_by(&client_key, &ca).unwrap();
     let ca_file = dir.join("ca.crt");
     std::fs::write(&ca_file, ca.pem()).unwrap();
     Pki {
         dir: dir.to_path_buf(),
         ca_file,
+        ca_pem: ca.pem(),
         chain: vec![leaf.der().clone()],
         key: PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(leaf_key.serialize_der())),
+        client_cert_pem: client.pem(),
+        client_key_pem: client_key.serialize_pem(),
     }
 }
 
@@ -44,21 +57,43 @@ pub fn pki(dir: &Path, ip: std::net::IpAddr) -> Pki {
 pub struct TlsServer {
     stop: Option<oneshot::Sender<()>>,
     thread: Option<JoinHandle<()>>,
+    received: Arc<Mutex<Vec<Received>>>,
+}
+
+/// One request that reached the server over TLS.
+#[derive(Debug, Clone)]
+pub struct Received {
+    pub head: String,
+    /// The client presented a certificate (verified against the server's CA).
+    pub client_certificate: bool,
 }
 
 impl TlsServer {
     pub fn start(netns: &Path, addr: SocketAddr, pki: &Pki) -> Self {
-        let config = rustls::ServerConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(pki.chain.clone(), pki.key.clone_key())
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        // Client certificates are optional, and verified against the same CA when presented.
+        let mut roots = rustls::RootCertStore::empty();
+        for c in rustls::pki_types::CertificateDer::pem_slice_iter(pki.ca_pem.as_bytes()) {
+            roots.add(c.unwrap()).unwrap();
+        }
+        let clients = rustls::server::WebPkiClientVerifier::builder_with_provider(
+            Arc::new(roots),
+            provider.clone(),
+        )
+        .allow_unauthenticated()
+        .build()
         .unwrap();
+        let config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_client_cert_verifier(clients)
+            .with_single_cert(pki.chain.clone(), pki.key.clone_key())
+            .unwrap();
         let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
         let ns = std::fs::File::open(netns).unwrap();
         let (stop_tx, stop_rx) = oneshot::channel();
+        let received = Arc::new(Mutex::new(Vec::new()));
+        let log = received.clone();
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let thread = std::thread::spawn(move || {
             nix::sched::setns(ns, nix::sched::CloneFlags::CLONE_NEWNET).expect("setns");
@@ -73,9 +108,10 @@ impl TlsServer {
                     loop {
                         let (tcp, _) = listener.accept().await.unwrap();
                         let acceptor = acceptor.clone();
+                        let log = log.clone();
                         tokio::spawn(async move {
                             if let Ok(mut tls) = acceptor.accept(tcp).await {
-                                let _ = answer(&mut tls).await;
+                                let _ = answer(&mut tls, &log).await;
                             }
                         });
                     }
@@ -90,11 +126,23 @@ impl TlsServer {
         Self {
             stop: Some(stop_tx),
             thread: Some(thread),
+            received,
         }
+    }
+
+    /// Every request head received so far.
+    pub fn received(&self) -> Vec<Received> {
+        self.received.lock().unwrap().clone()
     }
 }
 
-async fn answer<S: AsyncReadExt + AsyncWriteExt + Unpin>(s: &mut S) -> std::io::Result<()> {
+async fn answer<IO>(
+    s: &mut tokio_rustls::server::TlsStream<IO>,
+    log: &Mutex<Vec<Received>>,
+) -> std::io::Result<()>
+where
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
     let mut buf = vec![0u8; 4096];
     let mut len = 0;
     while !buf[..len].windows(4).any(|w| w == b"\r\n\r\n") && len < buf.len() {
@@ -105,6 +153,14 @@ async fn answer<S: AsyncReadExt + AsyncWriteExt + Unpin>(s: &mut S) -> std::io::
         len += n;
     }
     let head = String::from_utf8_lossy(&buf[..len]).to_string();
+    log.lock().unwrap().push(Received {
+        head: head.clone(),
+        client_certificate: s
+            .get_ref()
+            .1
+            .peer_certificates()
+            .is_some_and(|c| !c.is_empty()),
+    });
     let bearer = head
         .lines()
         .find_map(|l| l.strip_prefix("Authorization: Bearer "))

@@ -1,0 +1,150 @@
+//! Who gets a connection slot: at most `MAX_CONNECTIONS` at once, at most `PER_SOURCE` of them from
+//! one address, so one unauthenticated peer cannot take every slot; and a few short "triage" slots
+//! for connections over the caps, which may only ask for `/healthz`.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
+
+/// Connections served at once. Each costs a task and a small buffer (a few KiB).
+pub const MAX_CONNECTIONS: usize = 4096;
+/// Connections one source (an IPv4 address, an IPv6 /64) may hold at once. An agent probes with
+/// up to 1,024 probes in flight (the plan's default concurrency), all of which may target this
+/// agent: a legitimate burst from one peer fits; one peer never holds more than a quarter of the
+/// slots.
+pub const PER_SOURCE: usize = 1024;
+/// Connections over the caps that are still read briefly, to answer `/healthz`.
+pub const TRIAGE_SLOTS: usize = 256;
+
+/// The address as the peer means it: `::ffff:a.b.c.d` is the IPv4 address a.b.c.d.
+#[must_use]
+pub fn canonical(ip: IpAddr) -> IpAddr {
+    ip.to_canonical()
+}
+
+/// The unit a per-source cap counts: an IPv4 address, or an IPv6 /64 (one host usually holds a
+/// whole /64, and could otherwise pose as 2^64 sources).
+#[must_use]
+pub fn source_key(ip: IpAddr) -> IpAddr {
+    match canonical(ip) {
+        IpAddr::V6(v6) => IpAddr::V6((u128::from(v6) & !u128::from(u64::MAX)).into()),
+        v4 @ IpAddr::V4(_) => v4,
+    }
+}
+
+#[derive(Debug, Default)]
+struct Counts {
+    total: usize,
+    per_source: HashMap<IpAddr, usize>,
+}
+
+/// The slot table, shared by every listener of one agent.
+#[derive(Debug, Clone)]
+pub struct Admission {
+    counts: Arc<Mutex<Counts>>,
+    max_total: usize,
+    max_per_source: usize,
+}
+
+/// A held slot; dropping it frees the slot.
+#[derive(Debug)]
+pub struct Slot {
+    counts: Arc<Mutex<Counts>>,
+    source: IpAddr,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        if let Ok(mut c) = self.counts.lock() {
+            c.total = c.total.saturating_sub(1);
+            if let Some(n) = c.per_source.get_mut(&self.source) {
+                *n -= 1;
+                if *n == 0 {
+                    c.per_source.remove(&self.source);
+                }
+            }
+        }
+    }
+}
+
+impl Default for Admission {
+    fn default() -> Self {
+        Self::new(MAX_CONNECTIONS, PER_SOURCE)
+    }
+}
+
+impl Admission {
+    #[must_use]
+    pub fn new(max_total: usize, max_per_source: usize) -> Self {
+        Self {
+            counts: Arc::default(),
+            max_total,
+            max_per_source,
+        }
+    }
+
+    /// A slot for a connection from `source`, or `None` when a cap is reached.
+    #[must_use]
+    pub fn admit(&self, source: IpAddr) -> Option<Slot> {
+        let source = source_key(source);
+        let mut c = self.counts.lock().ok()?;
+        let mine = c.per_source.get(&source).copied().unwrap_or(0);
+        if c.total >= self.max_total || mine >= self.max_per_source {
+            return None;
+        }
+        c.total += 1;
+        *c.per_source.entry(source).or_insert(0) += 1;
+        Some(Slot {
+            counts: self.counts.clone(),
+            source,
+        })
+    }
+
+    /// Connections held by `source` now.
+    #[must_use]
+    pub fn held_by(&self, source: IpAddr) -> usize {
+        self.counts.lock().map_or(0, |c| {
+            c.per_source.get(&source_key(source)).copied().unwrap_or(0)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn caps_per_source_and_in_total() {
+        let a: IpAddr = "10.0.0.1".parse().unwrap();
+        let mapped: IpAddr = "::ffff:10.0.0.1".parse().unwrap();
+        let b: IpAddr = "10.0.0.2".parse().unwrap();
+        let adm = Admission::new(5, 3);
+        let held: Vec<Slot> = (0..3).map(|_| adm.admit(a).unwrap()).collect();
+        assert!(adm.admit(a).is_none(), "per-source cap");
+        assert!(
+            adm.admit(mapped).is_none(),
+            "the v4-mapped form is the same source"
+        );
+        let b1 = adm.admit(b).unwrap();
+        let _b2 = adm.admit(b).unwrap();
+        assert!(adm.admit(b).is_none(), "total cap");
+        drop(b1);
+        assert!(adm.admit(b).is_some(), "a freed slot is reusable");
+        assert_eq!(adm.held_by(mapped), 3);
+        drop(held);
+        assert_eq!(adm.held_by(a), 0);
+        let v6: Vec<IpAddr> = ["fd00::1", "fd00::2:3", "fd00::ffff:1:2:3"]
+            .iter()
+            .map(|s| s.parse().unwrap())
+            .collect();
+        let _held6: Vec<Slot> = v6.iter().filter_map(|ip| adm.admit(*ip)).collect();
+        assert!(
+            adm.admit("fd00::9".parse().unwrap()).is_none(),
+            "one /64 is one source"
+        );
+        assert!(
+            !adm.counts.lock().unwrap().per_source.contains_key(&a),
+            "no leak per source"
+        );
+    }
+}

@@ -1,0 +1,197 @@
+//! What a plan may ask for: durations in range, targets that can mean a remote peer, strings of a
+//! sane size. Checked before any probe runs; every refusal names the field.
+
+use std::net::{IpAddr, Ipv4Addr};
+
+use crate::{Plan, PlanError, Probe, ProbeSpec};
+
+/// The largest plan an agent reads (about 500,000 probes).
+pub const MAX_PLAN_BYTES: usize = 64 * 1024 * 1024;
+/// The longest plan deadline: an hour is far beyond any matrix an agent runs.
+pub const MAX_PLAN_DEADLINE_MS: u64 = 60 * 60 * 1000;
+/// The longest per-probe timeout: a probe that has not answered in ten minutes never will.
+pub const MAX_PROBE_TIMEOUT_MS: u64 = 10 * 60 * 1000;
+/// The most probes one agent runs at once (the open-file limit caps it further).
+pub const MAX_CONCURRENCY: u32 = 65_536;
+/// The longest probe id: ids are echoed in every result.
+pub const MAX_ID_BYTES: usize = 256;
+/// The longest HTTP path a TLS probe may request.
+pub const MAX_HTTP_PATH_BYTES: usize = 2048;
+/// The longest DNS name (RFC 1035: 253 characters, plus a trailing dot).
+pub const MAX_DNS_NAME_BYTES: usize = 254;
+
+fn field(path: String, message: String) -> PlanError {
+    PlanError::Field { path, message }
+}
+
+/// Why `ip` cannot be a probe target, if it cannot: it does not name one remote peer.
+#[must_use]
+pub fn unusable_target(ip: IpAddr) -> Option<&'static str> {
+    // `::ffff:a.b.c.d` is the IPv4 address a.b.c.d on a dual-stack socket.
+    let ip = match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 @ IpAddr::V4(_) => v4,
+    };
+    if ip.is_unspecified() {
+        return Some("is the unspecified address: it means this host, not a peer");
+    }
+    if ip.is_multicast() {
+        return Some("is a multicast address: it names a group, not a peer");
+    }
+    if ip == IpAddr::V4(Ipv4Addr::BROADCAST) {
+        return Some("is the broadcast address: it names every host on the link, not a peer");
+    }
+    None
+}
+
+fn target(i: usize, name: &str, ip: IpAddr) -> Result<(), PlanError> {
+    match unusable_target(ip) {
+        Some(why) => Err(field(format!("probes[{i}].{name}"), format!("{ip} {why}"))),
+        None => Ok(()),
+    }
+}
+
+fn millis(path: &str, value: u64, max: u64) -> Result<(), PlanError> {
+    if value > max {
+        return Err(field(
+            path.to_string(),
+            format!("{value} ms is beyond the limit of {max} ms"),
+        ));
+    }
+    Ok(())
+}
+
+/// The plan-wide fields.
+pub(crate) fn check_header(
+    deadline_ms: u64,
+    concurrency: u32,
+    probe_timeout_ms: u64,
+) -> Result<(), PlanError> {
+    millis("deadlineMs", deadline_ms, MAX_PLAN_DEADLINE_MS)?;
+    millis("probeTimeoutMs", probe_timeout_ms, MAX_PROBE_TIMEOUT_MS)?;
+    if concurrency > MAX_CONCURRENCY {
+        return Err(field(
+            "concurrency".into(),
+            format!("{concurrency} is beyond the limit of {MAX_CONCURRENCY}"),
+        ));
+    }
+    Ok(())
+}
+
+/// One probe, the `i`-th of its plan.
+#[allow(clippy::too_many_lines)] // one arm per probe kind reads best in one place
+pub(crate) fn check_spec(i: usize, spec: &ProbeSpec) -> Result<(), PlanError> {
+    let named = |name: &str, message: String| field(format!("probes[{i}].{name}"), message);
+    if spec.id.is_empty() {
+        return Err(named("id", "must not be empty".into()));
+    }
+    if spec.id.len() > MAX_ID_BYTES {
+        return Err(named(
+            "id",
+            format!("{} bytes long; the limit is {MAX_ID_BYTES}", spec.id.len()),
+        ));
+    }
+    if let Some(t) = spec.timeout_ms {
+        millis(
+            &format!("probes[{i}].timeoutMs"),
+            t.get(),
+            MAX_PROBE_TIMEOUT_MS,
+        )?;
+    }
+    match &spec.probe {
+        Probe::Tcp { address, .. } | Probe::Udp { address, .. } => {
+            target(i, "address", *address)?;
+        }
+        Probe::Icmp { address } | Probe::Vtep { address } | Probe::Vxlan { address, .. } => {
+            target(i, "address", IpAddr::V4(*address))?;
+        }
+        Probe::Mtu { address, size } => {
+            target(i, "address", IpAddr::V4(*address))?;
+            if *size < 28 {
+                return Err(named(
+                    "size",
+                    format!("{size} is smaller than an IPv4+ICMP header (28)"),
+                ));
+            }
+        }
+        Probe::Tls {
+            address,
+            path,
+            server_name,
+            ..
+        } => {
+            target(i, "address", *address)?;
+            if !path.starts_with('/') {
+                return Err(named("path", format!("{path:?} must start with '/'")));
+            }
+            if path.len() > MAX_HTTP_PATH_BYTES {
+                return Err(named(
+                    "path",
+                    format!("longer than {MAX_HTTP_PATH_BYTES} bytes"),
+                ));
+            }
+            // It goes into the request line: a space or a line break would forge the request.
+            if !path.bytes().all(|b| b.is_ascii_graphic()) {
+                return Err(named(
+                    "path",
+                    format!("{path:?} holds a space, a control character or non-ASCII"),
+                ));
+            }
+            if let Some(name) = server_name {
+                let ok = !name.is_empty()
+                    && name.len() <= MAX_DNS_NAME_BYTES
+                    && name.bytes().all(|b| b.is_ascii_graphic());
+                if !ok {
+                    return Err(named("serverName", format!("{name:?} is not a host name")));
+                }
+            }
+        }
+        Probe::Dns { name, server, .. } => {
+            if name.is_empty() {
+                return Err(named("name", "must not be empty".into()));
+            }
+            if name.len() > MAX_DNS_NAME_BYTES {
+                return Err(named(
+                    "name",
+                    format!("longer than {MAX_DNS_NAME_BYTES} bytes"),
+                ));
+            }
+            if let Some(s) = server {
+                target(i, "server", s.ip())?;
+                if s.port() == 0 {
+                    return Err(named("server", format!("{s}: port 0 is not a port")));
+                }
+            }
+        }
+        Probe::Node { root, .. } => {
+            if root.as_os_str().is_empty() {
+                return Err(named("root", "must not be empty".into()));
+            }
+        }
+        Probe::Seen { .. } => {}
+    }
+    Ok(())
+}
+
+/// A whole plan already in memory (the coordinator's side; the agent reads plans lazily).
+pub(crate) fn check_plan(plan: &Plan) -> Result<(), PlanError> {
+    check_header(
+        plan.deadline_ms.get(),
+        plan.concurrency.get(),
+        plan.probe_timeout_ms.get(),
+    )?;
+    if plan.probes.is_empty() {
+        return Err(PlanError::Empty);
+    }
+    let mut ids = std::collections::HashSet::with_capacity(plan.probes.len());
+    for (i, spec) in plan.probes.iter().enumerate() {
+        check_spec(i, spec)?;
+        if !ids.insert(spec.id.as_str()) {
+            return Err(field(
+                format!("probes[{i}].id"),
+                format!("duplicate id {:?}", spec.id),
+            ));
+        }
+    }
+    Ok(())
+}
