@@ -22,6 +22,19 @@ pub fn duration(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+/// A per-probe timeout: a duration within what the agents accept.
+pub fn probe_timeout(s: &str) -> Result<Duration, String> {
+    let d = duration(s)?;
+    let max = Duration::from_millis(probe_proto::MAX_PROBE_TIMEOUT_MS);
+    if d > max {
+        return Err(format!(
+            "{s:?} is more than the agents accept ({} s)",
+            max.as_secs()
+        ));
+    }
+    Ok(d)
+}
+
 #[derive(Clone, Copy, ValueEnum)]
 pub enum Output {
     Table,
@@ -172,8 +185,8 @@ pub struct ProbeArgs {
     pub agent_bin: Option<String>,
     #[command(flatten)]
     pub filter: FilterArgs,
-    /// Deadline of each probe (e.g. 2s, 500ms).
-    #[arg(long, env = "PROBER_TIMEOUT", default_value = "2s", value_parser = duration)]
+    /// Deadline of each probe (e.g. 2s, 500ms; at most 10m, the agents' limit).
+    #[arg(long, env = "PROBER_TIMEOUT", default_value = "2s", value_parser = probe_timeout)]
     pub timeout: Duration,
     /// Agents probing at once.
     #[arg(long, env = "PROBER_CONCURRENCY", default_value_t = 64,

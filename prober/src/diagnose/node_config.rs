@@ -32,7 +32,38 @@ fn credential_state(
     kc: &probe_proto::KubeconfigFacts,
     node: &str,
 ) -> Option<(&'static str, String)> {
-    let t = kc.token.as_ref()?;
+    let path = &kc.path;
+    let server = kc.server.as_deref().unwrap_or("its server");
+    match kc.server_trust {
+        Some(probe_proto::ServerTrust::Untrusted) => {
+            return Some((
+                "untrusted-server",
+                format!(
+                    "the API server at {server} named in {path} on {node} is not signed by the CA this kubeconfig trusts: a rotated CA or an impostor (the credential was not sent)"
+                ),
+            ));
+        }
+        Some(probe_proto::ServerTrust::Unverifiable) => {
+            return Some((
+                "unverifiable-server",
+                format!(
+                    "{path} on {node} gives no usable CA for {server}, so the credential was not sent and not checked"
+                ),
+            ));
+        }
+        _ => {}
+    }
+    let insecure = kc.insecure_skip_tls_verify.then(|| {
+        (
+            "insecure",
+            format!(
+                "{path} on {node} says insecure-skip-tls-verify: its credential goes to whoever answers at {server}"
+            ),
+        )
+    });
+    let Some(t) = kc.token.as_ref() else {
+        return insecure;
+    };
     let who = t
         .subject
         .clone()
@@ -41,7 +72,6 @@ fn credential_state(
         .check
         .as_ref()
         .is_some_and(|c| c.outcome == Outcome::Unauthorized);
-    let path = &kc.path;
     if let Some(exp) = t.expires_at.filter(|e| *e <= t.checked_at) {
         let api = if rejected {
             "; the API server rejects it (HTTP 401)"
@@ -82,7 +112,7 @@ fn credential_state(
             format!("the token in {path} on {node} ({who}) never expires: a legacy secret token"),
         ));
     }
-    None
+    insecure
 }
 
 /// Per credential state: the nodes, the sentences, the evidence.
@@ -189,7 +219,7 @@ fn credential_findings(
     groups: BTreeMap<&'static str, CredentialGroup>,
 ) {
     for (state, g) in groups {
-        let severity = if matches!(state, "expired" | "rejected") {
+        let severity = if matches!(state, "expired" | "rejected" | "untrusted-server") {
             Severity::Error
         } else {
             Severity::Warning
@@ -201,6 +231,11 @@ fn credential_findings(
         );
         f.state = Some(state.into());
         f.nodes = g.nodes.into_iter().collect();
+        if state == "untrusted-server" {
+            f.fix.push(
+                "compare the CA in the CNI kubeconfig with the cluster's (kubectl -n kube-system get configmap kube-root-ca.crt -o yaml): if the cluster's CA was rotated, restart the CNI agent as below so it writes a new kubeconfig; if not, find out what answers at that address before anything sends it a credential".into(),
+            );
+        }
         for n in &f.nodes {
             f.fix.push(cni_restart(ctx, n));
         }

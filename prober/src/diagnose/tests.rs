@@ -602,6 +602,52 @@ mod node_checks {
     }
 
     #[test]
+    fn an_impostor_or_rotated_ca_is_an_error_and_skip_verify_a_warning() {
+        let mut inv = inventory(3, 1, "calico");
+        let f = with_facts(&mut inv, &|node| {
+            let mut f = base(node);
+            let mut kc = kubeconfig(
+                "/etc/cni/net.d/calico-kubeconfig",
+                Some(token(NOW - 60, Some(NOW + 86_400), true)),
+                None,
+            );
+            match node {
+                "n1" => kc.server_trust = Some(probe_proto::ServerTrust::Untrusted),
+                "n2" => {
+                    kc.insecure_skip_tls_verify = true;
+                    kc.server_trust = Some(probe_proto::ServerTrust::InsecureSkipVerify);
+                    kc.check = Some(CheckFacts {
+                        outcome: Outcome::Ok,
+                        http_status: None,
+                        detail: String::new(),
+                    });
+                }
+                _ => kc.server_trust = Some(probe_proto::ServerTrust::Verified),
+            }
+            f.cni_kubeconfigs = vec![kc];
+            f
+        });
+        assert_eq!(kinds(&f), [Kind::Credential, Kind::Credential], "{f:#?}");
+        let untrusted = f
+            .iter()
+            .find(|x| x.state.as_deref() == Some("untrusted-server"))
+            .expect("untrusted finding");
+        assert_eq!(untrusted.severity, Severity::Error);
+        assert_eq!(untrusted.nodes, ["n1"]);
+        assert!(
+            untrusted.summary.contains("rotated CA or an impostor"),
+            "{}",
+            untrusted.summary
+        );
+        let insecure = f
+            .iter()
+            .find(|x| x.state.as_deref() == Some("insecure"))
+            .expect("insecure finding");
+        assert_eq!(insecure.severity, Severity::Warning);
+        assert_eq!(insecure.nodes, ["n2"]);
+    }
+
+    #[test]
     fn credentials_by_state() {
         let mut inv = inventory(3, 1, "calico");
         let f = with_facts(&mut inv, &|node| {
