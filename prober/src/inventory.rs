@@ -290,11 +290,8 @@ pub fn from_yaml<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, YamlEr
 
 #[derive(Debug, thiserror::Error)]
 pub enum InventoryError {
-    #[error("cannot read inventory {}: {source}", path.display())]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    #[error("inventory: {0}")]
+    Read(#[source] crate::model::read::ReadError),
     #[error("inventory {}: {source}", path.display())]
     Parse { path: PathBuf, source: YamlError },
     #[error("inventory {}: {source}", path.display())]
@@ -320,10 +317,9 @@ pub enum InvalidInventory {
 impl Inventory {
     /// Reads YAML (or JSON, which is YAML) and checks what the types cannot.
     pub fn load(path: &std::path::Path) -> Result<Self, InventoryError> {
-        let text = std::fs::read_to_string(path).map_err(|source| InventoryError::Read {
-            path: path.into(),
-            source,
-        })?;
+        use crate::model::read::{MAX_INVENTORY_BYTES, read_capped};
+        let text =
+            read_capped(path, MAX_INVENTORY_BYTES, "inventory").map_err(InventoryError::Read)?;
         let inv: Self = from_yaml(&text).map_err(|source| InventoryError::Parse {
             path: path.into(),
             source,

@@ -29,8 +29,12 @@ pub struct Args {
 
 fn read(path: &Path) -> Result<Report, CliError> {
     let file = path.display();
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| CliError::Usage(format!("cannot read {file}: {e}")))?;
+    let text = prober::model::read::read_capped(
+        path,
+        prober::model::read::MAX_REPORT_BYTES,
+        "saved report",
+    )
+    .map_err(|e| CliError::Usage(e.to_string()))?;
     Report::from_json(&text).map_err(|e| CliError::Usage(format!("{file}: {e}")))
 }
 

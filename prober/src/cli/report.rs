@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use prober::model::read::{MAX_REPORT_BYTES, read_capped};
 use prober::report::Report;
 
 use super::CliError;
@@ -19,8 +20,8 @@ pub struct Args {
 
 pub async fn run(args: &Args) -> Result<u8, CliError> {
     let file = args.file.display();
-    let text = std::fs::read_to_string(&args.file)
-        .map_err(|e| CliError::Usage(format!("cannot read {file}: {e}")))?;
+    let text = read_capped(&args.file, MAX_REPORT_BYTES, "saved report")
+        .map_err(|e| CliError::Usage(e.to_string()))?;
     let report = Report::from_json(&text).map_err(|e| CliError::Usage(format!("{file}: {e}")))?;
     // The report carries no clock: it finished when it was saved.
     let finished = std::fs::metadata(&args.file)

@@ -325,11 +325,8 @@ pub enum ReachProbe {
 /// A scenario file that cannot be used: the file, then what is wrong in it.
 #[derive(Debug, thiserror::Error)]
 pub enum ScenarioError {
-    #[error("cannot read scenario {}: {source}", path.display())]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    #[error("scenario: {0}")]
+    Read(#[source] crate::model::read::ReadError),
     #[error("scenario {}: {source}", path.display())]
     Invalid {
         path: PathBuf,
@@ -379,10 +376,9 @@ pub struct BadPorts(String);
 
 impl Scenario {
     pub fn load(path: &Path) -> Result<Self, ScenarioError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Read {
-            path: path.into(),
-            source,
-        })?;
+        use crate::model::read::{MAX_SCENARIO_BYTES, read_capped};
+        let text =
+            read_capped(path, MAX_SCENARIO_BYTES, "scenario").map_err(ScenarioError::Read)?;
         Self::parse(&text).map_err(|source| ScenarioError::Invalid {
             path: path.into(),
             source,

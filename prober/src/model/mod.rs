@@ -3,6 +3,7 @@
 
 mod agent;
 mod path;
+pub mod read;
 mod result;
 pub mod time;
 
