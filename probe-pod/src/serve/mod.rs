@@ -3,6 +3,7 @@
 
 mod http;
 mod sniffer;
+mod standin;
 mod tcp;
 mod udp;
 
@@ -34,6 +35,9 @@ pub struct Config {
     pub ttl: Option<Duration>,
     /// More TCP ports to answer on (echo and HTTP), e.g. to stand in for a kubelet in a lab.
     pub extra_tcp_ports: Vec<u16>,
+    /// UDP ports a plain socket takes to record crafted VXLAN probes (the preflight stand-in for
+    /// an overlay that does not exist yet).
+    pub standin_udp_ports: Vec<u16>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -88,7 +92,9 @@ pub async fn run(
                 })?,
         );
     }
+    let standins = standin::bind(config.listen, &config.standin_udp_ports).await?;
     let sightings = Arc::new(Sightings::default());
+    standin::start(standins, &sightings);
     let sniffing = sniffer::start(config.sniff, &config.vxlan_ports, sightings.clone())?;
     let state = Arc::new(http::State {
         sightings,
