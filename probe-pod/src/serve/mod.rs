@@ -96,6 +96,11 @@ pub async fn run(
     let sightings = Arc::new(Sightings::default());
     standin::start(standins, &sightings);
     let sniffing = sniffer::start(config.sniff, &config.vxlan_ports, sightings.clone())?;
+    // The stand-in's sockets answer `/seen` where no sniffer runs (a node that has not joined).
+    let sniffing = sniffing.or_else(|| {
+        (!config.standin_udp_ports.is_empty())
+            .then(|| format!("{} udp {:?}", standin::INTERFACE, config.standin_udp_ports))
+    });
     let state = Arc::new(http::State {
         sightings,
         sniffing: sniffing.clone(),

@@ -111,13 +111,49 @@ pub async fn run(args: &Args) -> Result<u8, CliError> {
         agent_port: STANDIN_AGENT_PORT,
         host_root: args.candidate_host_root.clone(),
     };
-    let agent_bin = args.probe.agent_bin();
-    let (standins, conflicts) = start_standins(&inv, &candidate, &agent_bin).await?;
-    let full = with_candidate(&inv, &candidate);
-    let planned = preflight(&inv, &candidate);
+    let report = run_preflight(&inv, &candidate, &args.probe).await?;
+    print!("{}", args.out.render(&report));
+    Ok(report.summary.exit_code)
+}
+
+/// The candidate of a lab scenario: its namespace through `ip netns exec`, as an operator would.
+#[must_use]
+pub fn lab_candidate(
+    s: &prober::lab::scenario::Scenario,
+    l: &prober::lab::build::Layout,
+) -> Option<Candidate> {
+    let (spec, c) = (s.candidate.as_ref()?, l.candidate.as_ref()?);
+    Some(Candidate {
+        name: c.name.clone(),
+        address: c.address,
+        exec: ["ip", "netns", "exec", c.ns.as_str()]
+            .map(String::from)
+            .to_vec(),
+        role: if spec.role == "control-plane" {
+            Role::ControlPlane
+        } else {
+            Role::Worker
+        },
+        agent_port: STANDIN_AGENT_PORT,
+        host_root: None,
+    })
+}
+
+/// Starts the stand-ins, runs every preflight probe, stops the stand-ins, diagnoses (port
+/// conflicts included). Writes `--save` whatever the outcome.
+pub async fn run_preflight(
+    inv: &Inventory,
+    candidate: &Candidate,
+    probe: &ProbeArgs,
+) -> Result<Report, CliError> {
+    let role = candidate.role;
+    let agent_bin = probe.agent_bin();
+    let (standins, conflicts) = start_standins(inv, candidate, &agent_bin).await?;
+    let full = with_candidate(inv, candidate);
+    let planned = preflight(inv, candidate);
     let cfg = RunConfig {
-        probe_timeout: args.probe.timeout,
-        concurrency: usize::from(args.probe.concurrency),
+        probe_timeout: probe.timeout,
+        concurrency: usize::from(probe.concurrency),
         ..RunConfig::default()
     };
     let runtime = Arc::new(Local::new(&full, agent_bin));
@@ -138,13 +174,12 @@ pub async fn run(args: &Args) -> Result<u8, CliError> {
             Role::ControlPlane => "control-plane".into(),
         },
     });
-    if let Some(path) = &args.probe.save {
+    if let Some(path) = &probe.save {
         std::fs::write(path, report.to_json() + "\n").map_err(|e| {
             CliError::Environment(format!("--save: cannot write {}: {e}", path.display()))
         })?;
     }
-    print!("{}", args.out.render(&report));
-    Ok(report.summary.exit_code)
+    Ok(report)
 }
 
 /// The source address the kernel picks toward the first API endpoint (no packet is sent).
