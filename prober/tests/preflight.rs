@@ -66,6 +66,14 @@ fn preflight_scenarios_pass_lab_run() {
             "port-in-use",
             "tcp/10250 is already in use on new by \"probe-pod\"",
         ),
+        (
+            "kubelet-rejected-from-control-plane",
+            "tcp/10250 (the kubelet) is blocked from n1 to new",
+        ),
+        (
+            "control-plane-etcd-blocked",
+            "[FAIL] nodes -> new   tcp/2380",
+        ),
     ] {
         let out = lab(
             &["run", "--name", "pfr", "--scenario", &scenario(name)],
