@@ -59,6 +59,10 @@ struct ServeArgs {
         value_delimiter = ','
     )]
     extra_tcp_ports: Vec<u16>,
+    /// UDP ports (comma-separated) a plain socket takes to record crafted VXLAN probes for
+    /// `/seen`: the overlay's stand-in on a node that has not joined yet (`prober preflight`).
+    #[arg(long = "standin-udp-port", value_delimiter = ',')]
+    standin_udp_ports: Vec<u16>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -116,6 +120,7 @@ async fn serve_cmd(args: ServeArgs) -> ExitCode {
         vxlan_ports: args.vxlan_ports,
         ttl: (!args.ttl.is_zero()).then_some(args.ttl),
         extra_tcp_ports: args.extra_tcp_ports,
+        standin_udp_ports: args.standin_udp_ports,
     };
     match serve::run(config, shutdown_signal()).await {
         Ok(Stopped::Signal) => {

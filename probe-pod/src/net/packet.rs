@@ -191,6 +191,18 @@ pub fn parse_captured(ip_packet: &[u8], vxlan_ports: &[u16]) -> Option<Captured>
     })
 }
 
+/// The nonce of a crafted VXLAN probe, given the UDP payload a plain socket received (the
+/// preflight stand-in, where no VXLAN device owns the port yet).
+#[must_use]
+pub fn vxlan_udp_nonce(udp_payload: &[u8]) -> Option<u32> {
+    let vx = VxlanPacket::new(udp_payload)?;
+    let eth = EthernetPacket::new(vx.payload())?;
+    if eth.get_ethertype() != EtherTypes::Ipv4 {
+        return None;
+    }
+    inner_icmp_nonce(eth.payload())
+}
+
 fn inner_icmp_nonce(ip_packet: &[u8]) -> Option<u32> {
     let ip = Ipv4Packet::new(ip_packet)?;
     if ip.get_next_level_protocol() != IpNextHeaderProtocols::Icmp {

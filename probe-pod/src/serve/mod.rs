@@ -4,6 +4,7 @@
 pub mod admission;
 pub mod http;
 mod sniffer;
+mod standin;
 mod tcp;
 pub mod udp;
 
@@ -72,6 +73,9 @@ pub struct Config {
     pub ttl: Option<Duration>,
     /// More TCP ports to answer on (echo and HTTP), e.g. to stand in for a kubelet in a lab.
     pub extra_tcp_ports: Vec<u16>,
+    /// UDP ports a plain socket takes to record crafted VXLAN probes (the preflight stand-in for
+    /// an overlay that does not exist yet).
+    pub standin_udp_ports: Vec<u16>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -118,8 +122,15 @@ pub async fn run(
             source,
         })?);
     }
+    let standins = standin::bind(config.listen, &config.standin_udp_ports).await?;
     let sightings = Arc::new(Sightings::default());
+    standin::start(standins, &sightings);
     let sniffing = sniffer::start(config.sniff, &config.vxlan_ports, sightings.clone())?;
+    // The stand-in's sockets answer `/seen` where no sniffer runs (a node that has not joined).
+    let sniffing = sniffing.or_else(|| {
+        (!config.standin_udp_ports.is_empty())
+            .then(|| format!("{} udp {:?}", standin::INTERFACE, config.standin_udp_ports))
+    });
     let state = Arc::new(http::State::new(sightings, sniffing.clone()));
     // One slot table for every TCP port of this agent: the caps are per agent, not per port.
     let admission = admission::Admission::default();

@@ -188,7 +188,11 @@ async fn run_scenario(args: &RunArgs) -> Result<u8, CliError> {
     let agent_bin = lab.agent_bin.display().to_string();
     let probe = ProbeArgs::with_agent(agent_bin.clone(), args.save.clone());
     let runtime = Arc::new(Local::new(&inv, agent_bin));
-    let matrix = matrix::run_matrix(&inv, runtime, &probe, Vec::new()).await;
+    // A scenario with a candidate checks a join: preflight instead of the matrix.
+    let matrix = match super::preflight::lab_candidate(&s, &lab.layout) {
+        Some(c) => super::preflight::run_preflight(&inv, &c, &probe).await,
+        None => matrix::run_matrix(&inv, runtime, &probe, Vec::new()).await,
+    };
     match &matrix {
         Ok(r) => print!("{}", args.out.render(r)),
         Err(e) => eprintln!("prober lab run: matrix: {e}"),

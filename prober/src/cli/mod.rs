@@ -10,6 +10,7 @@ pub mod lab;
 pub mod manifests;
 pub mod manifests_scheduled;
 pub mod matrix;
+pub mod preflight;
 pub mod remember;
 pub mod report;
 pub mod signals;
@@ -39,6 +40,9 @@ pub enum Command {
     /// Exit 0: no failures; 1: failures; 2: usage or environment error; 3: agents missing;
     /// 130: interrupted.
     Matrix(Box<matrix::Args>),
+    /// Before a node joins: every port it will need, both directions, with stand-ins on it.
+    /// Same exit codes as `matrix`.
+    Preflight(Box<preflight::Args>),
     /// Re-render a saved JSON report (`matrix -o json` or `--save`) in any output format.
     Report(report::Args),
     /// Compare two saved JSON reports: new, resolved and persisting findings.
@@ -87,6 +91,7 @@ impl CliError {
 pub async fn dispatch(cli: Cli) -> Result<u8, CliError> {
     match cli.command {
         Command::Matrix(a) => matrix::run(&a).await,
+        Command::Preflight(a) => preflight::run(&a).await,
         Command::Report(a) => report::run(&a).await,
         Command::Diff(a) => diff::run(&a),
         Command::Discover(a) => discover::run(&a).await,
@@ -101,6 +106,7 @@ pub async fn dispatch(cli: Cli) -> Result<u8, CliError> {
 pub fn name(cli: &Cli) -> &'static str {
     match &cli.command {
         Command::Matrix(_) => "prober matrix",
+        Command::Preflight(_) => "prober preflight",
         Command::Report(_) => "prober report",
         Command::Diff(_) => "prober diff",
         Command::Discover(_) => "prober discover",

@@ -17,6 +17,8 @@ pub enum Kind {
     Credential,
     Misconfiguration,
     AgentMissing,
+    /// A port the joining node must serve is already taken there (`prober preflight`).
+    PortConflict,
     Unexplained,
 }
 

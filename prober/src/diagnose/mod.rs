@@ -16,6 +16,7 @@ mod firewall;
 mod fix;
 mod node_config;
 mod overlay;
+pub mod preflight;
 mod unexplained;
 
 pub use finding::{Finding, Kind, Severity, Where};

@@ -38,6 +38,30 @@ pub struct Scenario {
     pub faults: Vec<Fault>,
     #[serde(default)]
     pub expect: Expect,
+    /// A machine about to join: `lab run` runs `prober preflight` for it instead of `matrix`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub candidate: Option<CandidateSpec>,
+}
+
+/// The candidate: a host on a zone switch with an address and nothing else (no overlay device,
+/// no pods, no kubelet), until `occupied` says a program already holds some ports.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CandidateSpec {
+    pub name: String,
+    /// The zone whose switch it hangs on (the first zone when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone: Option<String>,
+    /// `worker` or `control-plane`.
+    #[serde(default = "default_role")]
+    pub role: String,
+    /// Ports (TCP and UDP) a program already listens on there, for a port conflict.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub occupied: Vec<u16>,
+}
+
+fn default_role() -> String {
+    "worker".into()
 }
 
 fn default_name() -> String {
@@ -422,7 +446,9 @@ impl Scenario {
         if self.zones.len() > 8 {
             return Err(InvalidScenario::TooManyZones(self.zones.len()));
         }
-        let names = self.node_names();
+        let mut names = self.node_names();
+        // Faults and expectations may name the candidate too.
+        names.extend(self.candidate.iter().map(|c| c.name.clone()));
         let known = |n: &String, field: String| {
             if names.contains(n) {
                 Ok(())

@@ -7,6 +7,7 @@ mod node_config;
 mod node_ports;
 mod overlay;
 mod pods;
+pub mod preflight;
 
 use std::collections::BTreeMap;
 

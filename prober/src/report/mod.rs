@@ -1,5 +1,6 @@
 //! The report (`prober.report/v1`, DESIGN.md section 4) and its renderings: table, json, junit.
 
+pub mod checklist;
 pub mod diff;
 #[cfg(test)]
 mod fixture;
@@ -57,6 +58,18 @@ pub struct Report {
     #[serde(default)]
     pub agents: Vec<AgentStatus>,
     pub summary: Summary,
+    /// Set on a `prober preflight` report: the machine about to join, and as what.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preflight: Option<Preflight>,
+}
+
+/// What a `prober preflight` report is about.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Preflight {
+    pub candidate: String,
+    /// `worker` or `control-plane`.
+    pub role: String,
 }
 
 /// Latency of the successful probes of one class, in microseconds.
@@ -184,6 +197,7 @@ impl Report {
             findings,
             agents: run.agents,
             summary,
+            preflight: None,
         }
     }
 

@@ -296,7 +296,8 @@ fn credentials(out: &mut String, report: &Report, style: Style) {
 pub fn render(report: &Report, style: Style) -> String {
     let s = &report.summary;
     let c = &s.counts;
-    let mut out = String::new();
+    // A preflight report leads with its checklist (empty for other reports).
+    let mut out = super::checklist::render(report);
     #[allow(clippy::cast_precision_loss)]
     let secs = s.duration_millis as f64 / 1000.0;
     let verdict = if c.failed > 0 {

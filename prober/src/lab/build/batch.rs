@@ -63,7 +63,7 @@ pub(super) fn switches(l: &Layout, router: &mut NsSetup) -> Vec<NsSetup> {
             .config
             .push(format!("addr add {}/24 dev z{z}", zone_router(z)));
         router.config.push(format!("link set z{z} up"));
-        for n in l.nodes.iter().filter(|n| n.zone == z) {
+        for n in l.nodes.iter().chain(&l.candidate).filter(|n| n.zone == z) {
             setup.links.push(format!(
                 "link add {} type veth peer name eth0 netns {}",
                 n.switch_port(),

@@ -35,6 +35,7 @@ fn pairs<'a>(
     let pick = |names: &[String], other: &[String]| -> Vec<&LabNode> {
         l.nodes
             .iter()
+            .chain(&l.candidate)
             .filter(|n| {
                 if names.is_empty() {
                     !other.contains(&n.name)

@@ -61,6 +61,8 @@ pub struct Layout {
     pub dns_node: usize,
     /// The "external" resolver the cluster DNS forwards to (on the router; lab-internal).
     pub upstream_dns: Ipv4Addr,
+    /// The scenario's joining machine, if it has one (not in `nodes`: it is no node yet).
+    pub candidate: Option<LabNode>,
 }
 
 pub(super) fn zone_router(zone: usize) -> Ipv4Addr {
@@ -97,6 +99,7 @@ impl Layout {
             v.extend(n.pods.iter().map(|p| p.ns.clone()));
         }
         v.push(self.dns_pod.ns.clone());
+        v.extend(self.candidate.iter().map(|c| c.ns.clone()));
         v
     }
 }
@@ -165,7 +168,9 @@ pub fn layout(s: &Scenario, prefix: &str, state_dir: &Path) -> Layout {
         address: Ipv4Addr::new(10, 244, dn.index, DNS_POD_HOST),
         host_if: "vethdns".into(),
     };
+    let candidate = super::candidate::layout(s, prefix, &zones);
     Layout {
+        candidate,
         prefix: prefix.to_string(),
         state_dir: state_dir.to_path_buf(),
         router_ns: format!("{prefix}rt"),

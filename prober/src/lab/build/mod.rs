@@ -3,6 +3,7 @@
 //! start, the files to write and the inventory that describes it. Nothing here runs.
 
 mod batch;
+pub mod candidate;
 mod faults;
 mod hostfiles;
 mod inventory;
@@ -44,6 +45,7 @@ pub fn setups(s: &Scenario, l: &Layout) -> Vec<NsSetup> {
             out.push(batch::pod_setup(&l.dns_pod, n));
         }
     }
+    out.extend(l.candidate.iter().map(candidate::setup));
     faults::apply_faults(s, l, &mut out, &mut router);
     out.insert(0, router);
     out

@@ -125,5 +125,6 @@ pub fn processes(s: &Scenario, l: &Layout, agent: &Path, prober: &Path) -> Vec<P
             });
         }
     }
+    out.extend(super::candidate::processes(s, l, &agent));
     out
 }

@@ -1,0 +1,366 @@
+//! `prober preflight`: before a node joins, every port it will need, both directions. Stand-ins
+//! on the candidate take the ports it will serve; the existing nodes' host agents and the
+//! candidate probe each other; the report leads with a checklist.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use prober::diagnose::Severity;
+use prober::diagnose::preflight::{PortConflict, port_conflicts};
+use prober::inventory::Inventory;
+use prober::model::Protocol;
+use prober::plan::preflight::{
+    Candidate, Role, preflight, standin_tcp_ports, standin_udp_ports, with_candidate,
+};
+use prober::report::{EXIT_FAILURES, EXIT_INTERRUPTED, Preflight, Report};
+use prober::run::RunConfig;
+use prober::runtime::local::Local;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+use super::CliError;
+use super::args::{OutputArgs, ProbeArgs};
+use super::signals;
+
+/// The stand-in agent's own port on the candidate (echo, `/seen`).
+const STANDIN_AGENT_PORT: u16 = 9917;
+/// How long the stand-ins may take to start (an ssh prefix included).
+const START_DEADLINE: Duration = Duration::from_secs(15);
+
+#[derive(Clone, Copy, clap::ValueEnum, PartialEq, Eq)]
+pub enum RoleArg {
+    Worker,
+    ControlPlane,
+}
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Inventory of the existing cluster (as `matrix` takes it). Required for now: reaching the
+    /// existing nodes through the Kubernetes API is not built yet.
+    #[arg(long, env = "PROBER_INVENTORY")]
+    pub inventory: Option<PathBuf>,
+    /// The joining node's name (default: this machine's hostname).
+    #[arg(long)]
+    pub candidate: Option<String>,
+    /// The address the joining node will use (default: the source address the kernel picks
+    /// toward the first API endpoint, with an empty exec prefix only).
+    #[arg(long)]
+    pub candidate_address: Option<Ipv4Addr>,
+    /// A command prefix that runs a program on the joining node, split on whitespace
+    /// (`ip netns exec NS`, `ssh root@10.0.0.7`); empty: this machine.
+    #[arg(long, default_value = "")]
+    pub candidate_exec: String,
+    /// The joining node's `/` as the prefix sees it, for its node checks (resolv.conf).
+    #[arg(long)]
+    pub candidate_host_root: Option<PathBuf>,
+    #[arg(long, value_enum, default_value_t = RoleArg::Worker)]
+    pub role: RoleArg,
+    #[command(flatten)]
+    pub probe: ProbeArgs,
+    #[command(flatten)]
+    pub out: OutputArgs,
+}
+
+pub async fn run(args: &Args) -> Result<u8, CliError> {
+    let usage = |s: String| CliError::Usage(s);
+    let Some(path) = &args.inventory else {
+        return Err(usage(
+            "prober preflight: not yet: reaching the existing nodes through the Kubernetes API is not built; use --inventory".into(),
+        ));
+    };
+    let inv = Inventory::load(path).map_err(|e| usage(e.to_string()))?;
+    let exec: Vec<String> = args
+        .candidate_exec
+        .split_whitespace()
+        .map(String::from)
+        .collect();
+    let name = match &args.candidate {
+        Some(n) => n.clone(),
+        None => std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_string())
+            .map_err(|e| {
+                CliError::Environment(format!("--candidate: cannot read the hostname: {e}"))
+            })?,
+    };
+    if inv.nodes.iter().any(|n| n.name == name) {
+        return Err(usage(format!(
+            "--candidate: {name} is already a node of the inventory"
+        )));
+    }
+    let address = match (args.candidate_address, exec.is_empty()) {
+        (Some(a), _) => a,
+        (None, true) => source_address(&inv)?,
+        (None, false) => {
+            return Err(usage(
+                "--candidate-address is required with --candidate-exec".into(),
+            ));
+        }
+    };
+    let role = match args.role {
+        RoleArg::Worker => Role::Worker,
+        RoleArg::ControlPlane => Role::ControlPlane,
+    };
+    let candidate = Candidate {
+        name,
+        address,
+        exec,
+        role,
+        agent_port: STANDIN_AGENT_PORT,
+        host_root: args.candidate_host_root.clone(),
+    };
+    let report = run_preflight(&inv, &candidate, &args.probe).await?;
+    print!("{}", args.out.render(&report));
+    Ok(report.summary.exit_code)
+}
+
+/// The candidate of a lab scenario: its namespace through `ip netns exec`, as an operator would.
+#[must_use]
+pub fn lab_candidate(
+    s: &prober::lab::scenario::Scenario,
+    l: &prober::lab::build::Layout,
+) -> Option<Candidate> {
+    let (spec, c) = (s.candidate.as_ref()?, l.candidate.as_ref()?);
+    Some(Candidate {
+        name: c.name.clone(),
+        address: c.address,
+        exec: ["ip", "netns", "exec", c.ns.as_str()]
+            .map(String::from)
+            .to_vec(),
+        role: if spec.role == "control-plane" {
+            Role::ControlPlane
+        } else {
+            Role::Worker
+        },
+        agent_port: STANDIN_AGENT_PORT,
+        host_root: None,
+    })
+}
+
+/// Starts the stand-ins, runs every preflight probe, stops the stand-ins, diagnoses (port
+/// conflicts included). Writes `--save` whatever the outcome.
+pub async fn run_preflight(
+    inv: &Inventory,
+    candidate: &Candidate,
+    probe: &ProbeArgs,
+) -> Result<Report, CliError> {
+    let role = candidate.role;
+    let agent_bin = probe.agent_bin();
+    let (standins, conflicts) = start_standins(inv, candidate, &agent_bin).await?;
+    let full = with_candidate(inv, candidate);
+    let planned = preflight(inv, candidate);
+    let cfg = RunConfig {
+        probe_timeout: probe.timeout,
+        concurrency: usize::from(probe.concurrency),
+        ..RunConfig::default()
+    };
+    let runtime = Arc::new(Local::new(&full, agent_bin));
+    let out = prober::run::run(&planned, runtime, &cfg, &(), signals::interrupted()).await;
+    stop(standins).await;
+    let mut report = Report::new(out, &full);
+    let found = port_conflicts(&candidate.name, &conflicts);
+    if found.iter().any(|f| f.severity == Severity::Error)
+        && report.summary.exit_code != EXIT_INTERRUPTED
+    {
+        report.summary.exit_code = EXIT_FAILURES;
+    }
+    report.findings.splice(0..0, found);
+    report.preflight = Some(Preflight {
+        candidate: candidate.name.clone(),
+        role: match role {
+            Role::Worker => "worker".into(),
+            Role::ControlPlane => "control-plane".into(),
+        },
+    });
+    if let Some(path) = &probe.save {
+        std::fs::write(path, report.to_json() + "\n").map_err(|e| {
+            CliError::Environment(format!("--save: cannot write {}: {e}", path.display()))
+        })?;
+    }
+    Ok(report)
+}
+
+/// The source address the kernel picks toward the first API endpoint (no packet is sent).
+fn source_address(inv: &Inventory) -> Result<Ipv4Addr, CliError> {
+    let env = |e: String| CliError::Environment(format!("--candidate-address: {e}"));
+    let ep = inv
+        .cluster
+        .api
+        .endpoints
+        .first()
+        .ok_or_else(|| env("the inventory names no API endpoint to route toward".into()))?;
+    let sock = std::net::UdpSocket::bind("0.0.0.0:0").map_err(|e| env(e.to_string()))?;
+    sock.connect(ep)
+        .map_err(|e| env(format!("no route to {ep}: {e}")))?;
+    match sock.local_addr().map_err(|e| env(e.to_string()))?.ip() {
+        IpAddr::V4(a) => Ok(a),
+        IpAddr::V6(a) => Err(env(format!("{a} is not IPv4"))),
+    }
+}
+
+/// Starts the stand-ins on the candidate. A port that cannot be bound is a conflict: it is
+/// left out and the stand-ins start again without it. Returns the running stand-ins (killed when
+/// dropped, and by their TTL if this process dies) and the conflicts.
+async fn start_standins(
+    inv: &Inventory,
+    c: &Candidate,
+    agent_bin: &str,
+) -> Result<(Child, Vec<PortConflict>), CliError> {
+    let mut tcp = standin_tcp_ports(inv, c.role);
+    let mut udp = standin_udp_ports(inv);
+    let mut conflicts = Vec::new();
+    // Each round either starts or drops one port, so this ends.
+    for _ in 0..=tcp.len() + udp.len() {
+        let mut argv: Vec<String> = c.exec.clone();
+        argv.extend([
+            agent_bin.to_string(),
+            "serve".into(),
+            "--listen".into(),
+            "0.0.0.0".into(),
+            "--port".into(),
+            c.agent_port.to_string(),
+            "--sniff".into(),
+            "never".into(),
+            "--ttl".into(),
+            "10m".into(),
+        ]);
+        if !tcp.is_empty() {
+            argv.push(format!("--extra-tcp-port={}", join(&tcp)));
+        }
+        if !udp.is_empty() {
+            argv.push(format!("--standin-udp-port={}", join(&udp)));
+        }
+        let command = argv.join(" ");
+        let env =
+            |e: String| CliError::Environment(format!("stand-ins on {}: `{command}`: {e}", c.name));
+        let mut child = Command::new(&argv[0])
+            .args(&argv[1..])
+            .env("PROBE_POD_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| env(e.to_string()))?;
+        let stderr = child.stderr.take().ok_or_else(|| env("no stderr".into()))?;
+        let mut lines = BufReader::new(stderr).lines();
+        let mut said = String::new();
+        let ready = tokio::time::timeout(START_DEADLINE, async {
+            while let Ok(Some(line)) = lines.next_line().await {
+                if line.contains(" serving") {
+                    return true;
+                }
+                said.push_str(&line);
+                said.push('\n');
+            }
+            false
+        })
+        .await
+        .map_err(|_| env(format!("not serving within {} s", START_DEADLINE.as_secs())))?;
+        if ready {
+            // Keep draining its log so it never blocks on a full pipe.
+            tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+            return Ok((child, conflicts));
+        }
+        let _ = child.wait().await;
+        let Some((protocol, port)) = taken(&said) else {
+            return Err(env(said.trim().to_string()));
+        };
+        let list = if protocol == Protocol::Tcp {
+            &mut tcp
+        } else {
+            &mut udp
+        };
+        if !list.contains(&port) {
+            // The stand-in agent's own port: nothing to leave out.
+            return Err(env(said.trim().to_string()));
+        }
+        list.retain(|p| *p != port);
+        let process = holder(&c.exec, protocol, port).await;
+        conflicts.push(PortConflict {
+            protocol,
+            port,
+            process,
+        });
+    }
+    Err(CliError::Environment(format!(
+        "stand-ins on {}: could not start",
+        c.name
+    )))
+}
+
+fn join(ports: &[u16]) -> String {
+    ports
+        .iter()
+        .map(u16::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The port `probe-pod serve` could not listen on, from its error
+/// (`cannot listen on tcp 0.0.0.0:10250: Address in use`).
+fn taken(stderr: &str) -> Option<(Protocol, u16)> {
+    let rest = &stderr[stderr.find("cannot listen on ")? + "cannot listen on ".len()..];
+    let (proto, rest) = rest.split_once(' ')?;
+    let addr = rest.split(": ").next()?;
+    let port = addr.rsplit(':').next()?.parse().ok()?;
+    if !rest.contains("in use") {
+        return None;
+    }
+    let protocol = match proto {
+        "tcp" => Protocol::Tcp,
+        "udp" => Protocol::Udp,
+        _ => return None,
+    };
+    Some((protocol, port))
+}
+
+/// What holds a port on the candidate, as `ss -p` names it; `None` when it cannot be read.
+async fn holder(exec: &[String], protocol: Protocol, port: u16) -> Option<String> {
+    let mut argv: Vec<String> = exec.to_vec();
+    let flags = if protocol == Protocol::Tcp {
+        "-Hltnp"
+    } else {
+        "-Hlunp"
+    };
+    argv.extend(["ss".into(), flags.into(), format!("sport = :{port}")]);
+    let out = tokio::time::timeout(
+        Duration::from_secs(5),
+        Command::new(&argv[0])
+            .args(&argv[1..])
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .ok()?
+    .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let users = &text[text.find("users:((")? + "users:((".len()..];
+    Some(users[..users.find(')')?].to_string())
+}
+
+/// Stops the stand-ins (their TTL covers a prefix that does not pass the signal on).
+async fn stop(mut child: Child) {
+    let _ = child.start_kill();
+    let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_taken_port_is_read_from_the_agents_error() {
+        let e =
+            "probe-pod serve: cannot listen on tcp 0.0.0.0:10250: Address in use (os error 98)\n";
+        assert_eq!(taken(e), Some((Protocol::Tcp, 10250)));
+        let e = "probe-pod serve: cannot listen on udp 0.0.0.0:8472: Address already in use (os error 98)";
+        assert_eq!(taken(e), Some((Protocol::Udp, 8472)));
+        assert_eq!(
+            taken("cannot listen on tcp 0.0.0.0:10250: Permission denied"),
+            None
+        );
+    }
+}

@@ -1,0 +1,80 @@
+//! The scenario's candidate: a namespace on its zone's switch with an address, a default route
+//! and nothing else — no VXLAN device, no pods, no kubelet — until `occupied` puts a program on
+//! some of its ports.
+
+use std::net::Ipv4Addr;
+
+use probe_proto::MacAddr;
+
+use super::{LabNode, Layout, NsSetup, Process};
+use crate::inventory::Cidr;
+use crate::lab::scenario::Scenario;
+
+/// Its index: far above the nodes', so its switch port and address never collide with theirs.
+const INDEX: u8 = 240;
+
+/// The candidate laid out like a node (for the switch and the faults); only its name, zone,
+/// namespace and address are used.
+#[must_use]
+pub fn layout(s: &Scenario, prefix: &str, zones: &[String]) -> Option<LabNode> {
+    let c = s.candidate.as_ref()?;
+    let zone = c
+        .zone
+        .as_ref()
+        .and_then(|z| zones.iter().position(|n| n == z))
+        .unwrap_or(0);
+    Some(LabNode {
+        name: c.name.clone(),
+        index: INDEX,
+        zone,
+        ns: format!("{prefix}{}", c.name),
+        address: Ipv4Addr::new(
+            192,
+            168,
+            56 + u8::try_from(zone).expect("at most 8 zones"),
+            9 + INDEX,
+        ),
+        control_plane: false,
+        pod_cidr: Cidr {
+            addr: Ipv4Addr::UNSPECIFIED,
+            len: 32,
+        },
+        vtep: Ipv4Addr::UNSPECIFIED,
+        mac: MacAddr([0x02, 0, 0, 0, INDEX, 0]),
+        pods: Vec::new(),
+        root: std::path::PathBuf::new(),
+    })
+}
+
+/// Its namespace: the switch's veth end, the address, the default route.
+pub(super) fn setup(c: &LabNode) -> NsSetup {
+    let mut st = NsSetup::new(&c.ns);
+    st.config.push("link set eth0 up".into());
+    st.config
+        .push(format!("addr add {}/24 dev eth0", c.address));
+    st.config
+        .push(format!("route add default via {}", c.gateway()));
+    st
+}
+
+/// A program holding each occupied port (TCP and UDP), as another service would.
+pub(super) fn processes(s: &Scenario, l: &Layout, agent: &str) -> Vec<Process> {
+    let (Some(spec), Some(c)) = (&s.candidate, &l.candidate) else {
+        return Vec::new();
+    };
+    spec.occupied
+        .iter()
+        .map(|p| Process {
+            ns: c.ns.clone(),
+            argv: vec![
+                agent.to_string(),
+                "serve".into(),
+                "--port".into(),
+                p.to_string(),
+                "--sniff".into(),
+                "never".into(),
+            ],
+            what: "occupier",
+        })
+        .collect()
+}

@@ -1,0 +1,161 @@
+//! The checklist a preflight report's table leads with: one line per required port and
+//! direction, each node ok or how it failed, then the ports already taken on the candidate.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use super::Report;
+use crate::diagnose::Kind;
+use crate::model::{PathClass, ResultRecord};
+
+/// What a probe checks, from its id's last part (`tcp/10250`, `vxlan/8472`, `tls/6443`).
+fn what(r: &ResultRecord) -> String {
+    let id = &r.result.id;
+    let last = id.rsplit(':').next().unwrap_or(id);
+    match last.split_once('/') {
+        Some(("vxlan", p)) => format!("udp/{p} (overlay)"),
+        Some(("tls", p)) => format!("tcp/{p} (API, TLS)"),
+        _ => last.to_string(),
+    }
+}
+
+/// How one node did on one line: `n1 ok` or `n2 TIMEOUT (why)`.
+fn cell(peer: &str, r: &ResultRecord) -> String {
+    if r.result.outcome.is_ok() {
+        format!("{peer} ok")
+    } else {
+        let outcome = serde_json::to_value(r.result.outcome)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_uppercase))
+            .unwrap_or_default();
+        format!("{peer} {outcome} ({})", r.result.detail)
+    }
+}
+
+/// The checklist of a preflight report, empty for any other report.
+#[must_use]
+pub fn render(report: &Report) -> String {
+    let Some(pf) = &report.preflight else {
+        return String::new();
+    };
+    let c = pf.candidate.as_str();
+    // (direction, what) -> cells, in a stable order: outbound first.
+    let mut lines: BTreeMap<(u8, String), (bool, Vec<String>)> = BTreeMap::new();
+    for r in report
+        .results
+        .iter()
+        .filter(|r| r.path != PathClass::NodeConfig)
+    {
+        let to = r.to.node.as_deref().unwrap_or("?");
+        let (dir, peer) = if r.from.node == c {
+            (0, to)
+        } else if to == c {
+            (1, r.from.node.as_str())
+        } else {
+            continue;
+        };
+        let e = lines.entry((dir, what(r))).or_insert((true, Vec::new()));
+        e.0 &= r.result.outcome.is_ok();
+        e.1.push(cell(peer, r));
+    }
+    let mut out = String::new();
+    let _ = writeln!(out, "preflight checklist for {c} ({}):", pf.role);
+    for f in report
+        .findings
+        .iter()
+        .filter(|f| f.kind == Kind::PortConflict)
+    {
+        let _ = writeln!(out, "  [FAIL] on {c}: {}", f.summary);
+    }
+    for ((dir, what), (ok, cells)) in &lines {
+        let arrow = if *dir == 0 {
+            format!("{c} -> nodes")
+        } else {
+            format!("nodes -> {c}")
+        };
+        let mark = if *ok { "[ok]  " } else { "[FAIL]" };
+        let _ = writeln!(out, "  {mark} {arrow:<14} {what:<20} {}", cells.join(", "));
+    }
+    out.push('\n');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{AgentKind, AgentRef, Protocol, Target};
+    use probe_proto::{Outcome, ProbeResult};
+
+    fn rec(from: &str, to: &str, id: &str, outcome: Outcome) -> ResultRecord {
+        ResultRecord {
+            path: PathClass::NodeToNode,
+            from: AgentRef {
+                node: from.into(),
+                agent: AgentKind::Host,
+            },
+            to: Target {
+                node: Some(to.into()),
+                agent: None,
+                service: None,
+                address: "192.168.56.10".parse().unwrap(),
+                port: Some(10250),
+                protocol: Protocol::Tcp,
+            },
+            unknown: None,
+            result: ProbeResult::new(id, outcome, "why"),
+        }
+    }
+
+    #[test]
+    fn one_line_per_port_and_direction_naming_each_node() {
+        let run = crate::run::RunOutput {
+            results: vec![
+                rec(
+                    "new",
+                    "n1",
+                    "node-to-node:new/host->n1/host:tcp/10250",
+                    Outcome::Ok,
+                ),
+                rec(
+                    "n1",
+                    "new",
+                    "overlay:n1/host->new/host:vxlan/8472",
+                    Outcome::Timeout,
+                ),
+                rec(
+                    "n2",
+                    "new",
+                    "overlay:n2/host->new/host:vxlan/8472",
+                    Outcome::Ok,
+                ),
+            ],
+            agents: Vec::new(),
+            interrupted: false,
+            elapsed: std::time::Duration::ZERO,
+        };
+        let inv = crate::testutil::inventory(2, 1, "flannel");
+        let mut report = Report::new(run, &inv);
+        assert_eq!(render(&report), "", "not a preflight report");
+        report.preflight = Some(super::super::Preflight {
+            candidate: "new".into(),
+            role: "worker".into(),
+        });
+        let text = render(&report);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 4, "{text}");
+        assert!(
+            lines[1].contains("[ok]")
+                && lines[1].contains("new -> nodes")
+                && lines[1].contains("tcp/10250"),
+            "{text}"
+        );
+        assert!(
+            lines[2].contains("[FAIL]") && lines[2].contains("udp/8472"),
+            "{text}"
+        );
+        assert!(
+            lines[2].contains("n1 TIMEOUT (why)") && lines[2].contains("n2 ok"),
+            "{text}"
+        );
+    }
+}
