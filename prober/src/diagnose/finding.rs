@@ -17,6 +17,12 @@ pub enum Kind {
     Credential,
     Misconfiguration,
     AgentMissing,
+    /// Paths that got through on some attempts but not others: packet loss, not a block.
+    Loss,
+    /// Refused on a path that otherwise works: nothing listens on that port of that node.
+    NotListening,
+    /// A node that nothing reaches and that reaches nothing, on every port probed.
+    Partition,
     Unexplained,
 }
 

@@ -16,7 +16,7 @@ const BUCKETS: [f64; 15] = [
 ];
 
 /// Every finding kind, so that a kind that went away reads 0 rather than vanishing.
-const KINDS: [Kind; 10] = [
+const KINDS: [Kind; 13] = [
     Kind::FirewallGap,
     Kind::BootstrapCycle,
     Kind::ServiceProxy,
@@ -26,6 +26,9 @@ const KINDS: [Kind; 10] = [
     Kind::Credential,
     Kind::Misconfiguration,
     Kind::AgentMissing,
+    Kind::Loss,
+    Kind::NotListening,
+    Kind::Partition,
     Kind::Unexplained,
 ];
 
