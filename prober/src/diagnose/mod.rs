@@ -8,6 +8,7 @@
 
 mod agents;
 mod bootstrap;
+pub mod cidr;
 mod context;
 mod cutoff;
 mod dns;

@@ -882,3 +882,33 @@ mod node_checks {
         assert!(f.is_empty(), "{f:#?}");
     }
 }
+
+#[test]
+fn a_port_blocked_between_every_pair_is_one_finding() {
+    // (nodes in the cluster, nodes between which tcp/10250 is blocked, the words it must use)
+    let cases: [(usize, &[&str], &str); 2] = [
+        (
+            5,
+            &["n1", "n2", "n3", "n4", "n5"],
+            "everywhere: between every pair of the 5 nodes",
+        ),
+        (5, &["n1", "n2", "n4"], "between every pair of n1, n2, n4"),
+    ];
+    for (n, among, words) in cases {
+        let inv = inventory(n, 1, "flannel");
+        let (_, f) = run(&inv, &move |p| {
+            let (from, to) = node_of(p);
+            (matches!(p.path, PathClass::NodeToNode | PathClass::PodToNode)
+                && from != to
+                && among.contains(&from)
+                && among.contains(&to)
+                && p.to.port == Some(10250))
+            .then(timeout)
+            .flatten()
+        });
+        assert_eq!(kinds(&f), [Kind::FirewallGap], "{among:?}: {f:#?}");
+        assert!(f[0].summary.contains(words), "{}", f[0].summary);
+        assert_eq!(f[0].from, among);
+        assert_eq!(f[0].to, among);
+    }
+}
