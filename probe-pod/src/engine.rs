@@ -72,10 +72,12 @@ pub async fn run_plan(plan: Plan, concurrency: usize, out: mpsc::Sender<ProbeRes
         let timeout = spec
             .timeout_ms
             .map_or(default_timeout, |t| Duration::from_millis(t.get()));
-        let probe_deadline = deadline.min(Instant::now() + timeout);
         let tx = out.clone();
         let id = spec.id.clone();
         let handle = tasks.spawn(async move {
+            // The probe's own timeout starts when its task does: time spent waiting for the
+            // runtime to schedule it (thousands of tasks spawned at once) is not the network's.
+            let probe_deadline = deadline.min(Instant::now() + timeout);
             let result = probe::run(&spec, probe_deadline).await;
             drop(permit);
             let _ = tx.send(result).await;
