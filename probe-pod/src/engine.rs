@@ -117,10 +117,12 @@ pub async fn run_plan(plan: LazyPlan, concurrency: usize, out: mpsc::Sender<Prob
         let timeout = spec
             .timeout_ms
             .map_or(default_timeout, |t| Duration::from_millis(t.get()));
-        let probe_deadline = deadline.min(Instant::now() + timeout);
         let tx = out.clone();
         let id = spec.id.clone();
         let handle = tasks.spawn(async move {
+            // The probe's own timeout starts when its task does: time spent waiting for the
+            // runtime to schedule it (thousands of tasks spawned at once) is not the network's.
+            let probe_deadline = deadline.min(Instant::now() + timeout);
             let result = probe::run(&spec, probe_deadline).await;
             // The slot is held until the result is queued: when the reader is slower than the
             // probes, the plan waits instead of finished results piling up in memory.

@@ -477,6 +477,14 @@ pub struct ProbeResult {
     /// What a `node` probe read on the node.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node: Option<NodeFacts>,
+    /// Set by the coordinator on a probe it re-ran because it failed: how many times it ran in
+    /// all. Absent: it ran once and got through.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempts: Option<u32>,
+    /// How many of `attempts` got through. `0 < okAttempts < attempts` is an intermittent path
+    /// (outcome `ok`, with loss); `okAttempts == 0` failed every attempt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ok_attempts: Option<u32>,
 }
 
 /// A node's configuration as its host agent read it. Holds no secret: tokens are reduced to their
@@ -608,7 +616,15 @@ impl ProbeResult {
             seen: None,
             path_mtu: None,
             node: None,
+            attempts: None,
+            ok_attempts: None,
         }
+    }
+
+    /// Got through on some attempts but not all: a lossy path, not a blocked one.
+    #[must_use]
+    pub fn is_intermittent(&self) -> bool {
+        matches!((self.attempts, self.ok_attempts), (Some(n), Some(k)) if k > 0 && k < n)
     }
 }
 

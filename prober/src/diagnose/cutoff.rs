@@ -1,5 +1,8 @@
-//! Cut-off nodes: a node that nothing reaches and that reaches nothing is one finding, not a
-//! firewall gap per port.
+//! Partitioned nodes: a node that nothing reaches and that reaches nothing is one `partition`
+//! finding, not a firewall gap per port. Only what was probed counts: a node whose failures are
+//! all of one path class and one port (say, `--paths dns`) is not called cut off.
+
+use std::collections::HashSet;
 
 use crate::model::PathClass;
 
@@ -32,7 +35,7 @@ pub(super) fn unreachable_nodes(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) 
         }
     }
     for x in 0..n {
-        if ok[x] || bad[x].is_empty() || n < 2 {
+        if ok[x] || bad[x].is_empty() || n < 2 || !probed_widely(ctx, &bad[x]) {
             continue;
         }
         let name = ctx.inv.nodes[x].name.clone();
@@ -48,7 +51,7 @@ pub(super) fn unreachable_nodes(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) 
                     || (r.path == PathClass::PodToNode && ctx.to(r) == Some(x32))
             });
         let mut f = Finding::new(
-            Kind::Unexplained,
+            Kind::Partition,
             Severity::Error,
             format!(
                 "{name} is cut off: no probe to or from it gets through on any port (the node is down, partitioned, or dropping everything)"
@@ -59,4 +62,18 @@ pub(super) fn unreachable_nodes(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) 
         f.fix.push(format!("check that {name} is up and that its uplink and the network around it pass traffic at all (ping {})", ctx.inv.nodes[x].address));
         ctx.emit(findings, f, &ev, &cons);
     }
+}
+
+/// Whether the failures span several path classes or ports: one kind of probe failing
+/// everywhere says something about that probe, not that the node is cut off.
+fn probed_widely(ctx: &Ctx<'_>, idx: &[usize]) -> bool {
+    let classes: HashSet<PathClass> = idx.iter().map(|&i| ctx.results[i].path).collect();
+    let ports: HashSet<(bool, Option<u16>)> = idx
+        .iter()
+        .map(|&i| {
+            let r = &ctx.results[i];
+            (Ctx::is_vxlan(r), r.to.port)
+        })
+        .collect();
+    classes.len() >= 2 || ports.len() >= 2
 }

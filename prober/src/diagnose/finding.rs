@@ -19,6 +19,12 @@ pub enum Kind {
     AgentMissing,
     /// A port the joining node must serve is already taken there (`prober preflight`).
     PortConflict,
+    /// Paths that got through on some attempts but not others: packet loss, not a block.
+    Loss,
+    /// Refused on a path that otherwise works: nothing listens on that port of that node.
+    NotListening,
+    /// A node that nothing reaches and that reaches nothing, on every port probed.
+    Partition,
     Unexplained,
 }
 

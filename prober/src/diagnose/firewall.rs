@@ -120,6 +120,13 @@ pub(super) fn firewall_gaps(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) -> H
 /// Groups blocked (from, to) pairs into (from-set, to-set) blocks, pairing a block with its
 /// mirror image as one "both directions" block.
 fn blocks(pairs: &BTreeSet<(u32, u32)>) -> Vec<(Vec<u32>, Vec<u32>, bool)> {
+    // A port blocked between every pair of a set of nodes is one cause, not one per receiver.
+    let nodes: BTreeSet<u32> = pairs.iter().flat_map(|&(a, b)| [a, b]).collect();
+    let k = nodes.len();
+    if k >= 3 && pairs.len() == k * (k - 1) {
+        let all: Vec<u32> = nodes.into_iter().collect();
+        return vec![(all.clone(), all, true)];
+    }
     let mut srcs_of: BTreeMap<u32, BTreeSet<u32>> = BTreeMap::new();
     for &(a, b) in pairs {
         srcs_of.entry(b).or_default().insert(a);
@@ -208,7 +215,14 @@ fn gap_finding(
     } else {
         ""
     };
-    let summary = if both {
+    let summary = if both && from == to {
+        let scope = if from.len() == ctx.inv.nodes.len() {
+            format!("everywhere: between every pair of the {} nodes", from.len())
+        } else {
+            format!("between every pair of {}", names_text(&fn_))
+        };
+        format!("{proto}/{port}{what} is blocked {scope}, in both directions")
+    } else if both {
         format!(
             "{proto}/{port}{what} is blocked between {} and {}, in both directions",
             names_text(&fn_),

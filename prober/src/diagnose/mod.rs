@@ -8,13 +8,16 @@
 
 mod agents;
 mod bootstrap;
+pub mod cidr;
 mod context;
 mod cutoff;
 mod dns;
 pub mod finding;
 mod firewall;
 mod fix;
+mod loss;
 mod node_config;
+mod not_listening;
 mod overlay;
 pub mod preflight;
 mod unexplained;
@@ -33,12 +36,14 @@ pub fn diagnose(inv: &Inventory, results: &[ResultRecord], agents: &[AgentStatus
     let mut findings = Vec::new();
     cutoff::unreachable_nodes(&mut ctx, &mut findings);
     let gaps = firewall::firewall_gaps(&mut ctx, &mut findings);
+    not_listening::not_listening(&mut ctx, &mut findings);
     bootstrap::bootstrap_cycles(&mut ctx, &mut findings);
     bootstrap::service_proxy(&mut ctx, &mut findings);
     node_config::node_checks(&mut ctx, &mut findings);
     overlay::overlay_and_mtu(&mut ctx, &mut findings, &gaps);
     dns::dns(&mut ctx, &mut findings);
     agents::agent_missing(&mut ctx, &mut findings, agents);
+    loss::loss(&mut ctx, &mut findings);
     unexplained::unexplained(&mut ctx, &mut findings);
     findings
 }

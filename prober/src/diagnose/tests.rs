@@ -431,13 +431,132 @@ fn anything_else_is_named_unexplained() {
         let (from, to) = node_of(p);
         if p.path == PathClass::NodeToNode && to == "n2" && from == "n1" && p.to.port == Some(10250)
         {
-            Some((Outcome::Refused, "connection refused".into()))
+            Some((Outcome::HttpError, "HTTP 500".into()))
         } else {
             None
         }
     });
     assert_eq!(kinds(&f), [Kind::Unexplained], "{f:#?}");
-    assert!(f[0].summary.contains("refused"), "{}", f[0].summary);
+    assert!(
+        f[0].summary.contains("http-error") || f[0].summary.contains("HTTP"),
+        "{}",
+        f[0].summary
+    );
+}
+
+#[test]
+fn refused_on_an_open_path_is_not_listening_never_a_gap() {
+    // Table: who refuses, and the one finding it must give.
+    let cases: [(&[&str], &str, u16); 2] = [(&["n1"], "n2", 10250), (&["n1", "n3"], "n2", 10250)];
+    for (senders, receiver, port) in cases {
+        let inv = inventory(3, 1, "flannel");
+        let (_, f) = run(&inv, &move |p| {
+            let (from, to) = node_of(p);
+            (matches!(p.path, PathClass::NodeToNode | PathClass::PodToNode)
+                && senders.contains(&from)
+                && to == receiver
+                && p.to.port == Some(port))
+            .then(|| (Outcome::Refused, "connection refused".into()))
+        });
+        assert_eq!(kinds(&f), [Kind::NotListening], "{senders:?}: {f:#?}");
+        assert_eq!(f[0].nodes, [receiver]);
+        assert_eq!(f[0].port, Some(port));
+        assert!(f[0].summary.contains("(the kubelet)"), "{}", f[0].summary);
+    }
+}
+
+/// The healthy matrix's results, with `tweak` applied to each.
+fn tweaked(inv: &Inventory, tweak: &dyn Fn(usize, &mut ResultRecord)) -> Vec<ResultRecord> {
+    let (mut results, _) = run(inv, &|_| None);
+    for (i, r) in results.iter_mut().enumerate() {
+        tweak(i, r);
+    }
+    results
+}
+
+fn intermittent(r: &mut ResultRecord, attempts: u32, ok: u32) {
+    r.result.attempts = Some(attempts);
+    r.result.ok_attempts = Some(ok);
+    if ok == 0 {
+        r.result.outcome = Outcome::Timeout;
+        r.result.detail = format!("no answer within 2000 ms (failed all {attempts} attempts)");
+    }
+}
+
+#[test]
+fn loss_is_a_warning_never_a_gap() {
+    // (every how many results is lossy, a node with extra loss, the nodes the finding must name)
+    let cases: [(usize, Option<&str>, &[&str]); 3] = [
+        (1, None, &["n1", "n2", "n3"]),
+        (1000, Some("n3"), &["n3"]),
+        (20, Some("n2"), &["n2"]),
+    ];
+    for (every, hot, named) in cases {
+        let inv = inventory(3, 1, "flannel");
+        let results = tweaked(&inv, &move |i, r| {
+            let on_hot = hot.is_some_and(|h| r.from.node == h || r.to.node.as_deref() == Some(h))
+                && r.to.node.as_deref() != Some(r.from.node.as_str());
+            if i % every == 0 || (on_hot && i % 2 == 0) {
+                intermittent(r, 2, 1);
+            }
+        });
+        assert!(results.iter().any(|r| r.result.is_intermittent()));
+        let f = diagnose(&inv, &results, &[]);
+        assert_eq!(kinds(&f), [Kind::Loss], "{every}/{hot:?}: {f:#?}");
+        assert_eq!(f[0].severity, Severity::Warning);
+        assert_eq!(f[0].nodes, named, "{}", f[0].summary);
+        assert!(f[0].summary.contains(" %"), "{}", f[0].summary);
+        let lossy = results
+            .iter()
+            .filter(|r| r.result.is_intermittent())
+            .count();
+        assert_eq!(f[0].evidence.len(), lossy);
+    }
+}
+
+#[test]
+fn loss_next_to_a_real_block_gets_the_gap_and_only_it() {
+    let inv = inventory(3, 1, "flannel");
+    let results = tweaked(&inv, &|i, r| {
+        let blocked = r.path == PathClass::NodeToNode
+            && r.from.node == "n1"
+            && r.to.node.as_deref() == Some("n2")
+            && r.to.port == Some(10250);
+        if blocked {
+            intermittent(r, 3, 0);
+        } else if i % 5 == 0 {
+            intermittent(r, 3, 2);
+        }
+    });
+    let f = diagnose(&inv, &results, &[]);
+    assert_every_failure_explained(&results, &f);
+    assert_eq!(kinds(&f), [Kind::FirewallGap, Kind::Loss], "{f:#?}");
+    assert!(
+        f[0].matches(&json!({"port": 10250, "from": ["n1"], "to": ["n2"]})),
+        "{:#?}",
+        f[0]
+    );
+}
+
+#[test]
+fn a_node_failing_one_kind_of_probe_only_is_not_cut_off() {
+    // Only the DNS paths were probed (`--paths dns`) and n3's all fail: a DNS finding, not a
+    // partition, since nothing else of n3 was probed.
+    let inv = inventory(3, 1, "flannel");
+    let (results, _) = run(&inv, &|_| None);
+    let results: Vec<ResultRecord> = results
+        .into_iter()
+        .filter(|r| r.path == PathClass::Dns)
+        .map(|mut r| {
+            if r.from.node == "n3" {
+                r.result.outcome = Outcome::Timeout;
+            }
+            r
+        })
+        .collect();
+    let f = diagnose(&inv, &results, &[]);
+    assert_every_failure_explained(&results, &f);
+    assert!(!kinds(&f).contains(&Kind::Partition), "{f:#?}");
 }
 
 #[test]
@@ -482,7 +601,7 @@ fn a_node_cut_off_is_one_finding_not_a_gap_per_port() {
             None
         }
     });
-    assert_eq!(kinds(&f), [Kind::Unexplained], "{f:#?}");
+    assert_eq!(kinds(&f), [Kind::Partition], "{f:#?}");
     assert!(
         f[0].matches(&json!({"state": "unreachable", "nodes": ["n3"]})),
         "{:#?}",
@@ -807,5 +926,35 @@ mod node_checks {
             f
         });
         assert!(f.is_empty(), "{f:#?}");
+    }
+}
+
+#[test]
+fn a_port_blocked_between_every_pair_is_one_finding() {
+    // (nodes in the cluster, nodes between which tcp/10250 is blocked, the words it must use)
+    let cases: [(usize, &[&str], &str); 2] = [
+        (
+            5,
+            &["n1", "n2", "n3", "n4", "n5"],
+            "everywhere: between every pair of the 5 nodes",
+        ),
+        (5, &["n1", "n2", "n4"], "between every pair of n1, n2, n4"),
+    ];
+    for (n, among, words) in cases {
+        let inv = inventory(n, 1, "flannel");
+        let (_, f) = run(&inv, &move |p| {
+            let (from, to) = node_of(p);
+            (matches!(p.path, PathClass::NodeToNode | PathClass::PodToNode)
+                && from != to
+                && among.contains(&from)
+                && among.contains(&to)
+                && p.to.port == Some(10250))
+            .then(timeout)
+            .flatten()
+        });
+        assert_eq!(kinds(&f), [Kind::FirewallGap], "{among:?}: {f:#?}");
+        assert!(f[0].summary.contains(words), "{}", f[0].summary);
+        assert_eq!(f[0].from, among);
+        assert_eq!(f[0].to, among);
     }
 }

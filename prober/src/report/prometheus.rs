@@ -16,7 +16,7 @@ const BUCKETS: [f64; 15] = [
 ];
 
 /// Every finding kind, so that a kind that went away reads 0 rather than vanishing.
-const KINDS: [Kind; 11] = [
+const KINDS: [Kind; 14] = [
     Kind::FirewallGap,
     Kind::BootstrapCycle,
     Kind::ServiceProxy,
@@ -27,6 +27,9 @@ const KINDS: [Kind; 11] = [
     Kind::Misconfiguration,
     Kind::AgentMissing,
     Kind::PortConflict,
+    Kind::Loss,
+    Kind::NotListening,
+    Kind::Partition,
     Kind::Unexplained,
 ];
 

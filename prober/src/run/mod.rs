@@ -14,6 +14,8 @@ use tokio::task::JoinSet;
 
 use crate::model::{AgentKind, AgentRef, AgentStatus, ResultRecord, Unknown};
 use crate::plan::{PlannedProbe, by_agent};
+
+mod retry;
 use crate::runtime::Runtime;
 
 /// How far a run has come, reported upwards: the run never draws anything itself.
@@ -34,6 +36,10 @@ pub struct RunConfig {
     pub concurrency: usize,
     /// Probes one agent runs at once.
     pub agent_concurrency: u32,
+    /// How many more times a failed probe is run before it counts as failed (0: never).
+    pub retries: u32,
+    /// The most time the retries may add to the run, after the first pass.
+    pub retry_budget: Duration,
 }
 
 impl Default for RunConfig {
@@ -42,6 +48,8 @@ impl Default for RunConfig {
             probe_timeout: Duration::from_secs(2),
             concurrency: 64,
             agent_concurrency: 1024,
+            retries: 2,
+            retry_budget: Duration::from_secs(30),
         }
     }
 }
@@ -55,14 +63,27 @@ pub struct RunOutput {
     pub elapsed: Duration,
 }
 
+/// The concurrency a plan's deadline assumes: the agent's wish, but no more than an agent gets
+/// from the usual soft limit of 1,024 open files (64 kept back, two per probe), since the agent
+/// may cap it there and the coordinator cannot tell.
+const ASSUMED_AGENT_SLOTS: u64 = (1024 - 64) / 2;
+
+/// The plan's wall-clock budget: as many probe timeouts as the agent needs waves to run every
+/// probe at its concurrency, one more for the stragglers and the VXLAN linger, and a second of
+/// start-up. So every probe gets its full timeout however large the plan.
+fn plan_deadline_ms(probes: usize, timeout_ms: u64, agent_concurrency: u32) -> u64 {
+    let slots = u64::from(agent_concurrency.max(1)).min(ASSUMED_AGENT_SLOTS);
+    let waves = (probes as u64).div_ceil(slots).max(1);
+    (waves + 1).saturating_mul(timeout_ms).saturating_add(1000)
+}
+
 fn plan_for(specs: Vec<ProbeSpec>, cfg: &RunConfig) -> Plan {
     let timeout = u64::try_from(cfg.probe_timeout.as_millis())
         .unwrap_or(u64::MAX)
         .max(1);
+    let deadline = plan_deadline_ms(specs.len(), timeout, cfg.agent_concurrency);
     Plan {
-        // Every probe starts at once (bounded by the agent), so the plan needs about one probe
-        // deadline; the margin covers start-up and the VXLAN linger.
-        deadline_ms: NonZeroU64::new(timeout * 2 + 1000).expect("non-zero"),
+        deadline_ms: NonZeroU64::new(deadline).expect("non-zero"),
         concurrency: NonZeroU32::new(cfg.agent_concurrency.max(1)).expect("non-zero"),
         probe_timeout_ms: NonZeroU64::new(timeout).expect("non-zero"),
         probes: specs,
@@ -148,46 +169,19 @@ pub async fn run<R: Runtime + 'static>(
     let since = probe_proto::util::unix_ms().saturating_sub(5000);
     let salt = u32::try_from(since & 0xffff_ffff).unwrap_or(0) ^ std::process::id().rotate_left(16);
     let mut cancel = Box::pin(cancel);
-    let mut nonces: HashMap<String, u32> = HashMap::new();
-    let groups = by_agent(planned);
-    let plans: Vec<(AgentRef, Plan)> = groups
-        .iter()
-        .map(|(agent, probes)| {
-            let specs = probes
-                .iter()
-                .map(|p| {
-                    let mut probe = p.probe.clone();
-                    if let Probe::Vxlan { nonce, .. } = &mut probe {
-                        let n = nonce_for(salt, &p.id);
-                        *nonce = Some(n);
-                        nonces.insert(p.id.clone(), n);
-                    }
-                    ProbeSpec {
-                        id: p.id.clone(),
-                        timeout_ms: None,
-                        probe,
-                    }
-                })
-                .collect();
-            (agent.clone(), plan_for(specs, cfg))
-        })
-        .collect();
-    let agents_planned: Vec<AgentRef> = groups.keys().cloned().collect();
+    let agents_planned: Vec<AgentRef> = by_agent(planned).keys().cloned().collect();
     progress.planned(planned.len() as u64);
+    let all: Vec<&PlannedProbe> = planned.iter().collect();
+    let first = Pass {
+        runtime: &runtime,
+        cfg,
+        salt,
+        since,
+    };
     let (mut results, mut failed, mut interrupted) =
-        fan_out(&runtime, plans, cfg.concurrency, progress, &mut cancel).await;
-
-    if !interrupted && !nonces.is_empty() {
-        interrupted |= confirm_receipts(
-            planned,
-            &runtime,
-            cfg,
-            &nonces,
-            since,
-            &mut results,
-            &mut cancel,
-        )
-        .await;
+        first.run(&all, 0, progress, &mut cancel).await;
+    if !interrupted && cfg.retries > 0 {
+        interrupted |= retry::confirm_failures(&first, planned, &mut results, &mut cancel).await;
     }
 
     let records = planned
@@ -211,6 +205,70 @@ pub async fn run<R: Runtime + 'static>(
         agents,
         interrupted,
         elapsed: started.elapsed(),
+    }
+}
+
+/// One pass over some of the planned probes: their plans fanned out to their agents, then the
+/// VXLAN receipts collected. The first pass runs everything; retries run what failed.
+pub(crate) struct Pass<'a, R> {
+    runtime: &'a Arc<R>,
+    cfg: &'a RunConfig,
+    salt: u32,
+    since: u64,
+}
+
+/// What a pass produced: results by id, the agents that failed, and whether it was interrupted.
+pub(crate) type PassOutput = (
+    HashMap<String, ProbeResult>,
+    BTreeMap<AgentRef, String>,
+    bool,
+);
+
+impl<R: Runtime + 'static> Pass<'_, R> {
+    /// Runs `probes` as attempt number `attempt` (0 for the first): every VXLAN probe gets a
+    /// nonce of its own per attempt, so a receipt always belongs to exactly one send.
+    pub(crate) async fn run(
+        &self,
+        probes: &[&PlannedProbe],
+        attempt: u32,
+        progress: &dyn Progress,
+        cancel: &mut (impl Future<Output = ()> + Unpin),
+    ) -> PassOutput {
+        let salt = self.salt ^ attempt.wrapping_mul(0x9e37_79b9);
+        let mut nonces: HashMap<String, u32> = HashMap::new();
+        let mut groups: BTreeMap<AgentRef, Vec<ProbeSpec>> = BTreeMap::new();
+        for p in probes {
+            let mut probe = p.probe.clone();
+            if let Probe::Vxlan { nonce, .. } = &mut probe {
+                let n = nonce_for(salt, &p.id);
+                *nonce = Some(n);
+                nonces.insert(p.id.clone(), n);
+            }
+            groups.entry(p.from.clone()).or_default().push(ProbeSpec {
+                id: p.id.clone(),
+                timeout_ms: None,
+                probe,
+            });
+        }
+        let plans = groups
+            .into_iter()
+            .map(|(agent, specs)| (agent, plan_for(specs, self.cfg)))
+            .collect();
+        let (mut results, failed, mut interrupted) =
+            fan_out(self.runtime, plans, self.cfg.concurrency, progress, cancel).await;
+        if !interrupted && !nonces.is_empty() {
+            interrupted |= confirm_receipts(
+                probes,
+                self.runtime,
+                self.cfg,
+                &nonces,
+                self.since,
+                &mut results,
+                cancel,
+            )
+            .await;
+        }
+        (results, failed, interrupted)
     }
 }
 
@@ -257,7 +315,7 @@ fn record_for(
 /// Phase 2: asks each VXLAN receiver's sniffer which of our nonces it saw, and where, and turns
 /// every "sent" result into what the receiver saw. Returns whether it was interrupted.
 async fn confirm_receipts<R: Runtime + 'static>(
-    planned: &[PlannedProbe],
+    planned: &[&PlannedProbe],
     runtime: &Arc<R>,
     cfg: &RunConfig,
     nonces: &HashMap<String, u32>,
@@ -265,7 +323,7 @@ async fn confirm_receipts<R: Runtime + 'static>(
     results: &mut HashMap<String, ProbeResult>,
     cancel: &mut (impl Future<Output = ()> + Unpin),
 ) -> bool {
-    let sent = |p: &&PlannedProbe| {
+    let sent = |p: &&&PlannedProbe| {
         nonces.contains_key(&p.id) && results.get(&p.id).is_some_and(|r| r.outcome == Outcome::Ok)
     };
     let receiver = |p: &PlannedProbe| AgentRef {
@@ -300,7 +358,7 @@ async fn confirm_receipts<R: Runtime + 'static>(
     // Give the receivers' sniffers a moment: a datagram sent just now may still be in flight.
     tokio::time::sleep(Duration::from_millis(200)).await;
     let (seen, failed, interrupted) = fan_out(runtime, plans, cfg.concurrency, &(), cancel).await;
-    let confirm: Vec<&PlannedProbe> = planned.iter().filter(sent).collect();
+    let confirm: Vec<&PlannedProbe> = planned.iter().filter(sent).copied().collect();
     for p in confirm {
         let rcv = receiver(p);
         if let Some(r) = results.get_mut(&p.id) {
@@ -398,6 +456,17 @@ mod tests {
                 .collect(),
         );
         r
+    }
+
+    #[test]
+    fn plan_deadline_follows_the_plan_size() {
+        // One wave: the old budget of two timeouts and a second.
+        assert_eq!(plan_deadline_ms(10, 2000, 1024), 5000);
+        // 4,005 probes at 480 slots: 9 waves, each a full timeout, plus one.
+        assert_eq!(plan_deadline_ms(4005, 2000, 1024), 21_000);
+        // A small concurrency stretches it further.
+        assert_eq!(plan_deadline_ms(100, 1000, 10), 12_000);
+        assert_eq!(plan_deadline_ms(0, 1000, 0), 3000);
     }
 
     #[test]

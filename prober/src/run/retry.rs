@@ -1,0 +1,358 @@
+//! Confirmation before blame: every probe that failed the first pass is run again, spaced, within
+//! the run's retry budget. A path that got through on any attempt is intermittent (outcome `ok`,
+//! with `attempts`/`okAttempts` recording the loss); only a path that failed every attempt stays
+//! failed. Plain UDP probes, whose "closed" answer is an ICMP port-unreachable the receiving
+//! kernel rate-limits per peer, are re-sent only as fast as that limiter refills.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::net::IpAddr;
+use std::time::Duration;
+
+use probe_proto::{Probe, ProbeResult};
+use tokio::time::Instant;
+
+use super::Pass;
+use crate::plan::PlannedProbe;
+use crate::runtime::Runtime;
+
+/// The wait before the first retry: long enough for a burst of loss to pass.
+const FIRST_SPACING: Duration = Duration::from_millis(300);
+/// The wait before every later retry: one refill of the kernel's ICMP rate limiter.
+const LATER_SPACING: Duration = Duration::from_secs(1);
+/// The kernel's ICMP error burst per peer (`XRLIM_BURST_FACTOR`), refilled one a second
+/// (`net.ipv4.icmp_ratelimit`, 1,000 ms by default).
+const ICMP_BURST: f64 = 6.0;
+
+/// How many ICMP errors a destination host's kernel is expected to send us now, as its rate
+/// limiter refills: one a second, up to the burst. Starts empty, since the first pass may have
+/// spent it.
+struct IcmpBudget {
+    start: Instant,
+    spent: HashMap<IpAddr, (Instant, f64)>,
+}
+
+impl IcmpBudget {
+    fn new(start: Instant) -> Self {
+        Self {
+            start,
+            spent: HashMap::new(),
+        }
+    }
+
+    /// Takes one answer's worth from `host`'s limiter, if it has one at `now`.
+    fn take(&mut self, host: IpAddr, now: Instant) -> bool {
+        let (at, tokens) = self.spent.entry(host).or_insert((self.start, 0.0));
+        let refilled = (*tokens + now.saturating_duration_since(*at).as_secs_f64()).min(ICMP_BURST);
+        *at = now;
+        if refilled >= 1.0 {
+            *tokens = refilled - 1.0;
+            true
+        } else {
+            *tokens = refilled;
+            false
+        }
+    }
+}
+
+/// The destination of a probe whose "closed" answer is a rate-limited ICMP error.
+fn icmp_paced(p: &PlannedProbe) -> Option<IpAddr> {
+    match p.probe {
+        Probe::Udp { address, .. } => Some(address),
+        _ => None,
+    }
+}
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Tally {
+    /// Retry rounds the probe was put in (whether or not its agent answered).
+    rounds: u32,
+    /// Attempts with a result, the first pass included.
+    attempts: u32,
+    ok: u32,
+}
+
+/// Re-runs the failed results in `results` and records the attempts on each. Returns whether
+/// the run was interrupted meanwhile.
+pub(super) async fn confirm_failures<R: Runtime + 'static>(
+    pass: &Pass<'_, R>,
+    planned: &[PlannedProbe],
+    results: &mut HashMap<String, ProbeResult>,
+    cancel: &mut (impl Future<Output = ()> + Unpin),
+) -> bool {
+    let mut tally: HashMap<String, Tally> = results
+        .iter()
+        .filter(|(_, r)| !r.outcome.is_ok())
+        .map(|(id, _)| {
+            let t = Tally {
+                attempts: 1,
+                ..Tally::default()
+            };
+            (id.clone(), t)
+        })
+        .collect();
+    if tally.is_empty() {
+        return false;
+    }
+    let first_failure: HashMap<String, String> = tally
+        .keys()
+        .filter_map(|id| results.get(id).map(|r| (id.clone(), r.detail.clone())))
+        .collect();
+    let retries = pass.cfg.retries;
+    let started = Instant::now();
+    let budget_end = started + pass.cfg.retry_budget;
+    let mut icmp = IcmpBudget::new(started);
+    let mut interrupted = false;
+    for round in 1u32.. {
+        let pending: Vec<&PlannedProbe> = planned
+            .iter()
+            .filter(|p| {
+                tally
+                    .get(&p.id)
+                    .is_some_and(|t| t.ok == 0 && t.rounds < retries)
+            })
+            .collect();
+        if pending.is_empty() {
+            break;
+        }
+        let wait = if round == 1 {
+            FIRST_SPACING
+        } else {
+            LATER_SPACING
+        };
+        if Instant::now() + wait >= budget_end {
+            break;
+        }
+        tokio::select! {
+            () = tokio::time::sleep(wait) => {}
+            () = &mut *cancel => {
+                interrupted = true;
+                break;
+            }
+        }
+        let now = Instant::now();
+        let batch: Vec<&PlannedProbe> = pending
+            .into_iter()
+            .filter(|p| icmp_paced(p).is_none_or(|host| icmp.take(host, now)))
+            .collect();
+        if batch.is_empty() {
+            continue;
+        }
+        let (mut got, _failed, stopped) = pass.run(&batch, round, &(), cancel).await;
+        for p in &batch {
+            let Some(t) = tally.get_mut(&p.id) else {
+                continue;
+            };
+            t.rounds += 1;
+            // An agent that failed this round leaves no result: not an attempt, not a success.
+            if let Some(r) = got.remove(&p.id) {
+                t.attempts += 1;
+                if r.outcome.is_ok() {
+                    t.ok += 1;
+                    results.insert(p.id.clone(), r);
+                }
+            }
+        }
+        if stopped {
+            interrupted = true;
+            break;
+        }
+    }
+    for (id, t) in tally {
+        if let Some(r) = results.get_mut(&id) {
+            record(r, t, first_failure.get(&id).map_or("", String::as_str));
+        }
+    }
+    interrupted
+}
+
+/// Writes the tally on the result a path ends with, and says in its detail what it means.
+fn record(r: &mut ProbeResult, t: Tally, first_failure: &str) {
+    r.attempts = Some(t.attempts);
+    r.ok_attempts = Some(t.ok);
+    if t.ok > 0 {
+        r.detail = format!(
+            "intermittent: got through on {} of {} attempts ({}); a failed attempt said: {first_failure}",
+            t.ok, t.attempts, r.detail
+        );
+    } else if t.attempts > 1 {
+        r.detail = format!("{} (failed all {} attempts)", r.detail, t.attempts);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+
+    use probe_proto::{Outcome, Plan};
+    use tokio::sync::mpsc;
+
+    use crate::model::{AgentKind, AgentRef, PathClass, Protocol, Target};
+    use crate::run::{RunConfig, run};
+    use crate::runtime::RuntimeError;
+
+    /// Answers `dead` never, `flaky` from its second attempt on, everything else at once.
+    #[derive(Default)]
+    struct Flaky {
+        seen: Mutex<HashMap<String, u32>>,
+    }
+
+    impl Runtime for Flaky {
+        async fn run(
+            &self,
+            _agent: &AgentRef,
+            plan: &Plan,
+            results: mpsc::Sender<ProbeResult>,
+        ) -> Result<(), RuntimeError> {
+            for spec in &plan.probes {
+                let n = {
+                    let mut seen = self.seen.lock().unwrap();
+                    let n = seen.entry(spec.id.clone()).or_default();
+                    *n += 1;
+                    *n
+                };
+                let outcome = match spec.id.as_str() {
+                    "dead" => Outcome::Timeout,
+                    "flaky" if n == 1 => Outcome::Timeout,
+                    _ => Outcome::Ok,
+                };
+                let _ = results
+                    .send(ProbeResult::new(&spec.id, outcome, "fake"))
+                    .await;
+            }
+            Ok(())
+        }
+    }
+
+    fn planned(id: &str) -> PlannedProbe {
+        PlannedProbe {
+            id: id.into(),
+            path: PathClass::NodeToNode,
+            from: AgentRef {
+                node: "n1".into(),
+                agent: AgentKind::Host,
+            },
+            to: Target {
+                node: Some("n2".into()),
+                agent: Some(AgentKind::Host),
+                service: None,
+                address: "10.0.0.2".parse().unwrap(),
+                port: Some(10250),
+                protocol: Protocol::Tcp,
+            },
+            probe: Probe::Tcp {
+                address: "10.0.0.2".parse().unwrap(),
+                port: probe_proto::Port::new(10250).unwrap(),
+                echo: false,
+            },
+            receipt_port: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_path_is_blamed_only_when_every_attempt_failed() {
+        let rt = Arc::new(Flaky::default());
+        let probes = vec![planned("dead"), planned("flaky"), planned("fine")];
+        let out = run(
+            &probes,
+            rt.clone(),
+            &RunConfig::default(),
+            &(),
+            std::future::pending(),
+        )
+        .await;
+        let by: HashMap<&str, &ProbeResult> = out
+            .results
+            .iter()
+            .map(|r| (r.result.id.as_str(), &r.result))
+            .collect();
+        assert_eq!(by["dead"].outcome, Outcome::Timeout);
+        assert_eq!(
+            (by["dead"].attempts, by["dead"].ok_attempts),
+            (Some(3), Some(0))
+        );
+        assert_eq!(by["flaky"].outcome, Outcome::Ok);
+        assert!(by["flaky"].is_intermittent(), "{:?}", by["flaky"]);
+        assert_eq!(
+            (by["flaky"].attempts, by["flaky"].ok_attempts),
+            (Some(2), Some(1))
+        );
+        assert_eq!((by["fine"].attempts, by["fine"].ok_attempts), (None, None));
+        {
+            let seen = rt.seen.lock().unwrap();
+            assert_eq!((seen["dead"], seen["flaky"], seen["fine"]), (3, 2, 1));
+        }
+        // With retries off, one attempt and nothing recorded.
+        let cfg = RunConfig {
+            retries: 0,
+            ..RunConfig::default()
+        };
+        let out = run(
+            &probes,
+            Arc::new(Flaky::default()),
+            &cfg,
+            &(),
+            std::future::pending(),
+        )
+        .await;
+        assert!(out.results.iter().all(|r| r.result.attempts.is_none()));
+        assert_eq!(
+            out.results
+                .iter()
+                .filter(|r| r.result.outcome.is_ok())
+                .count(),
+            1
+        );
+    }
+
+    #[test]
+    fn icmp_budget_refills_one_a_second_up_to_the_burst() {
+        let t0 = Instant::now();
+        let mut b = IcmpBudget::new(t0);
+        let h: IpAddr = "10.0.0.1".parse().unwrap();
+        let other: IpAddr = "10.0.0.2".parse().unwrap();
+        assert!(!b.take(h, t0 + Duration::from_millis(300)));
+        assert!(b.take(h, t0 + Duration::from_millis(1300)));
+        assert!(!b.take(h, t0 + Duration::from_millis(1400)));
+        // Another host has a limiter of its own.
+        assert!(b.take(other, t0 + Duration::from_millis(1400)));
+        // Ten quiet seconds refill only the burst.
+        let later = t0 + Duration::from_secs(12);
+        let taken = (0..10).filter(|_| b.take(h, later)).count();
+        assert_eq!(taken, 6);
+    }
+
+    #[test]
+    fn the_tally_decides_what_the_result_says() {
+        let mut r = ProbeResult::new("x", Outcome::Ok, "connected");
+        record(
+            &mut r,
+            Tally {
+                rounds: 1,
+                attempts: 2,
+                ok: 1,
+            },
+            "timeout after 1000 ms",
+        );
+        assert!(r.is_intermittent());
+        assert!(
+            r.detail.starts_with("intermittent: got through on 1 of 2"),
+            "{}",
+            r.detail
+        );
+        let mut r = ProbeResult::new("x", Outcome::Timeout, "timeout");
+        record(
+            &mut r,
+            Tally {
+                rounds: 2,
+                attempts: 3,
+                ok: 0,
+            },
+            "timeout",
+        );
+        assert!(!r.is_intermittent());
+        assert_eq!((r.attempts, r.ok_attempts), (Some(3), Some(0)));
+        assert!(r.detail.ends_with("(failed all 3 attempts)"));
+    }
+}
