@@ -198,6 +198,13 @@ fn incident_2_clusterip_broken_is_an_active_cycle_not_a_gap() {
     assert!(c.matches(&json!({"kind": "bootstrap-cycle", "state": "active", "components": ["calico-node", "coredns"], "nodes": ["n1", "n2"]})), "{c:#?}");
     assert_eq!(c.severity, Severity::Error);
     assert_eq!(c.components[0], "calico-node", "the CNI first");
+    // Broken on every node: the service proxy is named, and its fix comes before the env fix.
+    assert!(
+        c.summary.contains("kube-proxy") && !c.summary.contains("(es)"),
+        "{}",
+        c.summary
+    );
+    assert!(c.fix[0].contains("kube-proxy"), "{:#?}", c.fix);
     assert!(
         c.fix.iter().any(|l| l.contains("install-cni, calico-node")),
         "{:#?}",
