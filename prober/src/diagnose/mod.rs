@@ -39,6 +39,7 @@ pub fn diagnose(inv: &Inventory, results: &[ResultRecord], agents: &[AgentStatus
     dns::dns(&mut ctx, &mut findings);
     agents::agent_missing(&mut ctx, &mut findings, agents);
     unexplained::unexplained(&mut ctx, &mut findings);
+    fix::place(&ctx, &mut findings);
     findings
 }
 
