@@ -108,7 +108,9 @@ impl From<Vni> for u32 {
 
 /// What the coordinator asks one agent to do: a batch of probes run concurrently.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+// An unknown field is a coordinator newer than the agent or a typo: refused, never ignored (a
+// `dns` probe's misspelt server would silently ask /etc/resolv.conf instead).
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Plan {
     /// Wall-clock budget for the whole plan, in milliseconds. Probes not finished by then time out;
     /// probes not started by then are reported as `error`.
@@ -143,7 +145,7 @@ pub struct ProbeSpec {
 
 /// The probe kinds. `kind` is the JSON tag.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "kebab-case")]
+#[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum Probe {
     /// TCP connect; with `echo`, send a nonce and expect the agent's responder to echo it.
     #[serde(rename_all = "camelCase")]
@@ -690,6 +692,25 @@ pub(crate) fn strip_position(message: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn unknown_plan_fields_are_refused() {
+        let good = r#"{"deadlineMs": 1000, "probes": [{"id": "a", "kind": "dns", "name": "x.", "server": "10.0.0.1:53"}]}"#;
+        assert!(serde_json::from_str::<super::Plan>(good).is_ok());
+        for (bad, field) in [
+            (
+                r#"{"deadlineMs": 1000, "probes": [{"id": "a", "kind": "dns", "name": "x.", "address": "10.0.0.1:53"}]}"#,
+                "address",
+            ),
+            (
+                r#"{"deadlineMs": 1000, "probes": [], "paralel": 3}"#,
+                "paralel",
+            ),
+        ] {
+            let err = serde_json::from_str::<super::Plan>(bad).unwrap_err();
+            assert!(err.to_string().contains(field), "{bad}: {err}");
+        }
+    }
+
     use super::*;
 
     fn full_plan() -> Plan {

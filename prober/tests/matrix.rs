@@ -133,6 +133,7 @@ fn healthy_lab_is_all_ok_in_every_format() {
     let report: Value = serde_json::from_str(&std::fs::read_to_string(&saved).unwrap()).unwrap();
     validate(&report);
     let results = report["results"].as_array().unwrap();
+    let findings = report["findings"].as_array().map_or(0, Vec::len);
     assert!(results.len() > 60, "{}", results.len());
     assert!(
         results.iter().all(|r| r["outcome"] == "ok"),
@@ -161,13 +162,16 @@ fn healthy_lab_is_all_ok_in_every_format() {
     let xml = String::from_utf8_lossy(&junit.stdout);
     assert!(
         xml.starts_with("<?xml")
-            && xml.contains(&format!("tests=\"{}\" failures=\"0\"", results.len())),
+            && xml.contains(&format!(
+                "tests=\"{}\" failures=\"0\"",
+                results.len() + findings
+            )),
         "{xml}"
     );
     assert_eq!(
         xml.matches("<testcase ").count(),
-        results.len(),
-        "one test case per probe"
+        results.len() + findings,
+        "one test case per probe and per finding"
     );
 }
 

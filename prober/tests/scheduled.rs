@@ -358,6 +358,36 @@ fn diff_of_saved_reports() {
     check_diff(&healthy, &broken);
 }
 
+#[test]
+fn table_width_follows_columns_and_the_flag() {
+    let dir = tmp("prober-width-");
+    let broken = write_report(dir.path(), "broken.json", &synthetic(3, Some("n3")));
+    let table = |columns: &str, extra: &[&str]| {
+        let out = Command::new(prober())
+            .arg("report")
+            .arg(&broken)
+            .args(extra)
+            .env("NO_COLOR", "1")
+            .env("COLUMNS", columns)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let widest = |t: &str| {
+        t.lines()
+            .filter(|l| l.split_whitespace().count() > 1)
+            .map(|l| l.chars().count())
+            .max()
+            .unwrap_or(0)
+    };
+    let narrow = table("60", &[]);
+    assert!(widest(&narrow) <= 60, "{narrow}");
+    // Wrapped, not cut: every failing address is still there.
+    assert!(narrow.contains("no answer within 2000 ms"), "{narrow}");
+    let wide = table("60", &["--width", "160"]);
+    assert!(widest(&wide) > 60, "{wide}");
+}
+
 /// healthy -> broken: the gap is new (exit 1); broken -> healthy: resolved (exit 0); a report
 /// against itself: nothing new (exit 0).
 fn check_diff(healthy: &Path, broken: &Path) {

@@ -52,9 +52,27 @@ pub struct OutputArgs {
     /// Output format.
     #[arg(short, long, env = "PROBER_OUTPUT", value_enum, default_value_t = Output::Table)]
     pub output: Output,
-    /// Width of the table (defaults to 100 columns).
-    #[arg(long, env = "PROBER_WIDTH", default_value_t = 100)]
-    pub width: usize,
+    /// Width of the table: by default $COLUMNS, else the terminal's width, else 100 columns.
+    /// Long lines are wrapped, never cut.
+    #[arg(long, env = "PROBER_WIDTH", value_parser = clap::value_parser!(u16).range(40..))]
+    pub width: Option<u16>,
+}
+
+/// When stdout is no terminal and nothing says otherwise.
+const DEFAULT_WIDTH: usize = 100;
+
+/// The table's width: `--width`, else `COLUMNS` (what shells export), else the terminal's,
+/// else [`DEFAULT_WIDTH`]. A `COLUMNS` that is not a number is ignored.
+#[must_use]
+pub fn table_width(flag: Option<u16>, columns: Option<&str>, tty: Option<u16>) -> usize {
+    flag.map(usize::from)
+        .or_else(|| {
+            columns
+                .and_then(|c| c.trim().parse::<usize>().ok())
+                .filter(|&c| c >= 20)
+        })
+        .or(tty.map(usize::from).filter(|&c| c >= 20))
+        .unwrap_or(DEFAULT_WIDTH)
 }
 
 impl OutputArgs {
@@ -76,7 +94,11 @@ impl OutputArgs {
                     report,
                     report::Style {
                         color,
-                        width: self.width,
+                        width: table_width(
+                            self.width,
+                            std::env::var("COLUMNS").ok().as_deref(),
+                            console::Term::stdout().size_checked().map(|(_, cols)| cols),
+                        ),
                     },
                 )
             }
@@ -236,4 +258,18 @@ pub fn sibling(name: &str) -> PathBuf {
         .ok()
         .and_then(|p| p.parent().map(|d| d.join(name)))
         .unwrap_or_else(|| PathBuf::from(name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::table_width;
+
+    #[test]
+    fn width_from_flag_then_columns_then_terminal() {
+        assert_eq!(table_width(Some(80), Some("200"), Some(150)), 80);
+        assert_eq!(table_width(None, Some("160"), Some(80)), 160);
+        assert_eq!(table_width(None, Some("wide"), Some(132)), 132);
+        assert_eq!(table_width(None, None, Some(80)), 80);
+        assert_eq!(table_width(None, None, None), 100);
+    }
 }

@@ -205,7 +205,7 @@ async fn run_scenario(args: &RunArgs) -> Result<u8, CliError> {
     let (report, reach_ok) = check::render(&checked);
     print!("{report}");
     let (found_text, found_ok) = match &matrix {
-        Ok(r) => check::findings(&s.expect, &r.findings),
+        Ok(r) => check::findings(&s.expanded_expect(), &r.findings),
         Err(_) => ("FAIL the matrix did not run\n".to_string(), false),
     };
     print!("{found_text}");

@@ -170,14 +170,35 @@ pub(super) fn bootstrap_cycles(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
         ev.extend(direct_evidence(ctx, &active));
         let cons = service_consequences(ctx, &active, &ev);
         let names = list(ctx, &active.iter().copied().collect::<Vec<_>>());
+        // The Service failing on every node is the service proxy's fault first: pointing only
+        // the CNI at the API server directly would leave the Service broken for every workload.
+        let everywhere = active.len() == ctx.inv.nodes.len();
+        if everywhere {
+            let mut first = vec![
+                "kube-proxy (the service proxy) is missing or broken on every node: kubectl -n kube-system get daemonset kube-proxy; kubectl -n kube-system get pods -l k8s-app=kube-proxy -o wide".to_string(),
+                "then, so that the CNI cannot lock itself out again:".to_string(),
+            ];
+            first.append(&mut fix);
+            fix = first;
+        }
         let mut f = Finding::new(
             Kind::BootstrapCycle,
             Severity::Error,
             format!(
-                "active bootstrap cycle on {}: the API server answers directly, but the kubernetes Service {} does not, and {} reach(es) the API server through it",
+                "active bootstrap cycle on {}: the API server answers directly, but the kubernetes Service {} does not, and {} {} the API server through it{}",
                 names_text(&names),
                 ctx.inv.cluster.api.service,
-                components.join(", ")
+                components.join(", "),
+                if components.len() == 1 {
+                    "reaches"
+                } else {
+                    "reach"
+                },
+                if everywhere {
+                    "; it fails on every node, so the service proxy (kube-proxy) is the first suspect"
+                } else {
+                    ""
+                }
             ),
         );
         f.state = Some("active".into());

@@ -1,22 +1,123 @@
-//! The fix lines for a firewall gap: the network firewall's rule when the packets died on the
-//! network, then each receiving host's rule in nftables, iptables and firewalld syntax.
+//! The fix lines for a firewall gap, written where the packets died: the network's firewall
+//! (router, security group) when they died on the network, the receiving host's own rules
+//! (nftables, iptables, firewalld, all restricted to the same sources) only on the hosts that
+//! dropped them, and both, labelled, when the place is unknown.
 
-use crate::model::Protocol;
+use crate::inventory::Inventory;
+use crate::model::{Direction, Protocol};
 
 use super::context::Ctx;
+use super::{Finding, Kind, Where};
 
-fn addrs(ctx: &Ctx<'_>, nodes: &[u32]) -> Vec<String> {
+fn addrs(inv: &Inventory, nodes: &[u32]) -> Vec<String> {
     nodes
         .iter()
-        .map(|&n| ctx.inv.nodes[n as usize].address.to_string())
+        .map(|&n| inv.nodes[n as usize].address.to_string())
         .collect()
 }
 
 /// At most this many receiving nodes get their own fix lines.
 const FIX_NODES: usize = 5;
 
-/// The fix lines that open `proto`/`port` from `from` to `to` (and back when `both`); `network`
-/// when the packets died on the network rather than on a host.
+/// `between zone a and zone b` when both sides have one zone each, else empty.
+fn zones(inv: &Inventory, from: &[u32], to: &[u32]) -> String {
+    let zone = |ns: &[u32]| {
+        let mut z: Vec<&str> = ns
+            .iter()
+            .filter_map(|&n| inv.nodes[n as usize].zone.as_deref())
+            .collect();
+        z.dedup();
+        (z.len() == 1 && ns.iter().all(|&n| inv.nodes[n as usize].zone.is_some())).then(|| z[0])
+    };
+    match (zone(from), zone(to)) {
+        (Some(a), Some(b)) if a != b => format!(" between zone {a} and zone {b}"),
+        _ => String::new(),
+    }
+}
+
+/// The rules one receiving host needs to accept `proto`/`port` from `srcs`.
+fn host_rules(inv: &Inventory, recv: u32, srcs: &[u32], proto: Protocol, port: u16) -> Vec<String> {
+    let name = &inv.nodes[recv as usize].name;
+    let src = addrs(inv, srcs);
+    let rich: Vec<String> = src
+        .iter()
+        .map(|a| format!("firewall-cmd --permanent --add-rich-rule='rule family=\"ipv4\" source address=\"{a}\" port port=\"{port}\" protocol=\"{proto}\" accept'"))
+        .collect();
+    vec![
+        format!(
+            "on {name} (nftables): nft insert rule inet filter input ip saddr {{ {} }} {proto} dport {port} accept",
+            src.join(", ")
+        ),
+        format!(
+            "on {name} (iptables): iptables -I INPUT -p {proto} -s {} --dport {port} -j ACCEPT",
+            src.join(",")
+        ),
+        format!(
+            "on {name} (firewalld): {} && firewall-cmd --reload",
+            rich.join(" && ")
+        ),
+    ]
+}
+
+/// The fix lines that open `proto`/`port` from `from` to `to` (and back when `both`), at the
+/// places `where_` names (empty: unknown).
+fn lines(
+    inv: &Inventory,
+    proto: Protocol,
+    port: u16,
+    (from, to): (&[u32], &[u32]),
+    both: bool,
+    where_: &[Where],
+) -> Vec<String> {
+    let mut fix = Vec::new();
+    let network = where_.contains(&Where::Network);
+    let unknown = where_.is_empty();
+    if unknown {
+        fix.push("where the packets are dropped is unknown: open the port on the network firewall if there is one between these hosts, else on the receiving hosts".into());
+    }
+    if network || unknown {
+        fix.push(format!(
+            "{}on the firewall, router or security group{}: allow {proto}/{port} from {} to {}{}",
+            if unknown { "network side: " } else { "" },
+            zones(inv, from, to),
+            addrs(inv, from).join(", "),
+            addrs(inv, to).join(", "),
+            if both { " and back" } else { "" }
+        ));
+    }
+    let mut receivers: Vec<(u32, Vec<u32>)> = to.iter().map(|&t| (t, from.to_vec())).collect();
+    if both {
+        receivers.extend(from.iter().map(|&t| (t, to.to_vec())));
+    }
+    // Host rules only on the hosts that dropped the packets, or on every receiver when unknown.
+    receivers.retain(|(r, _)| {
+        unknown || where_.contains(&Where::Host(inv.nodes[*r as usize].name.clone()))
+    });
+    if network && receivers.is_empty() {
+        fix.push(
+            "the hosts' own firewalls are not the cause: the packets never reached them".into(),
+        );
+    }
+    for (recv, srcs) in receivers.iter().take(FIX_NODES) {
+        for l in host_rules(inv, *recv, srcs, proto, port) {
+            fix.push(if unknown {
+                format!("host side: {l}")
+            } else {
+                l
+            });
+        }
+    }
+    if receivers.len() > FIX_NODES {
+        fix.push(format!(
+            "... and the same on {} more nodes",
+            receivers.len() - FIX_NODES
+        ));
+    }
+    fix
+}
+
+/// The fix lines for a gap as its rule first sees it (`network` or unknown); [`place`] rewrites
+/// them once every rule has run and the gap's `where` is final.
 pub(super) fn firewall(
     ctx: &Ctx<'_>,
     proto: Protocol,
@@ -26,34 +127,88 @@ pub(super) fn firewall(
     both: bool,
     network: bool,
 ) -> Vec<String> {
-    let mut fix = Vec::new();
-    let mut receivers: Vec<(u32, Vec<u32>)> = to.iter().map(|&t| (t, from.to_vec())).collect();
-    if both {
-        receivers.extend(from.iter().map(|&t| (t, to.to_vec())));
+    let where_ = if network {
+        vec![Where::Network]
+    } else {
+        Vec::new()
+    };
+    lines(ctx.inv, proto, port, (from, to), both, &where_)
+}
+
+/// Rewrites every firewall gap's fix for the place its packets died, once `where` is known.
+pub(super) fn place(ctx: &Ctx<'_>, findings: &mut [Finding]) {
+    for f in findings.iter_mut().filter(|f| f.kind == Kind::FirewallGap) {
+        let (Some(proto), Some(port)) = (f.protocol, f.port) else {
+            continue;
+        };
+        let idx = |names: &[String]| -> Option<Vec<u32>> {
+            names
+                .iter()
+                .map(|n| ctx.node.get(n.as_str()).copied())
+                .collect()
+        };
+        let (Some(from), Some(to)) = (idx(&f.from), idx(&f.to)) else {
+            continue;
+        };
+        let both = f.direction == Some(Direction::Both);
+        f.fix = lines(ctx.inv, proto, port, (&from, &to), both, &f.where_);
     }
-    if network {
-        fix.push(format!(
-            "on the network firewall between them: allow {proto}/{port} from {} to {}{}",
-            addrs(ctx, from).join(", "),
-            addrs(ctx, to).join(", "),
-            if both { " and back" } else { "" }
-        ));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::inventory;
+
+    #[test]
+    fn fixes_go_where_the_packets_died() {
+        let inv = inventory(3, 1, "flannel");
+        let (from, to) = (vec![2u32], vec![0u32, 1]);
+        let net = lines(
+            &inv,
+            Protocol::Udp,
+            8472,
+            (&from, &to),
+            true,
+            &[Where::Network],
+        );
+        assert!(
+            net[0].starts_with("on the firewall, router or security group"),
+            "{net:#?}"
+        );
+        assert!(
+            !net.iter()
+                .any(|l| l.contains("nft ") || l.contains("iptables ")),
+            "{net:#?}"
+        );
+        let host = lines(
+            &inv,
+            Protocol::Udp,
+            8472,
+            (&from, &to),
+            true,
+            &[Where::Host("n3".into())],
+        );
+        assert!(host.iter().all(|l| l.starts_with("on n3 ")), "{host:#?}");
+        assert_eq!(host.len(), 3, "{host:#?}");
+        // firewalld restricted to the same sources as nft and iptables.
+        let fw = host.iter().find(|l| l.contains("firewalld")).unwrap();
+        for a in addrs(&inv, &to) {
+            assert!(fw.contains(&format!("source address=\"{a}\"")), "{fw}");
+            assert!(host[0].contains(&a) && host[1].contains(&a), "{host:#?}");
+        }
+        assert!(!fw.contains("--add-port"), "{fw}");
+        let unknown = lines(&inv, Protocol::Tcp, 6443, (&from, &to), false, &[]);
+        assert!(unknown[0].contains("unknown"), "{unknown:#?}");
+        assert!(
+            unknown.iter().any(|l| l.starts_with("network side: ")),
+            "{unknown:#?}"
+        );
+        assert!(
+            unknown
+                .iter()
+                .any(|l| l.starts_with("host side: on n1 (nftables)")),
+            "{unknown:#?}"
+        );
     }
-    for (recv, srcs) in receivers.iter().take(FIX_NODES) {
-        let name = ctx.name(*recv);
-        let src = addrs(ctx, srcs);
-        fix.push(format!("on {name} (nftables): nft insert rule inet filter input ip saddr {{ {} }} {proto} dport {port} accept", src.join(", ")));
-        fix.push(format!(
-            "on {name} (iptables): iptables -I INPUT -p {proto} -s {} --dport {port} -j ACCEPT",
-            src.join(",")
-        ));
-        fix.push(format!("on {name} (firewalld): firewall-cmd --permanent --add-port={port}/{proto} && firewall-cmd --reload"));
-    }
-    if receivers.len() > FIX_NODES {
-        fix.push(format!(
-            "... and the same on {} more nodes",
-            receivers.len() - FIX_NODES
-        ));
-    }
-    fix
 }

@@ -45,6 +45,7 @@ pub fn diagnose(inv: &Inventory, results: &[ResultRecord], agents: &[AgentStatus
     agents::agent_missing(&mut ctx, &mut findings, agents);
     loss::loss(&mut ctx, &mut findings);
     unexplained::unexplained(&mut ctx, &mut findings);
+    fix::place(&ctx, &mut findings);
     findings
 }
 

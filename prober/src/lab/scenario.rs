@@ -415,6 +415,35 @@ impl Scenario {
         Ok(s)
     }
 
+    /// The expectations with `others` (or `rest`) in a finding pattern's `to` or `nodes` replaced
+    /// by every node the pattern's `from` does not name: so that a scenario written for three
+    /// nodes still holds at `--nodes 20`.
+    #[must_use]
+    pub fn expanded_expect(&self) -> Expect {
+        let names = self.node_names();
+        let expand = |p: &FindingPattern| {
+            let mut p = p.clone();
+            let from = p.from.clone().unwrap_or_default();
+            let rest = || names.iter().filter(|n| !from.contains(n)).cloned();
+            for list in [&mut p.to, &mut p.nodes].into_iter().flatten() {
+                if list.iter().any(|n| n == "others" || n == "rest") {
+                    let mut kept: Vec<String> = list
+                        .iter()
+                        .filter(|n| *n != "others" && *n != "rest")
+                        .cloned()
+                        .collect();
+                    kept.extend(rest().filter(|n| !kept.contains(n)).collect::<Vec<_>>());
+                    *list = kept;
+                }
+            }
+            p
+        };
+        let mut e = self.expect.clone();
+        e.findings = e.findings.iter().map(expand).collect();
+        e.not_findings = e.not_findings.iter().map(expand).collect();
+        e
+    }
+
     /// Node names, n1..nN.
     #[must_use]
     pub fn node_names(&self) -> Vec<String> {
@@ -779,5 +808,20 @@ expect:
             let saved = serde_saphyr::to_string(&s).unwrap();
             assert_eq!(Scenario::parse(&saved).unwrap(), s, "{saved}");
         }
+    }
+
+    #[test]
+    fn others_means_every_node_not_in_from() {
+        let mut s = Scenario::load(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../tests/scenarios/flannel-8472.yaml"),
+        )
+        .unwrap();
+        s.nodes = 6;
+        let e = s.expanded_expect();
+        assert_eq!(
+            e.findings[0].to.as_deref(),
+            Some(&["n1", "n2", "n4", "n5", "n6"].map(String::from)[..])
+        );
     }
 }

@@ -1,7 +1,8 @@
-//! The terminal rendering: a summary line, a compact source x destination grid per path class,
-//! then every failure with its outcome and detail. Fits the given width; colour only when asked.
+//! The terminal rendering: a summary line, the findings with their fixes, a compact source x
+//! destination grid per path class, then the failures grouped under the finding that explains
+//! them. Fits the given width: prose and anything an operator copies is wrapped, never cut.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt::Write as _;
 
 use probe_proto::Outcome;
@@ -46,7 +47,10 @@ fn cell_char(o: Outcome) -> char {
     }
 }
 
-const LEGEND: &str = ". ok T timeout R refused X rejected U unreachable S tls H http A unauthorized D dns E error ? unknown";
+const LEGEND: &str = ". ok T timeout R refused X rejected U unreachable S tls H http A unauthorized D dns E error ! a finding's evidence (see findings) ? unknown/not tested";
+
+/// Past this many rows or columns a grid shows only the rows and columns with a problem.
+const GRID_FULL: usize = 12;
 
 /// Natural order: n2 before n10.
 fn natural(a: &str, b: &str) -> std::cmp::Ordering {
@@ -84,7 +88,47 @@ fn fmt_micros(m: u64) -> String {
     }
 }
 
-fn grid(out: &mut String, rs: &[&ResultRecord], style: Style) {
+/// A grid too wide for the terminal: per source, the failing destinations, wrapped.
+fn row_list(
+    out: &mut String,
+    rows: &[String],
+    cols: &[String],
+    cell: &dyn Fn(&str, &str) -> (char, &'static str),
+    label_w: usize,
+    style: Style,
+) {
+    for row in rows {
+        let bad: Vec<String> = cols
+            .iter()
+            .filter_map(|c| match cell(row, c) {
+                ('.' | ' ', _) => None,
+                (ch, _) => Some(format!("{c}({ch})")),
+            })
+            .collect();
+        let text = if bad.is_empty() {
+            "all ok".to_string()
+        } else {
+            bad.join(" ")
+        };
+        let line = wrap(
+            &format!("  {row:<label_w$}{text}"),
+            style.width,
+            4 + label_w,
+        );
+        let color = if bad.is_empty() { GREEN } else { RED };
+        let _ = writeln!(
+            out,
+            "{}",
+            if style.color {
+                paint(&line, color, style)
+            } else {
+                line
+            }
+        );
+    }
+}
+
+fn grid(out: &mut String, rs: &[&ResultRecord], flagged: &HashSet<&str>, style: Style) {
     let mut cells: BTreeMap<(String, String), Vec<&ResultRecord>> = BTreeMap::new();
     let mut rows = BTreeSet::new();
     let mut cols = BTreeSet::new();
@@ -96,41 +140,56 @@ fn grid(out: &mut String, rs: &[&ResultRecord], style: Style) {
             .or_default()
             .push(r);
     }
-    let mut rows: Vec<String> = rows.into_iter().collect();
-    rows.sort_by(|a, b| natural(a, b));
-    let mut cols: Vec<String> = cols.into_iter().collect();
-    cols.sort_by(|a, b| natural(a, b));
-    let label_w = rows.iter().map(String::len).max().unwrap_or(2).max(7) + 2;
-    let col_w = cols.iter().map(String::len).max().unwrap_or(1) + 1;
     let cell = |row: &str, col: &str| -> (char, &'static str) {
         let Some(list) = cells.get(&(row.to_string(), col.to_string())) else {
             return (' ', "");
         };
         if let Some(f) = list.iter().find(|r| r.is_failed()) {
             (cell_char(f.result.outcome), RED)
+        } else if list.iter().any(|r| flagged.contains(r.result.id.as_str())) {
+            ('!', RED)
         } else if list.iter().any(|r| r.is_unknown()) {
             ('?', YELLOW)
         } else {
             ('.', GREEN)
         }
     };
-    if 2 + label_w + col_w * cols.len() > style.width {
-        // Too wide for a grid: one line per source listing the failing destinations.
-        for row in &rows {
-            let bad: Vec<String> = cols
-                .iter()
-                .filter_map(|c| match cell(row, c) {
-                    ('.' | ' ', _) => None,
-                    (ch, _) => Some(format!("{c}({ch})")),
-                })
-                .collect();
-            let text = if bad.is_empty() {
-                paint("all ok", GREEN, style)
-            } else {
-                paint(&bad.join(" "), RED, style)
-            };
-            let _ = writeln!(out, "  {row:<label_w$}{text}");
+    let bad = |ch: char| !matches!(ch, '.' | ' ');
+    let mut rows: Vec<String> = rows.into_iter().collect();
+    rows.sort_by(|a, b| natural(a, b));
+    let mut cols: Vec<String> = cols.into_iter().collect();
+    cols.sort_by(|a, b| natural(a, b));
+    let (all_rows, all_cols) = (rows.len(), cols.len());
+    if all_rows > GRID_FULL || all_cols > GRID_FULL {
+        // A large grid is read for its problems: keep the rows and columns that have one.
+        rows.retain(|r| cols.iter().any(|c| bad(cell(r, c).0)));
+        cols.retain(|c| rows.iter().any(|r| bad(cell(r, c).0)));
+        if rows.is_empty() {
+            let _ = writeln!(
+                out,
+                "  {}",
+                paint(&format!("all ok ({all_rows} x {all_cols})"), GREEN, style)
+            );
+            return;
         }
+        let _ = writeln!(
+            out,
+            "{}",
+            wrap(
+                &format!(
+                    "  only the {} of {all_rows} sources and {} of {all_cols} destinations with a problem; the rest are ok",
+                    rows.len(),
+                    cols.len()
+                ),
+                style.width,
+                4
+            )
+        );
+    }
+    let label_w = rows.iter().map(String::len).max().unwrap_or(2).max(7) + 2;
+    let col_w = cols.iter().map(String::len).max().unwrap_or(1) + 1;
+    if 2 + label_w + col_w * cols.len() > style.width {
+        row_list(out, &rows, &cols, &cell, label_w, style);
         return;
     }
     let _ = write!(out, "  {:<label_w$}", "from\\to");
@@ -166,13 +225,87 @@ fn target(r: &ResultRecord) -> String {
     format!("{label}{}{port}", r.to.address)
 }
 
-fn truncate(s: &str, width: usize) -> String {
-    if s.chars().count() <= width {
-        s.to_string()
-    } else {
-        let cut: String = s.chars().take(width.saturating_sub(1)).collect();
-        format!("{cut}…")
+/// Commands a fix line may hold after its `on NODE (tool): ` label: wrapped with a shell
+/// continuation so that the copied lines still run.
+const COMMANDS: &[&str] = &[
+    "nft",
+    "iptables",
+    "ip6tables",
+    "firewall-cmd",
+    "kubectl",
+    "systemctl",
+    "sysctl",
+    "ip",
+    "ufw",
+    "prober",
+    "probe-pod",
+];
+
+/// A fix line fitted to `width`: never cut, never split inside a word. A command after its
+/// label goes on its own lines, continued with ` \` so that it can be pasted as it is.
+fn fix_line(line: &str, width: usize) -> String {
+    let line = line.trim_start();
+    let full = format!("  fix: {line}");
+    if full.chars().count() <= width {
+        return full;
     }
+    let split = line.match_indices(": ").find_map(|(i, _)| {
+        let rest = &line[i + 2..];
+        let word = rest.split_whitespace().next().unwrap_or("");
+        COMMANDS.contains(&word).then(|| (&line[..=i], rest))
+    });
+    let Some((label, cmd)) = split else {
+        return wrap(&full, width, 8);
+    };
+    let mut out = wrap(&format!("  fix: {label}"), width, 8);
+    let indent = 8;
+    let mut cur = " ".repeat(indent);
+    let mut first = true;
+    for word in cmd.split_whitespace() {
+        // Room for the word plus the ` \` a continued line ends with.
+        if !first && cur.chars().count() + 1 + word.chars().count() + 2 > width {
+            out.push('\n');
+            out.push_str(&cur);
+            out.push_str(" \\");
+            cur = " ".repeat(indent + 2);
+            first = true;
+        }
+        if !first {
+            cur.push(' ');
+        }
+        cur.push_str(word);
+        first = false;
+    }
+    out.push('\n');
+    out.push_str(&cur);
+    out
+}
+
+/// The finding's kind as the report writes it (`firewall-gap`).
+fn kind_text(f: &crate::diagnose::Finding) -> String {
+    serde_json::to_value(f.kind)
+        .ok()
+        .and_then(|v| v.as_str().map(String::from))
+        .unwrap_or_default()
+}
+
+/// `[error] firewall-gap: summary`, wrapped, the tag painted.
+fn finding_head(f: &crate::diagnose::Finding, style: Style, indent: usize) -> String {
+    let (tag, color) = match f.severity {
+        crate::diagnose::Severity::Error => ("error", RED),
+        crate::diagnose::Severity::Warning => ("warning", YELLOW),
+    };
+    let pad = " ".repeat(indent);
+    let body = wrap(
+        &format!("{pad}[{tag}] {}: {}", kind_text(f), f.summary),
+        style.width,
+        indent + 2,
+    );
+    body.replacen(
+        &format!("[{tag}]"),
+        &paint(&format!("[{tag}]"), color, style),
+        1,
+    )
 }
 
 /// The diagnosis, before the grids: what is wrong and what to do comes first.
@@ -182,22 +315,7 @@ fn findings(out: &mut String, report: &Report, style: Style) {
     }
     let _ = writeln!(out, "\nfindings ({}):", report.findings.len());
     for f in &report.findings {
-        let (tag, color) = match f.severity {
-            crate::diagnose::Severity::Error => ("error", RED),
-            crate::diagnose::Severity::Warning => ("warning", YELLOW),
-        };
-        let kind = serde_json::to_value(f.kind)
-            .ok()
-            .and_then(|v| v.as_str().map(String::from))
-            .unwrap_or_default();
-        let head = format!("[{tag}] {kind}: ");
-        let body = wrap(&format!("{head}{}", f.summary), style.width, 2);
-        let painted = body.replacen(
-            &format!("[{tag}]"),
-            &paint(&format!("[{tag}]"), color, style),
-            1,
-        );
-        let _ = writeln!(out, "{painted}");
+        let _ = writeln!(out, "{}", finding_head(f, style, 0));
         let mut facts = vec![
             format!("evidence {}", f.evidence.len()),
             format!("consequences {}", f.consequences.len()),
@@ -212,32 +330,38 @@ fn findings(out: &mut String, report: &Report, style: Style) {
         let _ = writeln!(
             out,
             "{}",
-            truncate(&format!("  {}", facts.join(", ")), style.width)
+            wrap(&format!("  {}", facts.join(", ")), style.width, 4)
         );
-        // Fixes are commands to copy: never cut, even when wider than the table.
+        // Fixes are commands to copy: wrapped between words, never cut.
         for line in &f.fix {
-            let _ = writeln!(out, "  fix: {}", line.trim_start());
+            let _ = writeln!(out, "{}", fix_line(line, style.width));
         }
     }
 }
 
 /// Word-wraps `text` to `width`, indenting continuation lines by `indent`.
 fn wrap(text: &str, width: usize, indent: usize) -> String {
+    if text.chars().count() <= width {
+        // Fits: keep its alignment as it is.
+        return text.to_string();
+    }
     let mut out = String::new();
-    let mut line = String::new();
+    // The text's own indentation is kept on its first line.
+    let lead = text.len() - text.trim_start().len();
+    let mut line = text[..lead].to_string();
     for word in text.split_whitespace() {
         let limit = if out.is_empty() {
             width
         } else {
             width.saturating_sub(indent)
         };
-        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > limit {
+        if !line.trim().is_empty() && line.chars().count() + 1 + word.chars().count() > limit {
             out.push_str(&line);
             out.push('\n');
             out.push_str(&" ".repeat(indent));
             line.clear();
         }
-        if !line.is_empty() {
+        if !line.trim().is_empty() {
             line.push(' ');
         }
         line.push_str(word);
@@ -286,54 +410,152 @@ fn credentials(out: &mut String, report: &Report, style: Style) {
     if !lines.is_empty() {
         let _ = writeln!(out, "\nCNI credentials:");
         for l in lines {
-            let _ = writeln!(out, "{}", truncate(&l, style.width));
+            let _ = writeln!(out, "{}", wrap(&l, style.width, 8));
         }
     }
 }
 
-/// Renders the report for a terminal.
-#[must_use]
-pub fn render(report: &Report, style: Style) -> String {
-    let s = &report.summary;
-    let c = &s.counts;
-    // A preflight report leads with its checklist (empty for other reports).
-    let mut out = super::checklist::render(report);
-    #[allow(clippy::cast_precision_loss)]
-    let secs = s.duration_millis as f64 / 1000.0;
-    let verdict = if c.failed > 0 {
-        paint(&format!("{} failed", c.failed), RED, style)
-    } else {
-        paint("0 failed", GREEN, style)
-    };
-    // Short by construction (a few numbers), so never cut: cutting would count colour codes.
-    let _ = writeln!(
-        out,
-        "{} nodes, {} agents: {} probes in {secs:.1} s: {} ok, {verdict}, {} unknown",
-        s.nodes, s.agents, c.total, c.ok, c.unknown
-    );
-    if s.interrupted {
-        let _ = writeln!(
-            out,
-            "{}",
-            paint("interrupted: results are partial", YELLOW, style)
-        );
+/// One failed probe, wrapped: addresses and details are never cut.
+fn failure_line(r: &ResultRecord, indent: usize, style: Style) -> String {
+    let pad = " ".repeat(indent);
+    wrap(
+        &format!(
+            "{pad}{:<17} {} -> {} {:<11} {}",
+            r.path.as_str(),
+            r.from,
+            target(r),
+            r.result.outcome.as_str(),
+            r.result.detail
+        ),
+        style.width,
+        indent + 4,
+    )
+}
+
+/// `pod-to-pod 12, node-to-pod 6`: how many of `rs` each path class holds.
+fn per_path(rs: &[&ResultRecord]) -> String {
+    let mut by: BTreeMap<PathClass, usize> = BTreeMap::new();
+    for r in rs {
+        *by.entry(r.path).or_default() += 1;
     }
-    findings(&mut out, report, style);
-    for a in report.agents.iter().filter(|a| !a.ran) {
+    by.iter()
+        .map(|(p, n)| format!("{p} {n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Failed probes grouped under the finding that explains them, evidence listed and
+/// consequences counted; the probes no finding explains last. Unknown probes are not failures.
+fn failures(out: &mut String, report: &Report, style: Style) {
+    let failed: Vec<&ResultRecord> = report.results.iter().filter(|r| r.is_failed()).collect();
+    if !failed.is_empty() {
+        let by_id: HashMap<&str, &ResultRecord> = report
+            .results
+            .iter()
+            .map(|r| (r.result.id.as_str(), r))
+            .collect();
+        let mut explained: HashSet<&str> = HashSet::new();
+        let _ = writeln!(out, "\nfailures ({}):", failed.len());
+        for f in &report.findings {
+            let evidence: Vec<&ResultRecord> = f
+                .evidence
+                .iter()
+                .filter_map(|id| by_id.get(id.as_str()).copied())
+                .collect();
+            let consequences: Vec<&ResultRecord> = f
+                .consequences
+                .iter()
+                .filter_map(|id| by_id.get(id.as_str()).copied())
+                .filter(|r| r.is_failed())
+                .collect();
+            explained.extend(f.evidence.iter().map(String::as_str));
+            explained.extend(f.consequences.iter().map(String::as_str));
+            let shown: Vec<&&ResultRecord> = evidence.iter().filter(|r| r.is_failed()).collect();
+            if shown.is_empty() && consequences.is_empty() {
+                continue;
+            }
+            let _ = writeln!(out, "{}", finding_head(f, style, 2));
+            if !shown.is_empty() {
+                let _ = writeln!(out, "    evidence ({}):", shown.len());
+                for r in shown {
+                    let _ = writeln!(out, "{}", failure_line(r, 6, style));
+                }
+            }
+            if !consequences.is_empty() {
+                let _ = writeln!(
+                    out,
+                    "{}",
+                    wrap(
+                        &format!(
+                            "    and {} failed probes it explains ({})",
+                            consequences.len(),
+                            per_path(&consequences)
+                        ),
+                        style.width,
+                        6
+                    )
+                );
+            }
+        }
+        let rest: Vec<&&ResultRecord> = failed
+            .iter()
+            .filter(|r| !explained.contains(r.result.id.as_str()))
+            .collect();
+        if !rest.is_empty() {
+            let _ = writeln!(out, "  unexplained ({}):", rest.len());
+            for r in rest {
+                let _ = writeln!(out, "{}", failure_line(r, 4, style));
+            }
+        }
+    }
+    let unknown: Vec<&ResultRecord> = report.results.iter().filter(|r| r.is_unknown()).collect();
+    if !unknown.is_empty() {
+        let mut why: BTreeMap<String, usize> = BTreeMap::new();
+        for r in &unknown {
+            let w = r
+                .unknown
+                .and_then(|u| serde_json::to_value(u).ok())
+                .and_then(|v| v.as_str().map(String::from))
+                .unwrap_or_default();
+            *why.entry(w).or_default() += 1;
+        }
+        let why = why
+            .iter()
+            .map(|(w, n)| format!("{w} {n}"))
+            .collect::<Vec<_>>()
+            .join(", ");
         let _ = writeln!(
             out,
-            "{}",
-            truncate(
+            "\n{}",
+            wrap(
                 &format!(
-                    "agent {}/{} missing: {}",
-                    a.node,
-                    a.agent.as_str(),
-                    a.detail
+                    "not tested/unknown ({}): {why}; by path: {}",
+                    unknown.len(),
+                    per_path(&unknown)
                 ),
-                style.width
+                style.width,
+                2
             )
         );
     }
+}
+
+/// The ids of results an error finding cites as evidence although the probe itself answered
+/// (a node's configuration read fine and is what is wrong): shown as `!` in the grid.
+fn flagged(report: &Report) -> HashSet<&str> {
+    report
+        .findings
+        .iter()
+        .filter(|f| f.severity == crate::diagnose::Severity::Error)
+        .flat_map(|f| &f.evidence)
+        .map(String::as_str)
+        .collect()
+}
+
+/// One grid per path class, under its counts and latencies.
+fn paths(out: &mut String, report: &Report, style: Style) {
+    let s = &report.summary;
+    let flagged = flagged(report);
     let mut by_path: BTreeMap<PathClass, Vec<&ResultRecord>> = BTreeMap::new();
     for r in &report.results {
         by_path.entry(r.path).or_default().push(r);
@@ -354,7 +576,15 @@ pub fn render(report: &Report, style: Style) -> String {
         } else {
             "0 failed".into()
         };
-        let head = format!("{path} ({} probes, {failed}){lat}", ps.counts.total);
+        let unknown = if ps.counts.unknown > 0 {
+            format!(", {} unknown", ps.counts.unknown)
+        } else {
+            String::new()
+        };
+        let head = format!(
+            "{path} ({} probes, {failed}{unknown}){lat}",
+            ps.counts.total
+        );
         let _ = writeln!(
             out,
             "\n{}",
@@ -364,30 +594,87 @@ pub fn render(report: &Report, style: Style) -> String {
                 head
             }
         );
-        grid(&mut out, rs, style);
+        grid(out, rs, &flagged, style);
     }
-    credentials(&mut out, report, style);
-    let _ = writeln!(out, "\n{}", truncate(LEGEND, style.width));
-    let failures: Vec<&ResultRecord> = report
-        .results
+}
+
+/// Renders the report for a terminal.
+#[must_use]
+pub fn render(report: &Report, style: Style) -> String {
+    let s = &report.summary;
+    let c = &s.counts;
+    // A preflight report leads with its checklist (empty for other reports).
+    let mut out = super::checklist::render(report);
+    #[allow(clippy::cast_precision_loss)]
+    let secs = s.duration_millis as f64 / 1000.0;
+    // Wrapped before it is painted, so that colour codes do not count as columns.
+    let verdict = format!("{} failed", c.failed);
+    let line = wrap(
+        &format!(
+            "{} nodes, {} agents: {} probes in {secs:.1} s: {} ok, {verdict}, {} unknown",
+            s.nodes, s.agents, c.total, c.ok, c.unknown
+        ),
+        style.width,
+        2,
+    );
+    let color = if c.failed > 0 { RED } else { GREEN };
+    let _ = writeln!(
+        out,
+        "{}",
+        line.replacen(&verdict, &paint(&verdict, color, style), 1)
+    );
+    let errors = report
+        .findings
         .iter()
-        .filter(|r| !r.result.outcome.is_ok())
-        .collect();
-    if !failures.is_empty() {
-        let _ = writeln!(out, "\nfailures ({}):", failures.len());
-        for r in failures {
-            let line = format!(
-                "  {:<17} {} -> {} {:<11} {}",
-                r.path.as_str(),
-                r.from,
-                target(r),
-                r.result.outcome.as_str(),
-                r.result.detail
-            );
-            let _ = writeln!(out, "{}", truncate(&line, style.width));
-        }
+        .filter(|f| f.severity == crate::diagnose::Severity::Error)
+        .count();
+    let warnings = report.findings.len() - errors;
+    if !report.findings.is_empty() {
+        // A node's configuration can be wrong while every probe answered: say so up front.
+        let text = format!(
+            "{errors} {}, {warnings} {}",
+            plural(errors, "error", "errors"),
+            plural(warnings, "warning", "warnings")
+        );
+        let _ = writeln!(
+            out,
+            "findings: {}",
+            paint(&text, if errors > 0 { RED } else { YELLOW }, style)
+        );
     }
+    if s.interrupted {
+        let _ = writeln!(
+            out,
+            "{}",
+            paint("interrupted: results are partial", YELLOW, style)
+        );
+    }
+    findings(&mut out, report, style);
+    for a in report.agents.iter().filter(|a| !a.ran) {
+        let _ = writeln!(
+            out,
+            "{}",
+            wrap(
+                &format!(
+                    "agent {}/{} missing: {}",
+                    a.node,
+                    a.agent.as_str(),
+                    a.detail
+                ),
+                style.width,
+                2
+            )
+        );
+    }
+    paths(&mut out, report, style);
+    credentials(&mut out, report, style);
+    let _ = writeln!(out, "\n{}", wrap(LEGEND, style.width, 2));
+    failures(&mut out, report, style);
     out
+}
+
+fn plural<'a>(n: usize, one: &'a str, many: &'a str) -> &'a str {
+    if n == 1 { one } else { many }
 }
 
 #[cfg(test)]
@@ -401,9 +688,149 @@ mod tests {
         assert_eq!(v, ["n1", "n2", "n10", "svc"]);
     }
 
+    use crate::diagnose::{Finding, Kind, Severity};
+    use crate::model::Unknown;
+
+    /// Lines wider than `width` that are not a single unbreakable word.
+    fn too_wide(text: &str, width: usize) -> Vec<String> {
+        text.lines()
+            .filter(|l| l.chars().count() > width && l.split_whitespace().count() > 1)
+            .map(String::from)
+            .collect()
+    }
+
+    fn style(width: usize) -> Style {
+        Style {
+            color: false,
+            width,
+        }
+    }
+
+    /// The flannel fixture with its gap's evidence and consequences, and long fix commands.
+    fn gap_report(nodes: usize) -> Report {
+        let mut r = super::super::fixture::report(nodes, Some("n3"));
+        let failed: Vec<String> = r
+            .results
+            .iter()
+            .filter(|r| r.is_failed())
+            .map(|r| r.result.id.clone())
+            .collect();
+        let f = &mut r.findings[0];
+        f.evidence = failed[..2].to_vec();
+        f.consequences = failed[2..].to_vec();
+        f.fix = vec![
+            "on n3 (nftables): nft insert rule inet filter input ip saddr { 10.0.0.1, 10.0.0.2, 10.0.0.4, 10.0.0.5 } udp dport 8472 accept".into(),
+            "on the firewall, router or security group between them: allow udp/8472 from 10.0.0.1, 10.0.0.2, 10.0.0.4 to 10.0.0.3 and back".into(),
+        ];
+        r
+    }
+
     #[test]
-    fn truncates_to_width() {
-        assert_eq!(truncate("abcdef", 4), "abc…");
-        assert_eq!(truncate("abc", 4), "abc");
+    fn fits_80_columns_and_fix_commands_survive_wrapping() {
+        let r = gap_report(3);
+        let text = render(&r, style(80));
+        assert!(
+            too_wide(&text, 80).is_empty(),
+            "{:#?}\n{text}",
+            too_wide(&text, 80)
+        );
+        // The wrapped command, joined at its continuations, is the command.
+        let start = text.find("  fix: on n3 (nftables):").expect("nft fix");
+        let mut cmd = String::new();
+        for l in text[start..].lines().skip(1) {
+            let l = l.trim();
+            if let Some(part) = l.strip_suffix(" \\") {
+                cmd.push_str(part);
+                cmd.push(' ');
+            } else {
+                cmd.push_str(l);
+                break;
+            }
+        }
+        assert_eq!(
+            cmd,
+            "nft insert rule inet filter input ip saddr { 10.0.0.1, 10.0.0.2, 10.0.0.4, 10.0.0.5 } udp dport 8472 accept"
+        );
+        // Addresses in prose are wrapped, whole.
+        assert!(text.contains("10.0.0.3"), "{text}");
+        let wide = render(&r, style(160));
+        assert!(
+            wide.contains("  fix: on n3 (nftables): nft insert rule"),
+            "{wide}"
+        );
+    }
+
+    #[test]
+    fn failures_are_grouped_under_their_finding_and_unknown_is_apart() {
+        let mut r = gap_report(3);
+        let ok_id = r
+            .results
+            .iter()
+            .position(|x| x.result.outcome.is_ok())
+            .unwrap();
+        r.results[ok_id].unknown = Some(Unknown::AgentFailed);
+        r.results[ok_id].result.outcome = Outcome::Error;
+        r.results[ok_id].result.detail = "unknown: agent failed".into();
+        let lone = r
+            .results
+            .iter()
+            .position(|x| x.result.outcome.is_ok())
+            .unwrap();
+        r.results[lone].result.outcome = Outcome::Refused;
+        r.results[lone].result.detail = "lone refusal".into();
+        let failed = r.results.iter().filter(|x| x.is_failed()).count();
+        let text = render(&r, style(100));
+        let at = |s: &str| {
+            text.find(s)
+                .unwrap_or_else(|| panic!("no {s:?} in\n{text}"))
+        };
+        assert!(text.contains(&format!("failures ({failed}):")), "{text}");
+        assert!(at("failures (") < at("  [error] firewall-gap"));
+        assert!(at("  [error] firewall-gap") < at("    evidence (2):"));
+        assert!(at("    evidence (2):") < at("    and "));
+        assert!(at("    and ") < at("  unexplained (1):"));
+        assert!(at("  unexplained (1):") < at("lone refusal"));
+        assert!(
+            text.contains("not tested/unknown (1): agent-failed 1"),
+            "{text}"
+        );
+        let failures = &text[at("failures (")..at("not tested/unknown")];
+        assert!(!failures.contains("unknown: agent failed"), "{failures}");
+    }
+
+    #[test]
+    fn twenty_nodes_show_only_the_problem_rows() {
+        let r = gap_report(20);
+        let text = render(&r, style(80));
+        assert!(too_wide(&text, 80).is_empty(), "{:#?}", too_wide(&text, 80));
+        assert!(
+            text.contains("only the 20 of 20 sources and 20 of 20 destinations")
+                || text.contains("sources and"),
+            "{text}"
+        );
+        // node-to-node is healthy: one line, not twenty.
+        let nn = &text[text.find("\nnode-to-node (").unwrap()..];
+        let nn: Vec<&str> = nn.lines().skip(2).take_while(|l| !l.is_empty()).collect();
+        assert_eq!(nn, ["  all ok (20 x 20)"], "{text}");
+        let healthy = render(&super::super::fixture::healthy(20), style(80));
+        assert!(healthy.lines().count() < 60, "{healthy}");
+    }
+
+    #[test]
+    fn a_config_finding_shows_in_summary_and_grid() {
+        let mut r = super::super::fixture::healthy(3);
+        let nc = r
+            .results
+            .iter()
+            .find(|x| x.path == PathClass::NodeToNode)
+            .map(|x| x.result.id.clone())
+            .unwrap();
+        let mut f = Finding::new(Kind::Credential, Severity::Error, "token expired on n1");
+        f.evidence = vec![nc];
+        r.findings = vec![f];
+        let text = render(&r, style(100));
+        assert!(text.contains("findings: 1 error, 0 warnings"), "{text}");
+        let grid = &text[text.find("\nnode-to-node (").unwrap()..];
+        assert!(grid.lines().take(5).any(|l| l.contains('!')), "{text}");
     }
 }
