@@ -1,4 +1,4 @@
-//! The report (`prober.report/v1`, DESIGN.md section 4) and its renderings: table, json, junit.
+//! The report (`prober.report/v1`, docs/design.md, "Contracts") and its renderings.
 
 pub mod checklist;
 pub mod diff;
@@ -39,7 +39,7 @@ pub enum ReportError {
     Shape(#[source] serde_json::Error),
 }
 
-/// Exit codes (DESIGN.md section 4).
+/// Exit codes (docs/design.md, "Contracts").
 pub const EXIT_OK: u8 = 0;
 pub const EXIT_FAILURES: u8 = 1;
 pub const EXIT_USAGE: u8 = 2;

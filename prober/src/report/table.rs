@@ -371,7 +371,7 @@ fn wrap(text: &str, width: usize, indent: usize) -> String {
 }
 
 /// Every CNI token the host agents found: whose, issued, expires, and the API server's verdict
-/// (INCIDENTS.md 3 and 4). Claims only; the token itself is never in the report.
+/// (docs/incidents.md, incidents 3 and 4). Claims only; the token itself is never in the report.
 fn credentials(out: &mut String, report: &Report, style: Style) {
     use crate::model::time::{age, utc};
     let mut lines = Vec::new();

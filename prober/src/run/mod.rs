@@ -186,7 +186,21 @@ pub async fn run<R: Runtime + 'static>(
 
     let records = planned
         .iter()
-        .map(|p| record_for(p, results.remove(&p.id), failed.get(&p.from), interrupted))
+        .map(|p| {
+            let receiver = p.receipt_port.and(p.to.node.clone()).and_then(|node| {
+                failed.get(&AgentRef {
+                    node,
+                    agent: AgentKind::Host,
+                })
+            });
+            record_for(
+                p,
+                results.remove(&p.id),
+                failed.get(&p.from),
+                receiver,
+                interrupted,
+            )
+        })
         .collect();
     let agents = agents_planned
         .into_iter()
@@ -254,7 +268,7 @@ impl<R: Runtime + 'static> Pass<'_, R> {
             .into_iter()
             .map(|(agent, specs)| (agent, plan_for(specs, self.cfg)))
             .collect();
-        let (mut results, failed, mut interrupted) =
+        let (mut results, mut failed, mut interrupted) =
             fan_out(self.runtime, plans, self.cfg.concurrency, progress, cancel).await;
         if !interrupted && !nonces.is_empty() {
             interrupted |= confirm_receipts(
@@ -264,6 +278,7 @@ impl<R: Runtime + 'static> Pass<'_, R> {
                 &nonces,
                 self.since,
                 &mut results,
+                &mut failed,
                 cancel,
             )
             .await;
@@ -277,8 +292,21 @@ fn record_for(
     p: &PlannedProbe,
     result: Option<ProbeResult>,
     agent_failed: Option<&String>,
+    receiver_failed: Option<&String>,
     interrupted: bool,
 ) -> ResultRecord {
+    // A crafted datagram whose receiver's agent could not say whether it arrived: unknown.
+    if let (Some(result), Some(e)) = (&result, receiver_failed) {
+        let node = p.to.node.as_deref().unwrap_or("the receiver");
+        return ResultRecord::unknown(
+            p.path,
+            p.from.clone(),
+            p.to.clone(),
+            result.id.clone(),
+            Unknown::AgentFailed,
+            format!("sent, but {node}'s host agent could not be asked whether it arrived: {e}"),
+        );
+    }
     if let Some(result) = result {
         return ResultRecord {
             path: p.path,
@@ -321,6 +349,7 @@ async fn confirm_receipts<R: Runtime + 'static>(
     nonces: &HashMap<String, u32>,
     since: u64,
     results: &mut HashMap<String, ProbeResult>,
+    failed_agents: &mut BTreeMap<AgentRef, String>,
     cancel: &mut (impl Future<Output = ()> + Unpin),
 ) -> bool {
     let sent = |p: &&&PlannedProbe| {
@@ -370,6 +399,10 @@ async fn confirm_receipts<R: Runtime + 'static>(
                 failed.get(&rcv),
             );
         }
+    }
+    // A receiver whose agent could not be asked is a missing agent, not a failed path.
+    for (agent, why) in failed {
+        failed_agents.entry(agent).or_insert(why);
     }
     interrupted
 }
@@ -440,6 +473,44 @@ mod tests {
 
     fn sent() -> ProbeResult {
         ProbeResult::new("vx", Outcome::Ok, "sent")
+    }
+
+    #[test]
+    fn a_datagram_whose_receiver_could_not_be_asked_is_unknown_not_failed() {
+        let p = PlannedProbe {
+            id: "vx".into(),
+            path: crate::model::PathClass::Overlay,
+            from: AgentRef {
+                node: "n1".into(),
+                agent: AgentKind::Host,
+            },
+            to: crate::model::Target {
+                node: Some("n2".into()),
+                agent: Some(AgentKind::Host),
+                service: None,
+                address: "10.0.0.2".parse().unwrap(),
+                port: Some(8472),
+                protocol: crate::model::Protocol::Udp,
+            },
+            probe: Probe::Icmp {
+                address: "10.0.0.2".parse().unwrap(),
+            },
+            receipt_port: probe_proto::Port::new(9917),
+        };
+        let mut r = sent();
+        confirm_vxlan(&mut r, 7, "n2", None, Some(&"agent gone".to_string()));
+        let gone = "agent gone".to_string();
+        let record = record_for(&p, Some(r.clone()), None, Some(&gone), false);
+        assert_eq!(record.unknown, Some(Unknown::AgentFailed));
+        assert!(!record.is_failed());
+        assert!(
+            record.result.detail.contains("n2's host agent"),
+            "{}",
+            record.result.detail
+        );
+        // With the receiver's agent there, the same failure is a failed path.
+        let record = record_for(&p, Some(r), None, None, false);
+        assert!(record.is_failed());
     }
 
     fn seen(list: &[(&str, bool)]) -> ProbeResult {

@@ -1,4 +1,4 @@
-//! How agents are started and reached. Every runtime honours one contract (DESIGN.md section 4):
+//! How agents are started and reached. Every runtime honours one contract (docs/design.md, "Contracts"):
 //! run `<exec prefix> probe-pod probe --plan -`, write the plan to stdin, read one JSON result per
 //! line from stdout. Only the way a command reaches the agent differs.
 
