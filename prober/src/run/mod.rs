@@ -342,6 +342,7 @@ fn record_for(
 
 /// Phase 2: asks each VXLAN receiver's sniffer which of our nonces it saw, and where, and turns
 /// every "sent" result into what the receiver saw. Returns whether it was interrupted.
+#[allow(clippy::too_many_arguments)] // one call site; the state of one pass, passed explicitly
 async fn confirm_receipts<R: Runtime + 'static>(
     planned: &[&PlannedProbe],
     runtime: &Arc<R>,
