@@ -204,14 +204,16 @@ async fn run_scenario(args: &RunArgs) -> Result<u8, CliError> {
         .map_err(|_| CliError::Environment("the expectation checks panicked".into()))?;
     let (report, reach_ok) = check::render(&checked);
     print!("{report}");
-    let (found_text, found_ok) = match &matrix {
+    let expected = s.expect.findings.len() + s.expect.not_findings.len();
+    let (found_text, found_failed) = match &matrix {
         Ok(r) => check::findings(&s.expanded_expect(), &r.findings),
-        Err(_) => ("FAIL the matrix did not run\n".to_string(), false),
+        // Without a matrix no finding expectation can hold.
+        Err(_) => ("FAIL the matrix did not run\n".to_string(), expected.max(1)),
     };
+    let found_ok = found_failed == 0;
     print!("{found_text}");
-    let total = checked.len() + s.expect.findings.len() + s.expect.not_findings.len();
-    let failed = checked.iter().filter(|c| !c.pass).count()
-        + found_text.lines().filter(|l| l.starts_with("FAIL")).count();
+    let total = checked.len() + expected.max(found_failed);
+    let failed = checked.iter().filter(|c| !c.pass).count() + found_failed;
     println!("{} passed, {failed} failed", total.saturating_sub(failed));
     if args.keep {
         println!("lab kept: prober lab down {}", name_of(&lab.detach()));

@@ -409,27 +409,28 @@ pub fn render(checked: &[Checked]) -> (String, bool) {
     (out, ok)
 }
 
-/// Compares the diagnosis with the scenario's finding expectations; `true` when they hold.
+/// Compares the diagnosis with the scenario's finding expectations: the lines to print and how
+/// many expectations failed.
 #[must_use]
 pub fn findings(
     expect: &super::scenario::Expect,
     found: &[crate::diagnose::Finding],
-) -> (String, bool) {
+) -> (String, usize) {
     let mut out = String::new();
-    let mut ok = true;
+    let mut failed = 0;
     let show = |p: &FindingPattern| serde_json::to_string(p).unwrap_or_default();
     for want in &expect.findings {
         if found.iter().any(|f| want.matches(f)) {
             let _ = writeln!(out, "ok   finding     {}", show(want));
         } else {
-            ok = false;
+            failed += 1;
             let _ = writeln!(out, "FAIL finding     {} was not found", show(want));
         }
     }
     for not in &expect.not_findings {
         match found.iter().find(|f| not.matches(f)) {
             Some(f) => {
-                ok = false;
+                failed += 1;
                 let _ = writeln!(out, "FAIL no finding  {} but: {}", show(not), f.summary);
             }
             None => {
@@ -437,5 +438,5 @@ pub fn findings(
             }
         }
     }
-    (out, ok)
+    (out, failed)
 }
