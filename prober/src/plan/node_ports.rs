@@ -6,7 +6,7 @@ use std::net::IpAddr;
 use probe_proto::Probe;
 
 use super::{Builder, port};
-use crate::inventory::{Cni, Inventory};
+use crate::inventory::{Cni, Inventory, Node};
 use crate::model::{AgentKind, AgentRef, PathClass, Protocol, Target};
 
 /// Ports between hosts that the cluster needs (docs/design.md section 8), beyond the agent's own.
@@ -68,6 +68,31 @@ pub fn cni_tcp_ports(cni: Cni) -> &'static [u16] {
     }
 }
 
+/// Whether a CNI port is probed from `from` to `to`. Where discovery says which node serves which
+/// CNI port (`serves`), a port is probed only toward the nodes that serve it (Typha runs on a
+/// few nodes), and BGP only between two speakers of a full mesh; without that knowledge (an
+/// inventory that does not say), every node is assumed to serve its CNI's ports.
+fn cni_port_served(inv: &Inventory, from: &Node, to: &Node, port: u16) -> bool {
+    if !cni_tcp_ports(inv.cluster.cni).contains(&port) {
+        return true;
+    }
+    let Some(served) = &to.serves else {
+        return true;
+    };
+    if !served.contains(&port) {
+        return false;
+    }
+    if port == BGP_PORT {
+        let mesh = inv.cluster.bgp.as_ref().is_some_and(|b| b.mesh);
+        let speaks = from.serves.as_ref().is_some_and(|s| s.contains(&BGP_PORT));
+        return mesh && speaks;
+    }
+    true
+}
+
+/// BGP, between the nodes of a full mesh.
+const BGP_PORT: u16 = 179;
+
 impl<'a> Builder<'a> {
     /// Every host agent connects (no echo) to each required port of every other node.
     pub(super) fn node_to_node(&mut self) {
@@ -78,6 +103,7 @@ impl<'a> Builder<'a> {
                 for hp in &ports {
                     if (hp.to_control_plane_only && !tnode.is_control_plane())
                         || (hp.from_control_plane_only && !fnode.is_control_plane())
+                        || !cni_port_served(inv, fnode, tnode, hp.port)
                     {
                         continue;
                     }

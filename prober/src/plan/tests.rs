@@ -135,3 +135,49 @@ fn twenty_nodes_is_about_four_hundred_pod_pairs() {
     assert!(probes.len() < 4000, "{}", probes.len());
     assert_eq!(by_agent(&probes).len(), 40);
 }
+
+#[test]
+fn cni_ports_go_only_to_the_nodes_that_serve_them() {
+    let ports_to = |probes: &[PlannedProbe], port: u16| -> Vec<String> {
+        let mut v: Vec<String> = probes
+            .iter()
+            .filter(|p| p.path == PathClass::NodeToNode && p.to.port == Some(port))
+            .map(|p| format!("{}->{}", p.from.node, p.to.node.as_deref().unwrap_or("")))
+            .collect();
+        v.sort();
+        v
+    };
+    // Without `serves`, every node is assumed to serve its CNI's ports (as before).
+    let mut inv = inventory(3, 1, "calico");
+    let all = plan(&inv, &Filter::default());
+    assert_eq!(ports_to(&all, 5473).len(), 6);
+    assert_eq!(ports_to(&all, 179).len(), 6);
+    // Typha on n2 only, BGP off (VXLAN mode): Typha probed toward n2 alone, no BGP at all.
+    for n in &mut inv.nodes {
+        n.serves = Some(if n.name == "n2" {
+            vec![5473]
+        } else {
+            Vec::new()
+        });
+    }
+    let probes = plan(&inv, &Filter::default());
+    assert_eq!(ports_to(&probes, 5473), ["n1->n2", "n3->n2"]);
+    assert!(ports_to(&probes, 179).is_empty());
+    // A BGP full mesh on every node: 179 between every pair.
+    for n in &mut inv.nodes {
+        n.serves = Some(vec![179]);
+    }
+    inv.cluster.bgp = Some(crate::inventory::Bgp {
+        mesh: true,
+        as_number: Some(64512),
+    });
+    let probes = plan(&inv, &Filter::default());
+    assert_eq!(ports_to(&probes, 179).len(), 6);
+    assert!(ports_to(&probes, 5473).is_empty());
+    // The same speakers without a mesh: their peers are not known, so 179 is not probed.
+    inv.cluster.bgp = Some(crate::inventory::Bgp {
+        mesh: false,
+        as_number: None,
+    });
+    assert!(ports_to(&plan(&inv, &Filter::default()), 179).is_empty());
+}
