@@ -243,6 +243,62 @@ fn flannel_8472_fails_exactly_the_overlay_paths_of_the_firewalled_node() {
 }
 
 #[test]
+fn a_dead_responder_is_a_missing_agent_not_a_network_failure() {
+    if !netns_available() {
+        return;
+    }
+    let lab = TestLab::up("tdr", None);
+    // Kill n3's pod agent's responder (`probe-pod serve`), leaving its namespace and network.
+    let pids = Command::new("ip")
+        .args(["netns", "pids", "plab-tdr-n3p0"])
+        .output()
+        .unwrap();
+    let mut killed = 0;
+    for pid in String::from_utf8_lossy(&pids.stdout).split_whitespace() {
+        let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        if String::from_utf8_lossy(&cmd).contains("serve") {
+            nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid.parse().unwrap()),
+                nix::sys::signal::Signal::SIGKILL,
+            )
+            .unwrap();
+            killed += 1;
+        }
+    }
+    assert_eq!(killed, 1, "one responder in n3's pod");
+    std::thread::sleep(Duration::from_millis(200));
+    let out = matrix(&lab.inventory(), &["-o", "json", "--paths", "pod-to-pod"]);
+    assert_eq!(out.status.code(), Some(3), "partial: {}", text(&out));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    validate(&report);
+    assert_eq!(report["summary"]["failed"], 0, "{}", text(&out));
+    assert!(report["summary"]["unknown"].as_u64().unwrap() >= 2);
+    let missing: Vec<&Value> = report["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["ran"] == false)
+        .collect();
+    assert_eq!(missing.len(), 1, "{missing:?}");
+    assert_eq!(missing[0]["node"], "n3");
+    assert!(
+        missing[0]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("does not answer its own probe"),
+        "{}",
+        missing[0]["detail"]
+    );
+    let kinds: Vec<&str> = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["agent-missing"], "{}", text(&out));
+}
+
+#[test]
 fn missing_agent_makes_its_paths_unknown_not_failed() {
     if !netns_available() {
         return;

@@ -88,6 +88,29 @@ impl Progress for Bar {
     }
 }
 
+/// Every agent's own responder, as the inventory gives it: each agent checks its own first.
+fn responders(
+    inv: &Inventory,
+) -> std::collections::BTreeMap<prober::model::AgentRef, std::net::SocketAddr> {
+    use prober::model::{AgentKind, AgentRef};
+    let mut out = std::collections::BTreeMap::new();
+    for n in &inv.nodes {
+        for (agent, a) in [
+            (AgentKind::Host, &n.agents.host),
+            (AgentKind::Pod, &n.agents.pod),
+        ] {
+            if let Some(a) = a {
+                let at = AgentRef {
+                    node: n.name.clone(),
+                    agent,
+                };
+                out.insert(at, std::net::SocketAddr::from((a.address, a.port)));
+            }
+        }
+    }
+    out
+}
+
 /// Plans the matrix over `inv` and runs it on `runtime`'s agents; stops on SIGINT/SIGTERM with
 /// what was gathered. Writes `--save` whatever happened.
 pub async fn run_matrix<R: Runtime + 'static>(
@@ -118,6 +141,7 @@ pub async fn run_matrix<R: Runtime + 'static>(
     let cfg = RunConfig {
         probe_timeout: args.timeout,
         concurrency: usize::from(args.concurrency),
+        responders: responders(inv),
         ..RunConfig::default()
     };
     let bar = Bar::new(!args.no_progress);

@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
+use std::net::SocketAddr;
 use std::num::{NonZeroU32, NonZeroU64};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -40,6 +41,10 @@ pub struct RunConfig {
     pub retries: u32,
     /// The most time the retries may add to the run, after the first pass.
     pub retry_budget: Duration,
+    /// Each agent's own responder (`probe-pod serve`), probed by the agent itself in the first
+    /// pass: an agent whose responder does not answer is missing, and the probes to it are
+    /// unknown, not failed paths.
+    pub responders: BTreeMap<AgentRef, SocketAddr>,
 }
 
 impl Default for RunConfig {
@@ -50,6 +55,7 @@ impl Default for RunConfig {
             agent_concurrency: 1024,
             retries: 2,
             retry_budget: Duration::from_secs(30),
+            responders: BTreeMap::new(),
         }
     }
 }
@@ -170,7 +176,12 @@ pub async fn run<R: Runtime + 'static>(
     let salt = u32::try_from(since & 0xffff_ffff).unwrap_or(0) ^ std::process::id().rotate_left(16);
     let mut cancel = Box::pin(cancel);
     let agents_planned: Vec<AgentRef> = by_agent(planned).keys().cloned().collect();
-    progress.planned(planned.len() as u64);
+    let checks = cfg
+        .responders
+        .keys()
+        .filter(|a| agents_planned.contains(a))
+        .count();
+    progress.planned((planned.len() + checks) as u64);
     let all: Vec<&PlannedProbe> = planned.iter().collect();
     let first = Pass {
         runtime: &runtime,
@@ -180,6 +191,7 @@ pub async fn run<R: Runtime + 'static>(
     };
     let (mut results, mut failed, mut interrupted) =
         first.run(&all, 0, progress, &mut cancel).await;
+    let dead = dead_responders(cfg, &mut results, &mut failed);
     if !interrupted && cfg.retries > 0 {
         interrupted |= retry::confirm_failures(&first, planned, &mut results, &mut cancel).await;
     }
@@ -187,6 +199,16 @@ pub async fn run<R: Runtime + 'static>(
     let records = planned
         .iter()
         .map(|p| {
+            if let Some(why) = to_dead_responder(p, &dead) {
+                return ResultRecord::unknown(
+                    p.path,
+                    p.from.clone(),
+                    p.to.clone(),
+                    p.id.clone(),
+                    Unknown::AgentFailed,
+                    why,
+                );
+            }
             let receiver = p.receipt_port.and(p.to.node.clone()).and_then(|node| {
                 failed.get(&AgentRef {
                     node,
@@ -264,6 +286,26 @@ impl<R: Runtime + 'static> Pass<'_, R> {
                 probe,
             });
         }
+        if attempt == 0 {
+            for (agent, addr) in &self.cfg.responders {
+                // Only agents this run uses: a filtered-out agent is not started for a check.
+                let Some(specs) = groups.get_mut(agent) else {
+                    continue;
+                };
+                let Some(port) = probe_proto::Port::new(addr.port()) else {
+                    continue;
+                };
+                specs.push(ProbeSpec {
+                    id: format!("{RESPONDER_CHECK}{agent}"),
+                    timeout_ms: None,
+                    probe: Probe::Tcp {
+                        address: addr.ip(),
+                        port,
+                        echo: true,
+                    },
+                });
+            }
+        }
         let plans = groups
             .into_iter()
             .map(|(agent, specs)| (agent, plan_for(specs, self.cfg)))
@@ -285,6 +327,46 @@ impl<R: Runtime + 'static> Pass<'_, R> {
         }
         (results, failed, interrupted)
     }
+}
+
+/// Ids of the responder checks, one per agent, never reported as results.
+const RESPONDER_CHECK: &str = "responder-check:";
+
+/// Takes the responder checks out of `results`; an agent whose own responder did not answer is
+/// marked failed. Returns those agents with their responder's address.
+fn dead_responders(
+    cfg: &RunConfig,
+    results: &mut HashMap<String, ProbeResult>,
+    failed: &mut BTreeMap<AgentRef, String>,
+) -> BTreeMap<AgentRef, SocketAddr> {
+    let mut dead = BTreeMap::new();
+    for (agent, addr) in &cfg.responders {
+        let Some(r) = results.remove(&format!("{RESPONDER_CHECK}{agent}")) else {
+            continue;
+        };
+        if r.outcome.is_ok() {
+            continue;
+        }
+        failed.entry(agent.clone()).or_insert_with(|| {
+            format!(
+                "its responder at {addr} does not answer its own probe ({}: {}): is `probe-pod serve` running there?",
+                r.outcome, r.detail
+            )
+        });
+        dead.insert(agent.clone(), *addr);
+    }
+    dead
+}
+
+/// Why a probe to a dead responder is unknown, when it is one.
+fn to_dead_responder(p: &PlannedProbe, dead: &BTreeMap<AgentRef, SocketAddr>) -> Option<String> {
+    let agent = AgentRef {
+        node: p.to.node.clone()?,
+        agent: p.to.agent?,
+    };
+    let addr = dead.get(&agent)?;
+    (p.to.port == Some(addr.port()) && p.to.address == addr.ip())
+        .then(|| format!("not tested: {agent}'s responder at {addr} does not answer its own probe"))
 }
 
 /// The report's entry for one planned probe: its result, or why it has none.
