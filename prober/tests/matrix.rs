@@ -460,7 +460,7 @@ fn bad_inventories_exit_2_naming_the_problem() {
         ),
         (
             good.replace("10.244.0.0/16", "10.244.0.0/33"),
-            "prefix length",
+            "len 0-32",
         ),
         (good.replace("cni: flannel", "cni: bananas"), "bananas"),
     ];
