@@ -458,10 +458,7 @@ fn bad_inventories_exit_2_naming_the_problem() {
             format!("{good}  - name: n1\n    address: 192.168.56.11\n    agents: {{}}\n"),
             "duplicate node name \"n1\"",
         ),
-        (
-            good.replace("10.244.0.0/16", "10.244.0.0/33"),
-            "len 0-32",
-        ),
+        (good.replace("10.244.0.0/16", "10.244.0.0/33"), "len 0-32"),
         (good.replace("cni: flannel", "cni: bananas"), "bananas"),
     ];
     for (i, (yaml, want)) in cases.iter().enumerate() {
