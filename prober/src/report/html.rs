@@ -10,6 +10,8 @@ use std::fmt::Write as _;
 use probe_proto::Outcome;
 
 use super::Report;
+use super::junit::escape as esc;
+use super::table::natural;
 use crate::diagnose::{Finding, Severity};
 use crate::model::{PathClass, ResultRecord};
 
@@ -55,36 +57,11 @@ table.list th,table.list td{border:1px solid #ddd;padding:.15rem .5rem;text-alig
 .muted{color:#666}
 ";
 
-/// Text for HTML content and attribute values.
-fn esc(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
 fn kebab<T: serde::Serialize>(v: T) -> String {
     serde_json::to_value(v)
         .ok()
         .and_then(|v| v.as_str().map(String::from))
         .unwrap_or_default()
-}
-
-/// Natural order: n2 before n10.
-fn natural(a: &str, b: &str) -> std::cmp::Ordering {
-    let split = |s: &str| {
-        let i = s.trim_end_matches(|c: char| c.is_ascii_digit()).len();
-        (s[..i].to_string(), s[i..].parse::<u64>().unwrap_or(0))
-    };
-    split(a).cmp(&split(b)).then_with(|| a.cmp(b))
 }
 
 /// The grid column of a result: the destination node, or the Service for service paths.
@@ -553,7 +530,7 @@ mod tests {
         let mut r = fixture::flannel_gap_report();
         r.findings[0].summary = "<b>\"x\" & 'y'</b>".into();
         let html = render(&r, 0);
-        assert!(html.contains("&lt;b&gt;&quot;x&quot; &amp; &#39;y&#39;&lt;/b&gt;"));
+        assert!(html.contains("&lt;b&gt;&quot;x&quot; &amp; &apos;y&apos;&lt;/b&gt;"));
         assert!(!html.contains("<b>\"x\""));
     }
 

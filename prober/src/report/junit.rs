@@ -8,7 +8,8 @@ use std::fmt::Write as _;
 use super::Report;
 use crate::model::ResultRecord;
 
-fn escape(s: &str) -> String {
+/// Text for XML (and HTML) content and attribute values.
+pub(super) fn escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {

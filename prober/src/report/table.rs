@@ -53,7 +53,7 @@ const LEGEND: &str = ". ok T timeout R refused X rejected U unreachable S tls H 
 const GRID_FULL: usize = 12;
 
 /// Natural order: n2 before n10.
-fn natural(a: &str, b: &str) -> std::cmp::Ordering {
+pub(super) fn natural(a: &str, b: &str) -> std::cmp::Ordering {
     let split = |s: &str| {
         let i = s.trim_end_matches(|c: char| c.is_ascii_digit()).len();
         (s[..i].to_string(), s[i..].parse::<u64>().unwrap_or(0))
