@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use probe_proto::{MacAddr, Port, Probe, Vni};
 
-use super::{PlannedProbe, cni_tcp_ports, id, port};
+use super::{Builder, Filter, PlannedProbe, cni_tcp_ports, port};
 use crate::inventory::{Agent, Agents, Inventory, Node};
 use crate::model::{AgentKind, AgentRef, PathClass, Protocol, Target};
 
@@ -107,30 +107,9 @@ fn tcp_target(node: &str, address: Ipv4Addr, p: u16) -> Target {
     }
 }
 
-struct Out(Vec<PlannedProbe>);
-
-impl Out {
-    fn push(
-        &mut self,
-        path: PathClass,
-        from: AgentRef,
-        to: Target,
-        label: &str,
-        what: &str,
-        probe: Probe,
-    ) -> &mut PlannedProbe {
-        let id = id(path, &from, label, what);
-        self.0.push(PlannedProbe {
-            id,
-            path,
-            from,
-            to,
-            probe,
-            receipt_port: None,
-        });
-        self.0.last_mut().expect("just pushed")
-    }
-
+/// Preflight's probes, through the planner's one builder (every cell wanted: preflight applies
+/// no path or node filter).
+impl Builder<'_> {
     fn tcp(&mut self, from: &str, to: &str, address: Ipv4Addr, p: u16) {
         self.push(
             PathClass::NodeToNode,
@@ -151,7 +130,12 @@ impl Out {
 /// stable; `inv` must not already hold the candidate.
 #[must_use]
 pub fn preflight(inv: &Inventory, c: &Candidate) -> Vec<PlannedProbe> {
-    let mut out = Out(Vec::new());
+    let everything = Filter::default();
+    let mut out = Builder {
+        inv,
+        filter: &everything,
+        out: Vec::new(),
+    };
     let cp = c.role == Role::ControlPlane;
     let others: Vec<&Node> = inv.nodes.iter().filter(|n| n.name != c.name).collect();
     // The candidate -> every API endpoint: TCP and the TLS handshake.
@@ -233,12 +217,12 @@ pub fn preflight(inv: &Inventory, c: &Candidate) -> Vec<PlannedProbe> {
             },
         );
     }
-    out.0
+    out.out
 }
 
 /// Crafted VXLAN datagrams both ways: to each node (its sniffer confirms) and from each node to
 /// the candidate (its stand-in socket confirms).
-fn overlay(inv: &Inventory, c: &Candidate, others: &[&Node], out: &mut Out) {
+fn overlay(inv: &Inventory, c: &Candidate, others: &[&Node], out: &mut Builder<'_>) {
     let Some(ov) = inv.cluster.overlay.as_ref().filter(|o| o.mode == "vxlan") else {
         return;
     };
@@ -254,7 +238,7 @@ fn overlay(inv: &Inventory, c: &Candidate, others: &[&Node], out: &mut Out) {
             port: Some(ov.port),
             protocol: Protocol::Udp,
         };
-        out.push(
+        if let Some(p) = out.push(
             PathClass::Overlay,
             host(&c.name),
             to_node,
@@ -269,8 +253,9 @@ fn overlay(inv: &Inventory, c: &Candidate, others: &[&Node], out: &mut Out) {
                 inner_destination: Some(vtep.address),
                 destination_mac: Some(MacAddr(vtep.mac.0)),
             },
-        )
-        .receipt_port = receipt;
+        ) {
+            p.receipt_port = receipt;
+        }
         if n.agents.host.is_none() {
             continue;
         }
@@ -282,7 +267,7 @@ fn overlay(inv: &Inventory, c: &Candidate, others: &[&Node], out: &mut Out) {
             port: Some(ov.port),
             protocol: Protocol::Udp,
         };
-        out.push(
+        if let Some(p) = out.push(
             PathClass::Overlay,
             host(&n.name),
             to_candidate,
@@ -297,8 +282,9 @@ fn overlay(inv: &Inventory, c: &Candidate, others: &[&Node], out: &mut Out) {
                 inner_destination: None,
                 destination_mac: None,
             },
-        )
-        .receipt_port = Port::new(c.agent_port);
+        ) {
+            p.receipt_port = Port::new(c.agent_port);
+        }
     }
 }
 

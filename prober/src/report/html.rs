@@ -146,18 +146,12 @@ fn cell(row: &str, col: &str, list: &[&ResultRecord]) -> (String, char, String) 
     }
 }
 
+/// The table's letter for a failure; a blank cell for ok.
 fn glyph(o: Outcome) -> char {
-    match o {
-        Outcome::Ok => ' ',
-        Outcome::Timeout => 'T',
-        Outcome::Refused => 'R',
-        Outcome::Rejected => 'X',
-        Outcome::Unreachable => 'U',
-        Outcome::TlsError => 'S',
-        Outcome::HttpError => 'H',
-        Outcome::Unauthorized => 'A',
-        Outcome::DnsError => 'D',
-        Outcome::Error => 'E',
+    if o == Outcome::Ok {
+        ' '
+    } else {
+        super::table::cell_char(o)
     }
 }
 

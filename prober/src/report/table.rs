@@ -32,7 +32,8 @@ const YELLOW: &str = "\x1b[33m";
 const BOLD: &str = "\x1b[1m";
 const RESET: &str = "\x1b[0m";
 
-fn cell_char(o: Outcome) -> char {
+/// One grid cell per outcome.
+pub(super) fn cell_char(o: Outcome) -> char {
     match o {
         Outcome::Ok => '.',
         Outcome::Timeout => 'T',
