@@ -179,8 +179,9 @@ impl Finding {
         }
     }
 
-    /// Whether this finding has every field `want` names with the same value (arrays as sets):
-    /// how scenario expectations are matched.
+    /// Whether this finding has every field `want` names with the same value (arrays as sets): the
+    /// diagnosis tests' shorthand (scenarios match through the lab's typed `FindingPattern`).
+    #[cfg(test)]
     #[must_use]
     pub fn matches(&self, want: &serde_json::Value) -> bool {
         let Ok(have) = serde_json::to_value(self) else {

@@ -2,6 +2,7 @@
 //! `IPPools`, whether BIRD speaks BGP and with whom, which nodes run Typha, and the IPAM blocks
 //! each node owns (Calico ignores `spec.podCIDR`).
 
+use super::annotation;
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Node as K8sNode, Pod, PodSpec};
@@ -143,14 +144,6 @@ fn backend(raw: &Raw, calico_node: Option<&PodSpec>) -> String {
         .and_then(|e| e.value.clone())
         // calico-node's own default.
         .unwrap_or_else(|| "bird".into())
-}
-
-fn annotation<'a>(n: &'a K8sNode, key: &str) -> Option<&'a str> {
-    n.metadata
-        .annotations
-        .as_ref()?
-        .get(key)
-        .map(String::as_str)
 }
 
 /// Calico's VXLAN tunnel endpoint on a node, from the annotations calico-node writes.

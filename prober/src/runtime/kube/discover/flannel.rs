@@ -1,6 +1,7 @@
 //! flannel's data path (kube-flannel, Canal, and the flannel built into k3s): the backend from
 //! the nodes' annotations or `net-conf.json`, and each node's VTEP.
 
+use super::annotation;
 use k8s_openapi::api::core::v1::Node as K8sNode;
 
 use crate::inventory::{Cidr, Overlay, Vtep};
@@ -40,14 +41,6 @@ pub fn net_conf(text: &str) -> Option<NetConf> {
             .and_then(|p| u16::try_from(p).ok())
             .filter(|m| *m != 0),
     })
-}
-
-fn annotation<'a>(n: &'a K8sNode, key: &str) -> Option<&'a str> {
-    n.metadata
-        .annotations
-        .as_ref()?
-        .get(key)
-        .map(String::as_str)
 }
 
 /// Whether flannel runs on the nodes (it annotates every node it manages).

@@ -633,3 +633,12 @@ pub fn build(raw: &Raw) -> Result<Inventory, DiscoverError> {
         components,
     })
 }
+
+/// A node's annotation, as CNIs write them (flannel's backend, Calico's tunnel addresses).
+pub(super) fn annotation<'a>(n: &'a K8sNode, key: &str) -> Option<&'a str> {
+    n.metadata
+        .annotations
+        .as_ref()?
+        .get(key)
+        .map(String::as_str)
+}
