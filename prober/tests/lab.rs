@@ -4,39 +4,11 @@
 
 mod common;
 
-use common::{agent, netns_available, prober, root, text};
+use common::{StateDir, agent, lab, netns_available, prober, root, text};
 
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
-
-/// A state root of this test's own, removed at the end.
-struct StateDir(PathBuf);
-
-impl StateDir {
-    fn new(tag: &str) -> Self {
-        let p = std::env::temp_dir().join(format!("prober-lab-test-{tag}-{}", std::process::id()));
-        std::fs::create_dir_all(&p).unwrap();
-        Self(p)
-    }
-}
-
-impl Drop for StateDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn lab(args: &[&str], state: &StateDir) -> Output {
-    Command::new(prober())
-        .arg("lab")
-        .args(args)
-        .arg("--state-dir")
-        .arg(&state.0)
-        .env("PROBER_AGENT_BIN", agent())
-        .output()
-        .unwrap()
-}
 
 fn netns_with(prefix: &str) -> Vec<String> {
     let out = Command::new("ip").args(["netns", "list"]).output().unwrap();

@@ -262,15 +262,20 @@ async fn first_run_announces_what_it_found_and_creates_the_memory() {
     );
 }
 
+/// The `ConfigMap` a run at `at` leaves behind, remembering `report`.
+fn remembered_configmap(report: &Report, at: u64) -> Value {
+    let (gz, _) = Remembered::of(report, at)
+        .encode(remembered::BUDGET)
+        .unwrap();
+    json!({"apiVersion": "v1", "kind": "ConfigMap",
+           "metadata": {"name": "prober-last-report", "namespace": "prober-system"},
+           "binaryData": {"report.json.gz": base64::engine::general_purpose::STANDARD.encode(&gz)}})
+}
+
 #[tokio::test]
 async fn next_run_diffs_against_the_memory_and_announces_the_resolution() {
     let broken = report(&synthetic(3, Some("n3")));
-    let (gz, _) = Remembered::of(&broken, 1_700_000_000)
-        .encode(remembered::BUDGET)
-        .unwrap();
-    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
-                    "metadata": {"name": "prober-last-report", "namespace": "prober-system"},
-                    "binaryData": {"report.json.gz": base64::engine::general_purpose::STANDARD.encode(&gz)}});
+    let cm = remembered_configmap(&broken, 1_700_000_000);
     let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
     let client = kube::Client::new(service, "default");
     let server = tokio::spawn(serve(
@@ -318,12 +323,7 @@ async fn next_run_diffs_against_the_memory_and_announces_the_resolution() {
 async fn an_unchanged_run_emits_nothing_and_the_memory_stays_bounded() {
     // 120 nodes, one gap: a persisting finding, no event; the memory well under 1 MiB.
     let broken = report(&synthetic(120, Some("n17")));
-    let (gz, _) = Remembered::of(&broken, 1)
-        .encode(remembered::BUDGET)
-        .unwrap();
-    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
-                    "metadata": {"name": "prober-last-report", "namespace": "prober-system"},
-                    "binaryData": {"report.json.gz": base64::engine::general_purpose::STANDARD.encode(&gz)}});
+    let cm = remembered_configmap(&broken, 1);
     let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
     let client = kube::Client::new(service, "default");
     let server = tokio::spawn(serve(

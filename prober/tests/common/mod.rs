@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
-use std::process::Output;
+use std::process::{Command, Output};
 
 pub fn prober() -> &'static str {
     env!("CARGO_BIN_EXE_prober")
@@ -50,4 +50,33 @@ pub fn netns_available() -> bool {
     );
     eprintln!("SKIP: this test builds network namespaces and needs root");
     false
+}
+
+/// A lab state root of one test's own, removed at the end.
+pub struct StateDir(pub PathBuf);
+
+impl StateDir {
+    pub fn new(tag: &str) -> Self {
+        let p = std::env::temp_dir().join(format!("prober-test-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&p).unwrap();
+        Self(p)
+    }
+}
+
+impl Drop for StateDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// `prober lab ARGS --state-dir STATE`, with the workspace's agent.
+pub fn lab(args: &[&str], state: &StateDir) -> Output {
+    Command::new(prober())
+        .arg("lab")
+        .args(args)
+        .arg("--state-dir")
+        .arg(&state.0)
+        .env("PROBER_AGENT_BIN", agent())
+        .output()
+        .unwrap()
 }
