@@ -4,7 +4,6 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use prober::diagnose::Severity;
 use prober::report::remembered::Changes;
 use prober::report::{EXIT_OK, EXIT_USAGE, Report};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -222,11 +221,7 @@ fn log_line(
     exit_code: u8,
 ) -> String {
     let s = &report.summary;
-    let errors = report
-        .findings
-        .iter()
-        .filter(|f| f.severity == Severity::Error)
-        .count();
+    let errors = report.error_findings();
     let mut kinds: Vec<String> = report
         .findings
         .iter()

@@ -440,11 +440,7 @@ fn metadata(out: &mut String, report: &Report, finished: u64) {
 #[must_use]
 pub fn render(report: &Report, finished: u64) -> String {
     let s = &report.summary;
-    let errors = report
-        .findings
-        .iter()
-        .filter(|f| f.severity == Severity::Error)
-        .count();
+    let errors = report.error_findings();
     let verdict_class = match s.exit_code {
         0 => "verdict",
         3 => "verdict partial",

@@ -143,6 +143,15 @@ fn count(results: &[&ResultRecord]) -> Counts {
 }
 
 impl Report {
+    /// How many findings are errors (the rest are warnings).
+    #[must_use]
+    pub fn error_findings(&self) -> usize {
+        self.findings
+            .iter()
+            .filter(|f| f.severity == Severity::Error)
+            .count()
+    }
+
     /// Builds the report of a run, with its diagnosis.
     #[must_use]
     pub fn new(run: RunOutput, inv: &Inventory) -> Self {

@@ -624,11 +624,7 @@ pub fn render(report: &Report, style: Style) -> String {
         "{}",
         line.replacen(&verdict, &paint(&verdict, color, style), 1)
     );
-    let errors = report
-        .findings
-        .iter()
-        .filter(|f| f.severity == crate::diagnose::Severity::Error)
-        .count();
+    let errors = report.error_findings();
     let warnings = report.findings.len() - errors;
     if !report.findings.is_empty() {
         // A node's configuration can be wrong while every probe answered: say so up front.
