@@ -209,12 +209,16 @@ pub async fn run<R: Runtime + 'static>(
                     why,
                 );
             }
-            let receiver = p.receipt_port.and(p.to.node.clone()).and_then(|node| {
-                failed.get(&AgentRef {
-                    node,
-                    agent: AgentKind::Host,
-                })
-            });
+            // Only crafted datagrams have a receiver to ask: no clone for every other probe.
+            let receiver = p
+                .receipt_port
+                .and_then(|_| p.to.node.clone())
+                .and_then(|node| {
+                    failed.get(&AgentRef {
+                        node,
+                        agent: AgentKind::Host,
+                    })
+                });
             record_for(
                 p,
                 results.remove(&p.id),
@@ -360,6 +364,9 @@ fn dead_responders(
 
 /// Why a probe to a dead responder is unknown, when it is one.
 fn to_dead_responder(p: &PlannedProbe, dead: &BTreeMap<AgentRef, SocketAddr>) -> Option<String> {
+    if dead.is_empty() {
+        return None;
+    }
     let agent = AgentRef {
         node: p.to.node.clone()?,
         agent: p.to.agent?,
