@@ -80,6 +80,7 @@ fn inventory() -> Inventory {
         },
         nodes,
         components: Vec::new(),
+        agent_bin: None,
     }
 }
 

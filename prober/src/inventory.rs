@@ -15,6 +15,11 @@ pub struct Inventory {
     pub nodes: Vec<Node>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub components: Vec<Component>,
+    /// How every exec prefix starts the agent: its binary as the prefix sees it (the lab writes
+    /// the one it runs). `--agent-bin` overrides it; without either, `probe-pod` beside `prober`,
+    /// else on the PATH.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_bin: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -346,6 +346,50 @@ fn missing_agent_makes_its_paths_unknown_not_failed() {
     );
 }
 
+/// The README's second step: `prober matrix --inventory` on what `lab up` wrote runs as written,
+/// from a `prober` with no agent beside it and none on the PATH, because the lab's inventory says
+/// which agent it runs. An agent binary that cannot start names the ways to give it.
+#[test]
+fn the_labs_inventory_runs_as_written_and_a_missing_agent_names_the_fix() {
+    if !netns_available() {
+        return;
+    }
+    let lab = TestLab::up("tin", None);
+    let alone = lab.state.join("elsewhere");
+    std::fs::create_dir_all(&alone).unwrap();
+    let copy = alone.join("prober");
+    if std::fs::hard_link(prober(), &copy).is_err() {
+        std::fs::copy(prober(), &copy).unwrap();
+    }
+    let run = |extra: &[&str]| {
+        Command::new(&copy)
+            .args(["matrix", "--inventory"])
+            .arg(lab.inventory())
+            .args(["-o", "json", "--paths", "pod-to-pod"])
+            .args(extra)
+            .env_remove("PROBER_AGENT_BIN")
+            .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+            .output()
+            .unwrap()
+    };
+    let out = run(&[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["summary"]["failed"], 0);
+    assert_eq!(report["summary"]["agentsMissing"], 0);
+
+    let out = run(&["--agent-bin", "/nonexistent/probe-pod"]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let detail = report["agents"][0]["detail"].as_str().unwrap_or_default();
+    assert!(
+        detail.contains("could not start the agent binary `/nonexistent/probe-pod`")
+            && detail.contains("--agent-bin PATH")
+            && detail.contains("agentBin:"),
+        "{detail}"
+    );
+}
+
 /// `probe --plan` processes (per-agent probe runs) still alive in the lab's namespaces.
 fn probe_runs_in(prefix: &str) -> Vec<String> {
     let list = Command::new("ip").args(["netns", "list"]).output().unwrap();

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::ValueEnum;
+use prober::inventory::Inventory;
 use prober::model::PathClass;
 use prober::plan::Filter;
 use prober::report::{self, Report};
@@ -236,11 +237,13 @@ impl ProbeArgs {
         }
     }
 
-    /// The agent binary: the flag, else `probe-pod` beside this program when it exists there,
-    /// else `probe-pod` on the PATH of wherever the exec prefix runs it.
+    /// The agent binary: the flag, else the inventory's `agentBin`, else `probe-pod` beside this
+    /// program when it exists there, else `probe-pod` on the PATH of wherever the exec prefix
+    /// runs it.
     #[must_use]
-    pub fn agent_bin(&self) -> String {
-        self.agent_bin.clone().unwrap_or_else(|| {
+    pub fn agent_bin(&self, inv: &Inventory) -> String {
+        let chosen = self.agent_bin.clone().or_else(|| inv.agent_bin.clone());
+        chosen.unwrap_or_else(|| {
             let beside = sibling("probe-pod");
             if beside.is_file() {
                 beside.display().to_string()

@@ -45,7 +45,7 @@ pub async fn run(args: &Args) -> Result<u8, CliError> {
         }
         Some(path) => {
             let inv = Inventory::load(path).map_err(|e| CliError::Usage(e.to_string()))?;
-            let runtime = Arc::new(Local::new(&inv, args.probe.agent_bin()));
+            let runtime = Arc::new(Local::new(&inv, args.probe.agent_bin(&inv)));
             let report = run_matrix(&inv, runtime, &args.probe, Vec::new()).await?;
             (report, super::export::now(), None)
         }

@@ -147,7 +147,7 @@ pub async fn run_preflight(
     probe: &ProbeArgs,
 ) -> Result<Report, CliError> {
     let role = candidate.role;
-    let agent_bin = probe.agent_bin();
+    let agent_bin = probe.agent_bin(inv);
     let (standins, conflicts) = start_standins(inv, candidate, &agent_bin).await?;
     let full = with_candidate(inv, candidate);
     let planned = preflight(inv, candidate);

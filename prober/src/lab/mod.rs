@@ -227,10 +227,10 @@ impl Lab {
         say("starting the API server, DNS servers and agents");
         self.start_processes(opts)?;
         self.wait_ready()?;
-        write(
-            &self.inventory_path,
-            &build::inventory(&self.scenario, l).to_yaml(),
-        )?;
+        let mut inv = build::inventory(&self.scenario, l);
+        // The inventory runs as written: `prober matrix --inventory` starts this same agent.
+        inv.agent_bin = Some(self.agent_bin.display().to_string());
+        write(&self.inventory_path, &inv.to_yaml())?;
         say("ready");
         Ok(())
     }

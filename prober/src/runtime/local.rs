@@ -93,6 +93,11 @@ impl Runtime for Local {
         let err_text = talk.stderr;
         match status {
             Ok(s) if s.success() => Ok(()),
+            Ok(s) if agent_not_started(s.code(), &err_text) => Err(RuntimeError::AgentBinary {
+                command,
+                bin: self.agent_bin.clone(),
+                stderr: err_text.trim().to_string(),
+            }),
             Ok(s) => Err(RuntimeError::Exit {
                 command,
                 status: s.to_string(),
@@ -104,5 +109,37 @@ impl Runtime for Local {
                 stderr: e.to_string(),
             }),
         }
+    }
+}
+
+/// Whether an exec prefix failed to start the agent binary itself (as opposed to the agent
+/// failing): `ip netns exec` says `exec of "X" failed` (status 255), a shell says `command not
+/// found` / `No such file` (127) or `Permission denied` (126).
+fn agent_not_started(code: Option<i32>, stderr: &str) -> bool {
+    matches!(code, Some(126 | 127))
+        || stderr.contains("exec of \"")
+        || (code == Some(255) && stderr.contains("No such file or directory"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::agent_not_started;
+
+    #[test]
+    fn an_exec_prefix_that_could_not_start_the_agent_is_told_apart() {
+        assert!(agent_not_started(
+            Some(255),
+            "exec of \"probe-pod\" failed: No such file or directory\n"
+        ));
+        assert!(agent_not_started(
+            Some(127),
+            "bash: probe-pod: command not found"
+        ));
+        assert!(agent_not_started(Some(126), "probe-pod: Permission denied"));
+        assert!(!agent_not_started(
+            Some(2),
+            "probe-pod probe: plan: unknown field `x`"
+        ));
+        assert!(!agent_not_started(Some(1), ""));
     }
 }

@@ -25,6 +25,16 @@ pub enum RuntimeError {
         status: String,
         stderr: String,
     },
+    #[error(
+        "`{command}` could not start the agent binary `{bin}` ({stderr}): give its path as the \
+         exec prefix sees it with --agent-bin PATH (or PROBER_AGENT_BIN), or `agentBin:` in the \
+         inventory"
+    )]
+    AgentBinary {
+        command: String,
+        bin: String,
+        stderr: String,
+    },
     #[error("`{command}` did not finish within {secs} s")]
     Deadline { command: String, secs: u64 },
     #[error("`{command}`: {message}")]

@@ -57,5 +57,6 @@ pub fn inventory(s: &Scenario, l: &Layout) -> crate::inventory::Inventory {
             })
             .collect(),
         components: s.components.clone(),
+        agent_bin: None,
     }
 }

@@ -631,6 +631,7 @@ pub fn build(raw: &Raw) -> Result<Inventory, DiscoverError> {
         },
         nodes,
         components,
+        agent_bin: None,
     })
 }
 
