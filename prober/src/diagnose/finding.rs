@@ -25,6 +25,8 @@ pub enum Kind {
     NotListening,
     /// A node that nothing reaches and that reaches nothing, on every port probed.
     Partition,
+    /// The agents' own port is not open on a node: a limit of this run, not a cluster fault.
+    ProberPort,
     Unexplained,
 }
 

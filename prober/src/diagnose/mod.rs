@@ -20,6 +20,7 @@ mod node_config;
 mod not_listening;
 mod overlay;
 pub mod preflight;
+mod prober_port;
 mod unexplained;
 
 pub use finding::{Finding, Kind, Severity, Where};
@@ -35,6 +36,7 @@ pub fn diagnose(inv: &Inventory, results: &[ResultRecord], agents: &[AgentStatus
     let mut ctx = Ctx::new(inv, results);
     let mut findings = Vec::new();
     cutoff::unreachable_nodes(&mut ctx, &mut findings);
+    prober_port::prober_port(&mut ctx, &mut findings);
     let gaps = firewall::firewall_gaps(&mut ctx, &mut findings);
     not_listening::not_listening(&mut ctx, &mut findings);
     bootstrap::bootstrap_cycles(&mut ctx, &mut findings);

@@ -16,7 +16,7 @@ const BUCKETS: [f64; 15] = [
 ];
 
 /// Every finding kind, so that a kind that went away reads 0 rather than vanishing.
-const KINDS: [Kind; 14] = [
+const KINDS: [Kind; 15] = [
     Kind::FirewallGap,
     Kind::BootstrapCycle,
     Kind::ServiceProxy,
@@ -30,6 +30,7 @@ const KINDS: [Kind; 14] = [
     Kind::Loss,
     Kind::NotListening,
     Kind::Partition,
+    Kind::ProberPort,
     Kind::Unexplained,
 ];
 
