@@ -1153,6 +1153,39 @@ async fn a_forbidden_namespace_is_said_and_skipped() {
     assert_eq!(inv.nodes.len(), 3);
 }
 
+/// A 401 is "reached but not accepted", in words, never the library's `Status { … }` dump; a 403
+/// on what discovery cannot do without says which grant is missing.
+#[tokio::test]
+async fn unauthorised_and_forbidden_are_said_in_words() {
+    for (code, reason, want) in [
+        (
+            401,
+            "Unauthorized",
+            "the API server answered but did not accept the credentials",
+        ),
+        (403, "Forbidden", "may not do this (403 Forbidden"),
+    ] {
+        let (client, server) = serve(Box::new(move |_| status(code, reason)));
+        let err = read(&client)
+            .await
+            .expect_err("nothing is readable")
+            .to_string();
+        drop(client);
+        let seen = server.await.unwrap();
+        assert_eq!(
+            seen.iter().map(|s| s.uri.as_str()).collect::<Vec<_>>(),
+            ["/api/v1/nodes?&limit=500"],
+            "discovery stops at the first refusal"
+        );
+        assert!(err.starts_with("cannot list nodes: "), "{err}");
+        assert!(err.contains(want), "{err}");
+        assert!(
+            !err.contains("Status {") && !err.contains("ApiError"),
+            "{err}"
+        );
+    }
+}
+
 fn raw_of(flavour: &str) -> prober::runtime::kube::discover::Raw {
     let nodes: k8s_openapi::List<k8s_openapi::api::core::v1::Node> =
         serde_json::from_value(fixture_json(flavour, "nodes.json")).unwrap();

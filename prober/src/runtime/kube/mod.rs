@@ -7,6 +7,7 @@ pub mod events;
 pub mod exec;
 pub mod manifests;
 pub mod memory;
+pub mod words;
 
 use std::path::Path;
 use std::time::Duration;
@@ -20,6 +21,15 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 pub enum ConnectError {
     #[error("cannot load the kubeconfig {source_name}: {message}")]
     Config {
+        source_name: String,
+        message: String,
+    },
+    #[error(
+        "no kubeconfig here ({source_name}): pass --kubeconfig FILE (or set KUBECONFIG) to reach \
+         a cluster, --inventory FILE to probe hosts you list, or try it without a cluster: \
+         `prober lab up` then `prober matrix --inventory` on what it prints [{message}]"
+    )]
+    NoKubeconfig {
         source_name: String,
         message: String,
     },
@@ -80,8 +90,25 @@ pub async fn client(
         None => {
             let source_name = std::env::var("KUBECONFIG")
                 .unwrap_or_else(|_| "~/.kube/config or the in-cluster service account".into());
-            let err = config_err(&source_name);
-            (Config::infer().await.map_err(|e| err(&e))?, source_name)
+            // None at all (no KUBECONFIG, no ~/.kube/config, not in a pod) is the new user's
+            // case: say the ways forward. A kubeconfig that exists but is broken says what broke.
+            let none = std::env::var_os("KUBECONFIG").is_none()
+                && !std::env::var_os("HOME")
+                    .is_some_and(|h| Path::new(&h).join(".kube/config").exists());
+            let config = Config::infer().await.map_err(|e| {
+                if none {
+                    ConnectError::NoKubeconfig {
+                        source_name: source_name.clone(),
+                        message: e.to_string(),
+                    }
+                } else {
+                    ConnectError::Config {
+                        source_name: source_name.clone(),
+                        message: e.to_string(),
+                    }
+                }
+            })?;
+            (config, source_name)
         }
     };
     let mut config = config;

@@ -55,7 +55,7 @@ pub fn budget(nodes: usize) -> Duration {
 
 #[derive(Debug, thiserror::Error)]
 pub enum DiscoverError {
-    #[error("cannot {what}: {source}")]
+    #[error("cannot {what}: {}", super::words::words(.source))]
     Api { what: String, source: kube::Error },
     #[error("no answer within {secs} s while trying to {what}")]
     Deadline { what: String, secs: u64 },
