@@ -129,6 +129,32 @@ fn up_status_down_and_only_prefixed_namespaces() {
         inventory.contains("plab-tud-n1") && inventory.contains("192.168.56.10:6443"),
         "{inventory}"
     );
+    // Ready means warm: every neighbour already resolved, so no first packet waits on ARP and a
+    // healthy lab shows its real latency from the first probe.
+    let neigh = |ns: &str| {
+        let out = Command::new("ip")
+            .args(["netns", "exec", ns, "ip", "-4", "neigh", "show"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let resolved = |table: &str, addr: &str| {
+        table
+            .lines()
+            .any(|l| l.starts_with(&format!("{addr} ")) && l.contains("lladdr"))
+    };
+    let n1 = neigh("plab-tud-n1");
+    assert!(
+        resolved(&n1, "192.168.56.11")
+            && resolved(&n1, "192.168.56.12")
+            && resolved(&n1, "10.244.1.2"),
+        "n1 has resolved its peers and its pod: {n1}"
+    );
+    let pod = neigh("plab-tud-n1p0");
+    assert!(
+        resolved(&pod, "10.244.1.1"),
+        "the pod has resolved its gateway: {pod}"
+    );
     let status = lab(&["status"], &state);
     assert!(
         text(&status).contains("tud") && text(&status).contains("3 nodes"),

@@ -217,8 +217,14 @@ async fn run_scenario(args: &RunArgs) -> Result<u8, CliError> {
     println!("{} passed, {failed} failed", total.saturating_sub(failed));
     if args.keep {
         println!("lab kept: prober lab down {}", name_of(&lab.detach()));
-    } else if let Err(e) = lab.down() {
-        eprintln!("prober lab: teardown: {e}");
+    } else {
+        // Teardown takes seconds: say so rather than sit silent after the verdict.
+        let name = name_of(&lab.layout);
+        eprintln!("tearing down lab {name}...");
+        match lab.down() {
+            Ok(_) => eprintln!("lab {name} is down"),
+            Err(e) => eprintln!("prober lab: teardown: {e}"),
+        }
     }
     Ok(if reach_ok && found_ok {
         EXIT_OK

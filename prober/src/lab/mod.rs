@@ -8,6 +8,7 @@ pub mod check;
 pub mod exec;
 pub mod pki;
 pub mod scenario;
+mod warm;
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -227,6 +228,8 @@ impl Lab {
         say("starting the API server, DNS servers and agents");
         self.start_processes(opts)?;
         self.wait_ready()?;
+        say("warming neighbour caches (one echo along every path)");
+        warm::warm(l, &self.agent_bin);
         let mut inv = build::inventory(&self.scenario, l);
         // The inventory runs as written: `prober matrix --inventory` starts this same agent.
         inv.agent_bin = Some(self.agent_bin.display().to_string());
