@@ -87,6 +87,78 @@ fn namespace_and_image_flags() {
     );
 }
 
+/// `manifests --help` names the RBAC and `--rbac` prints exactly deploy/base's (what a 403 tells
+/// the operator to bind).
+#[test]
+fn the_rbac_is_printed_and_named_in_help() {
+    let help = std::process::Command::new(prober())
+        .args(["manifests", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(help.contains("--rbac") && help.contains("RBAC"), "{help}");
+    let out = std::process::Command::new(prober())
+        .args(["manifests", "--rbac"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let want = std::fs::read_to_string(root().join("deploy/base/rbac.yaml")).unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), want);
+    assert!(want.contains("kind: ClusterRole"));
+}
+
+/// The small mistakes of a first hour, each refused with exit 2 and what would have been right:
+/// a node filter naming no node lists the nodes, a concurrency of 0, a lab that does not exist.
+#[test]
+fn small_mistakes_are_refused_saying_what_is_valid() {
+    let dir = tempfile::Builder::new()
+        .prefix("prober-small-")
+        .tempdir()
+        .unwrap();
+    let inv = dir.path().join("inventory.yaml");
+    std::fs::write(
+        &inv,
+        "cluster:\n  cni: flannel\n  podCIDR: 10.244.0.0/16\n  serviceCIDR: 10.96.0.0/12\n  \
+         api: {service: \"10.96.0.1:443\", endpoints: [\"192.168.56.10:6443\"]}\nnodes:\n\
+         - {name: n1, address: 192.168.56.10, agents: {}}\n\
+         - {name: n2, address: 192.168.56.11, agents: {}}\n",
+    )
+    .unwrap();
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(prober())
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    let inv = inv.to_str().unwrap();
+    let (code, err) = run(&["matrix", "--inventory", inv, "--nodes", "n9"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("n9") && err.contains("its nodes: n1, n2"),
+        "{err}"
+    );
+    let (code, err) = run(&["matrix", "--inventory", inv, "--concurrency", "0"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--concurrency"), "{err}");
+    let state = dir.path().join("labs");
+    let (code, err) = run(&[
+        "lab",
+        "down",
+        "nosuch",
+        "--state-dir",
+        state.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("no lab named") && err.contains("nosuch"),
+        "{err}"
+    );
+}
+
 #[test]
 fn without_a_cluster_matrix_fails_fast_and_clearly() {
     let tmp_dir = tempfile::Builder::new()
@@ -110,6 +182,61 @@ fn without_a_cluster_matrix_fails_fast_and_clearly() {
     assert!(
         err.contains("https://127.0.0.1:1") && err.contains(kc.to_str().unwrap()),
         "names the server and the kubeconfig: {err}"
+    );
+    assert!(
+        err.contains("the cluster was not reached: connection refused"),
+        "refused, in words: {err}"
+    );
+    assert!(!err.contains("client error (Connect)"), "{err}");
+
+    // Something answers on the address, but it is not a TLS server: reached, TLS failed.
+    let plain = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = plain.local_addr().unwrap().port();
+    let answering = std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        if let Ok((mut c, _)) = plain.accept() {
+            let mut buf = [0u8; 512];
+            let _ = c.read(&mut buf);
+            let _ = c.write_all(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n");
+        }
+    });
+    let kc_tls = dir.join("kubeconfig-plain");
+    std::fs::write(
+        &kc_tls,
+        std::fs::read_to_string(&kc)
+            .unwrap()
+            .replace("127.0.0.1:1", &format!("127.0.0.1:{port}")),
+    )
+    .unwrap();
+    let out = std::process::Command::new(prober())
+        .args(["matrix", "--kubeconfig"])
+        .arg(&kc_tls)
+        .output()
+        .unwrap();
+    answering.join().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("the cluster was reached, but TLS failed"),
+        "{err}"
+    );
+
+    // No kubeconfig at all: the ways forward, not the library's text alone.
+    let out = std::process::Command::new(prober())
+        .arg("matrix")
+        .env_remove("KUBECONFIG")
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .env("HOME", &dir)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no kubeconfig here")
+            && err.contains("--kubeconfig FILE")
+            && err.contains("--inventory FILE")
+            && err.contains("prober lab up"),
+        "{err}"
     );
     let missing = std::process::Command::new(prober())
         .args(["discover", "--kubeconfig", "/nonexistent/kubeconfig"])

@@ -14,9 +14,24 @@ pub struct Args {
     /// renders (the agents, RBAC, and the `CronJob` running `matrix --use-existing --remember`).
     #[arg(long, conflicts_with_all = ["namespace", "image"])]
     pub scheduled: bool,
+    /// Print the RBAC the one running `prober matrix` needs instead (deploy/base/rbac.yaml:
+    /// read the cluster, create and exec into the agents; bind it to your user or a
+    /// `ServiceAccount`). The agents themselves get no permissions.
+    #[arg(long, conflicts_with_all = ["namespace", "image", "scheduled"])]
+    pub rbac: bool,
 }
 
+/// The coordinator's RBAC, as deploy/base applies it.
+const RBAC: &str = include_str!(concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../deploy/base/rbac.yaml"
+));
+
 pub fn run(args: &Args) -> Result<u8, super::CliError> {
+    if args.rbac {
+        print!("{RBAC}");
+        return Ok(prober::report::EXIT_OK);
+    }
     if args.scheduled {
         let text = super::manifests_scheduled::render().map_err(super::CliError::Usage)?;
         print!("{text}");

@@ -54,7 +54,8 @@ pub enum Command {
     /// Remove the agents left behind by crashed runs (found by label).
     Cleanup(cleanup::Args),
     /// Print the objects the prober applies to run its agents (namespace, service account, the
-    /// two agent `DaemonSets`).
+    /// two agent `DaemonSets`); `--rbac`: the RBAC its user needs; `--scheduled`: the `CronJob`
+    /// mode. `deploy/base` is the agents and the RBAC together.
     Manifests(manifests::Args),
     /// A multi-node cluster emulator in network namespaces (Linux, root): real kernel VXLAN,
     /// nftables kube-proxy and firewalls, a TLS API server and a DNS server, with injectable faults.
