@@ -77,6 +77,16 @@ pub fn table_width(flag: Option<u16>, columns: Option<&str>, tty: Option<u16>) -
 }
 
 impl OutputArgs {
+    /// The width the table is written for (see [`table_width`]).
+    #[must_use]
+    pub fn width(&self) -> usize {
+        table_width(
+            self.width,
+            std::env::var("COLUMNS").ok().as_deref(),
+            console::Term::stdout().size_checked().map(|(_, cols)| cols),
+        )
+    }
+
     /// The report in the chosen format, of a run that just finished.
     #[must_use]
     pub fn render(&self, report: &Report) -> String {
@@ -95,11 +105,7 @@ impl OutputArgs {
                     report,
                     report::Style {
                         color,
-                        width: table_width(
-                            self.width,
-                            std::env::var("COLUMNS").ok().as_deref(),
-                            console::Term::stdout().size_checked().map(|(_, cols)| cols),
-                        ),
+                        width: self.width(),
                     },
                 )
             }

@@ -183,7 +183,17 @@ fn up(args: &UpArgs) -> Result<u8, CliError> {
 
 async fn run_scenario(args: &RunArgs) -> Result<u8, CliError> {
     let (s, lab) = build(&args.build)?;
-    println!("scenario {}: {}", s.name, s.description.trim());
+    let width = args.out.width();
+    // Everything `lab run` prints fits the terminal as the table does: wrapped, never cut.
+    let fit = |text: &str| -> String {
+        text.lines()
+            .map(|l| prober::report::wrap(l, width, 7) + "\n")
+            .collect()
+    };
+    print!(
+        "{}",
+        fit(&format!("scenario {}: {}", s.name, s.description.trim()))
+    );
     let inv = lab::build::inventory(&s, &lab.layout);
     let agent_bin = lab.agent_bin.display().to_string();
     let probe = ProbeArgs::with_agent(agent_bin.clone(), args.save.clone());
@@ -203,7 +213,7 @@ async fn run_scenario(args: &RunArgs) -> Result<u8, CliError> {
     let checked = std::thread::scope(|t| t.spawn(|| check::run(&lab)).join())
         .map_err(|_| CliError::Environment("the expectation checks panicked".into()))?;
     let (report, reach_ok) = check::render(&checked);
-    print!("{report}");
+    print!("{}", fit(&report));
     let expected = s.expect.findings.len() + s.expect.not_findings.len();
     let (found_text, found_failed) = match &matrix {
         Ok(r) => check::findings(&s.expanded_expect(), &r.findings),
@@ -211,7 +221,7 @@ async fn run_scenario(args: &RunArgs) -> Result<u8, CliError> {
         Err(_) => ("FAIL the matrix did not run\n".to_string(), expected.max(1)),
     };
     let found_ok = found_failed == 0;
-    print!("{found_text}");
+    print!("{}", fit(&found_text));
     let total = checked.len() + expected.max(found_failed);
     let failed = checked.iter().filter(|c| !c.pass).count() + found_failed;
     println!("{} passed, {failed} failed", total.saturating_sub(failed));

@@ -22,7 +22,7 @@ use crate::run::RunOutput;
 
 pub use html::render as html;
 pub use junit::render as junit;
-pub use table::{Style, render as table};
+pub use table::{Style, render as table, wrap};
 
 pub const SCHEMA: &str = "prober.report/v1";
 

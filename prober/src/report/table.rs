@@ -50,6 +50,10 @@ pub(super) fn cell_char(o: Outcome) -> char {
 
 const LEGEND: &str = ". ok T timeout R refused X rejected U unreachable S tls H http A unauthorized D dns E error ! a finding's evidence (see findings) ? unknown/not tested";
 
+/// Evidence lines shown under a finding in the failures list; the rest are counted (the JSON
+/// report lists them all). A gap between one node and 99 others is one cause, not 198 lines.
+const EVIDENCE_SHOWN: usize = 6;
+
 /// Past this many rows or columns a grid shows only the rows and columns with a problem.
 const GRID_FULL: usize = 12;
 
@@ -341,7 +345,8 @@ fn findings(out: &mut String, report: &Report, style: Style) {
 }
 
 /// Word-wraps `text` to `width`, indenting continuation lines by `indent`.
-fn wrap(text: &str, width: usize, indent: usize) -> String {
+#[must_use]
+pub fn wrap(text: &str, width: usize, indent: usize) -> String {
     if text.chars().count() <= width {
         // Fits: keep its alignment as it is.
         return text.to_string();
@@ -478,8 +483,15 @@ fn failures(out: &mut String, report: &Report, style: Style) {
             let _ = writeln!(out, "{}", finding_head(f, style, 2));
             if !shown.is_empty() {
                 let _ = writeln!(out, "    evidence ({}):", shown.len());
-                for r in shown {
+                for r in shown.iter().take(EVIDENCE_SHOWN) {
                     let _ = writeln!(out, "{}", failure_line(r, 6, style));
+                }
+                if shown.len() > EVIDENCE_SHOWN {
+                    let _ = writeln!(
+                        out,
+                        "      and {} more like these (every one in -o json)",
+                        shown.len() - EVIDENCE_SHOWN
+                    );
                 }
             }
             if !consequences.is_empty() {
@@ -811,6 +823,25 @@ mod tests {
         assert_eq!(nn, ["  all ok (20 x 20)"], "{text}");
         let healthy = render(&super::super::fixture::healthy(20), style(80));
         assert!(healthy.lines().count() < 60, "{healthy}");
+        // One gap's evidence between n3 and 19 nodes is a few lines and a count, not 38.
+        let mut r = r;
+        r.findings[0].evidence = r
+            .results
+            .iter()
+            .filter(|x| x.is_failed())
+            .map(|x| x.result.id.clone())
+            .collect();
+        r.findings[0].consequences.clear();
+        let text = render(&r, style(80));
+        let ev = r.findings[0].evidence.len();
+        assert!(ev > EVIDENCE_SHOWN, "{ev}");
+        assert!(
+            text.contains(&format!(
+                "      and {} more like these (every one in -o json)",
+                ev - EVIDENCE_SHOWN
+            )),
+            "{text}"
+        );
     }
 
     #[test]
