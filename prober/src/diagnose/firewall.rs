@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
-use probe_proto::Outcome;
+use probe_proto::{Outcome, Receipt};
 
 use crate::model::{AgentKind, Direction, PathClass, Protocol};
 
@@ -172,17 +172,26 @@ fn reverse_works(ctx: &Ctx<'_>, measured: &BTreeMap<Link, Vec<usize>>, links: &[
     any
 }
 
-/// Where the packets died, from the VXLAN receipts and the ICMP offenders.
+/// Where the packets died, from the receiving hosts' receipts (every protocol) and the ICMP
+/// offenders. A probe whose answer was lost on the way back names no place: the host took it.
 fn gap_where(ctx: &Ctx<'_>, ev: &[usize]) -> Vec<Where> {
     let mut places = BTreeSet::new();
     for &i in ev {
         let r = &ctx.results[i];
         let to = r.to.node.clone().unwrap_or_default();
-        if r.result.detail.contains("never its VXLAN device") {
-            places.insert(Where::Host(to.clone()));
-        } else if r.result.detail.contains("never reached") {
-            places.insert(Where::Network);
-        } else if let Some(icmp) = r.result.icmp {
+        match r.result.receipt {
+            Some(Receipt::HostDropped) => {
+                places.insert(Where::Host(to.clone()));
+                continue;
+            }
+            Some(Receipt::NotArrived) => {
+                places.insert(Where::Network);
+                continue;
+            }
+            Some(Receipt::Answered | Receipt::Delivered) => continue,
+            None => {}
+        }
+        if let Some(icmp) = r.result.icmp {
             if icmp.from == Some(r.to.address) {
                 places.insert(Where::Host(to.clone()));
             } else if icmp.from.is_some() {

@@ -41,6 +41,12 @@ fn run_with_agents(
             if outcome.is_ok() {
                 result.rtt_micros = Some(500);
             }
+            // The model's shorthand for what the receiver's sniffer said, as the run records it.
+            if result.detail.starts_with("never reached") {
+                result.receipt = Some(probe_proto::Receipt::NotArrived);
+            } else if result.detail.contains(" itself") {
+                result.receipt = Some(probe_proto::Receipt::HostDropped);
+            }
             // A model answer of "unknown: ..." stands for a probe that never ran.
             let unknown = result
                 .detail
@@ -317,6 +323,46 @@ fn rejected_by_the_host_itself_says_where() {
     };
     assert_every_failure_explained(&results, &f);
     assert_eq!(f[0].where_, [Where::Host("n1".into())], "{:#?}", f[0]);
+}
+
+#[test]
+fn a_tcp_port_dropped_by_the_receivers_own_firewall_says_host() {
+    let inv = inventory(3, 1, "flannel");
+    let (_, f) = run(&inv, &|p| {
+        let (_, to) = node_of(p);
+        (p.to.protocol == Protocol::Tcp && p.to.port == Some(10250) && to == "n2").then(|| {
+            (
+                Outcome::Timeout,
+                "reached n2's eth0 but n2 never answered: dropped by n2 itself".into(),
+            )
+        })
+    });
+    assert_eq!(kinds(&f), [Kind::FirewallGap], "{f:#?}");
+    assert!(
+        f[0].matches(&json!({"protocol": "tcp", "port": 10250, "to": ["n2"], "where": "host:n2"})),
+        "{:#?}",
+        f[0]
+    );
+    assert!(
+        f[0].fix.iter().all(|l| l.starts_with("on n2 ")),
+        "{:#?}",
+        f[0].fix
+    );
+    // The same port dropped on the way: the network.
+    let (_, f) = run(&inv, &|p| {
+        let (_, to) = node_of(p);
+        (p.to.protocol == Protocol::Tcp && p.to.port == Some(10250) && to == "n2").then(|| {
+            (
+                Outcome::Timeout,
+                "never reached n2: dropped on the way".into(),
+            )
+        })
+    });
+    assert!(
+        f[0].matches(&json!({"protocol": "tcp", "port": 10250, "where": "network"})),
+        "{:#?}",
+        f[0]
+    );
 }
 
 #[test]
