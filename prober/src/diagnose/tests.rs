@@ -177,8 +177,7 @@ fn incident_1_flannel_port_blocked_to_the_new_worker() {
     assert_eq!(gap.where_, [crate::diagnose::Where::Network]);
     assert!(
         gap.fix[0].starts_with("on the firewall, router or security group")
-            && gap.fix[0]
-                .contains("udp/8472 from 192.168.56.12 to 192.168.56.10, 192.168.56.11 and back"),
+            && gap.fix[0].contains("udp/8472 from 192.168.56.12 to 192.168.56.10/31 and back"),
         "{:#?}",
         gap.fix
     );
