@@ -1,7 +1,7 @@
 //! The incidents as synthetic result sets: the planner's real matrix, with outcomes decided by a
 //! fault model per scenario, diagnosed without any network.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use probe_proto::{IcmpInfo, Outcome, ProbeResult};
 use serde_json::json;
@@ -1010,4 +1010,94 @@ fn a_port_blocked_between_every_pair_is_one_finding() {
         assert_eq!(f[0].from, among);
         assert_eq!(f[0].to, among);
     }
+}
+
+/// `n` nodes in `zones` zones of consecutive nodes (`z0`, `z1`, ...).
+fn zoned(n: usize, zones: usize) -> Inventory {
+    let mut inv = inventory(n, 1, "flannel");
+    for (i, node) in inv.nodes.iter_mut().enumerate() {
+        node.zone = Some(format!("z{}", i * zones / n));
+    }
+    inv
+}
+
+#[test]
+fn a_zone_to_zone_block_is_one_finding_per_zone_pair() {
+    // 100 nodes in 4 zones of 25; the kubelet port is blocked both ways between z0 and z1 and
+    // between z1 and z2, and nowhere else.
+    let inv = zoned(100, 4);
+    let zone: HashMap<String, String> = inv
+        .nodes
+        .iter()
+        .map(|n| (n.name.clone(), n.zone.clone().unwrap()))
+        .collect();
+    let (_, f) = run(&inv, &move |p| {
+        let (from, to) = node_of(p);
+        if p.path != PathClass::NodeToNode || p.to.port != Some(10250) {
+            return None;
+        }
+        let mut pair = [zone[from].as_str(), zone[to].as_str()];
+        pair.sort_unstable();
+        matches!(pair, ["z0", "z1"] | ["z1", "z2"])
+            .then(timeout)
+            .flatten()
+    });
+    assert_eq!(kinds(&f), [Kind::FirewallGap, Kind::FirewallGap], "{f:#?}");
+    let mut summaries: Vec<&str> = f.iter().map(|g| g.summary.as_str()).collect();
+    summaries.sort_unstable();
+    assert!(
+        summaries[0].starts_with("tcp/10250 (the kubelet) is blocked between zone z0 (n1, "),
+        "{summaries:#?}"
+    );
+    assert!(
+        summaries[0].contains(" and zone z1 (n26, "),
+        "{summaries:#?}"
+    );
+    assert!(
+        summaries[1].contains("between zone z1 (n26, ")
+            && summaries[1].contains(" and zone z2 (n51, "),
+        "{summaries:#?}"
+    );
+    for g in &f {
+        assert_eq!(g.direction, Some(crate::model::Direction::Both));
+        assert_eq!((g.from.len(), g.to.len()), (25, 25), "{g:#?}");
+        assert_eq!(
+            g.evidence.len(),
+            2 * 25 * 25,
+            "every blocked pair is evidence"
+        );
+        // The zone's addresses are a few CIDR blocks, not 25 literals.
+        let net = g.fix.iter().find(|l| l.contains("router")).unwrap();
+        assert!(net.matches(", ").count() < 12, "{net}");
+        assert!(net.contains(" between zone z"), "{net}");
+    }
+}
+
+#[test]
+fn a_zone_pair_blocked_one_way_among_two_zones_is_one_finding() {
+    let inv = zoned(100, 2);
+    let (_, f) = run(&inv, &|p| {
+        let (from, to) = node_of(p);
+        let n = |s: &str| s[1..].parse::<usize>().unwrap();
+        (p.path == PathClass::NodeToNode && p.to.port == Some(10250) && n(from) <= 50 && n(to) > 50)
+            .then(timeout)
+            .flatten()
+    });
+    assert_eq!(kinds(&f), [Kind::FirewallGap], "{f:#?}");
+    assert!(
+        f[0].summary
+            .starts_with("tcp/10250 (the kubelet) is blocked from zone z0 (n1, ")
+            && f[0].summary.contains(" to zone z1 (n51, ")
+            && f[0].summary.ends_with("; the reverse direction works"),
+        "{}",
+        f[0].summary
+    );
+    // And the same port blocked between every pair is still one finding, "everywhere".
+    let (_, f) = run(&inv, &|p| {
+        (p.path == PathClass::NodeToNode && p.to.port == Some(10250))
+            .then(timeout)
+            .flatten()
+    });
+    assert_eq!(kinds(&f), [Kind::FirewallGap], "{f:#?}");
+    assert!(f[0].summary.contains("everywhere"), "{}", f[0].summary);
 }
