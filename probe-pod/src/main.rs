@@ -63,6 +63,16 @@ struct ServeArgs {
     /// `/seen`: the overlay's stand-in on a node that has not joined yet (`prober preflight`).
     #[arg(long = "standin-udp-port", value_delimiter = ',')]
     standin_udp_ports: Vec<u16>,
+    /// TCP ports whose arriving SYNs the sniffer records (comma-separated; the agent's own ports
+    /// are added), so a failed TCP probe to this node says whether it arrived. The default is the
+    /// ports nodes serve each other (docs/design.md section 8).
+    #[arg(
+        long = "receipt-tcp-port",
+        env = "PROBE_POD_RECEIPT_TCP_PORTS",
+        value_delimiter = ',',
+        default_values_t = [6443u16, 10250, 2379, 2380, 179, 5473, 4240, 6783]
+    )]
+    receipt_tcp_ports: Vec<u16>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -121,6 +131,7 @@ async fn serve_cmd(args: ServeArgs) -> ExitCode {
         ttl: (!args.ttl.is_zero()).then_some(args.ttl),
         extra_tcp_ports: args.extra_tcp_ports,
         standin_udp_ports: args.standin_udp_ports,
+        receipt_tcp_ports: args.receipt_tcp_ports,
     };
     match serve::run(config, shutdown_signal()).await {
         Ok(Stopped::Signal) => {

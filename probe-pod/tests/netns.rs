@@ -293,6 +293,99 @@ fn vtep_and_crafted_vxlan_with_sniffer() {
     );
 }
 
+/// Asks the sniffer on `ns` about `flows` and `nonces`: its answer.
+fn receipts(ns: &Ns, flows: &serde_json::Value, nonces: &[u32]) -> ProbeResult {
+    let r = ns.probe(&plan(
+        1000,
+        json!([{"id": "s", "kind": "seen", "flows": flows, "nonces": nonces}]),
+    ));
+    let s = r["s"].clone();
+    assert_eq!(s.outcome, Outcome::Ok, "{s:?}");
+    s
+}
+
+#[test]
+fn the_receivers_sniffer_sees_syns_and_udp_probes_before_its_firewall() {
+    let mut net = Routed::new();
+    // The sniffer starts by itself (root, TCP ports to watch), though no VXLAN device exists.
+    net.server.serve(&["--receipt-tcp-port", "7002,7003"]);
+    std::thread::sleep(Duration::from_millis(200));
+    // 7002 dies on the router; 7003 and UDP to the agent in the server's own input chain.
+    net.router_rule("meta l4proto { tcp, udp } th dport 7002 drop;");
+    net.server
+        .nft_chain("host", "input", "tcp dport 7003 drop; udp dport 9917 drop");
+    let r = net.client.probe(&plan(
+        600,
+        json!([
+            {"id": "tcp-ok", "kind": "tcp", "address": SERVER, "port": 9917},
+            {"id": "tcp-network", "kind": "tcp", "address": SERVER, "port": 7002},
+            {"id": "tcp-host", "kind": "tcp", "address": SERVER, "port": 7003},
+            {"id": "udp-network", "kind": "udp", "address": SERVER, "port": 7002},
+            {"id": "udp-host", "kind": "udp", "address": SERVER, "port": 9917},
+        ]),
+    ));
+    assert_outcomes(
+        &r,
+        &[
+            ("tcp-ok", Outcome::Ok),
+            ("tcp-network", Outcome::Timeout),
+            ("tcp-host", Outcome::Timeout),
+            ("udp-network", Outcome::Timeout),
+            ("udp-host", Outcome::Timeout),
+        ],
+    );
+    let flow = |id: &str| {
+        let src = r[id]
+            .source
+            .unwrap_or_else(|| panic!("{id} has its source: {:?}", r[id]));
+        assert_eq!(src.ip().to_string(), common::CLIENT, "{id}");
+        let port = match id {
+            "tcp-ok" => 9917,
+            "tcp-network" => 7002,
+            _ => 7003,
+        };
+        json!({"from": common::CLIENT, "sourcePort": src.port(), "port": port})
+    };
+    let nonce = |id: &str| r[id].nonce.unwrap();
+    let flows = json!([flow("tcp-ok"), flow("tcp-network"), flow("tcp-host")]);
+    let nonces = [nonce("udp-network"), nonce("udp-host")];
+    let s = receipts(&net.server, &flows, &nonces);
+    let watched = s.watched_tcp_ports.clone().expect("the ports it watches");
+    for p in [7002, 7003, 9917] {
+        assert!(watched.contains(&p), "{watched:?}");
+    }
+    let seen = s.seen.clone().unwrap();
+    let of = |f: &serde_json::Value| -> Vec<bool> {
+        let f: probe_pod::proto::Flow = serde_json::from_value(f.clone()).unwrap();
+        seen.iter()
+            .filter(|x| x.flow == Some(f) && x.kind == probe_pod::proto::SightingKind::Tcp)
+            .map(|x| x.reply)
+            .collect()
+    };
+    let ok = of(&flow("tcp-ok"));
+    assert!(
+        ok.contains(&false) && ok.contains(&true),
+        "SYN in, SYN-ACK out: {s:?}"
+    );
+    assert!(of(&flow("tcp-network")).is_empty(), "never arrived: {s:?}");
+    let host = of(&flow("tcp-host"));
+    assert!(
+        !host.is_empty() && host.iter().all(|r| !r),
+        "arrived, never answered: {s:?}"
+    );
+    let udp = |n: u32| -> Vec<bool> {
+        seen.iter()
+            .filter(|x| x.nonce == n && x.kind == probe_pod::proto::SightingKind::Udp)
+            .map(|x| x.reply)
+            .collect()
+    };
+    assert!(udp(nonce("udp-network")).is_empty(), "{s:?}");
+    assert_eq!(udp(nonce("udp-host")), [false], "{s:?}");
+    // Only what was asked comes back: nothing about flows nobody asked for.
+    let unasked = receipts(&net.server, &json!([]), &[]);
+    assert_eq!(unasked.seen.as_deref(), Some(&[][..]), "{unasked:?}");
+}
+
 #[test]
 fn vxlan_to_a_node_without_vxlan_is_refused() {
     let a = Ns::new("a");

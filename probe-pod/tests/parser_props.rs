@@ -79,6 +79,7 @@ fn agent_on_loopback() -> u16 {
                 ttl: None,
                 extra_tcp_ports: Vec::new(),
                 standin_udp_ports: Vec::new(),
+                receipt_tcp_ports: Vec::new(),
             };
             let _ = rt.block_on(probe_pod::serve::run(config, std::future::pending()));
         });

@@ -237,6 +237,9 @@ pub enum Probe {
         since_ms: u64,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         nonces: Option<Vec<u32>>,
+        /// TCP probes to ask about, by flow (a SYN carries no nonce).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        flows: Option<Vec<Flow>>,
         #[serde(default = "default_agent_port")]
         port: Port,
     },
@@ -449,6 +452,65 @@ pub struct Sighting {
     pub decapsulated: bool,
     /// Unix time in milliseconds.
     pub at_ms: u64,
+    /// What kind of probe packet this is (absent: a crafted VXLAN probe, as older agents
+    /// reported only those).
+    #[serde(default, skip_serializing_if = "SightingKind::is_vxlan")]
+    pub kind: SightingKind,
+    /// The probe's flow, for TCP and UDP sightings: a SYN carries no nonce, so it is matched by
+    /// the sender's address and port and the port it was sent to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flow: Option<Flow>,
+    /// The receiver's answer leaving it (a SYN-ACK, a UDP echo), not the probe arriving.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reply: bool,
+}
+
+/// The kind of probe packet a sniffer saw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SightingKind {
+    /// A crafted VXLAN datagram, or its decapsulated inner packet (matched by nonce).
+    #[default]
+    Vxlan,
+    /// A plain UDP probe datagram or its echo (matched by nonce).
+    Udp,
+    /// A TCP SYN or its SYN-ACK (matched by flow).
+    Tcp,
+}
+
+impl SightingKind {
+    #[must_use]
+    pub fn is_vxlan(&self) -> bool {
+        *self == Self::Vxlan
+    }
+}
+
+/// A probe's flow as seen from its sender: the sender's address and source port, and the port it
+/// was sent to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Flow {
+    pub from: Ipv4Addr,
+    pub source_port: u16,
+    pub port: u16,
+}
+
+/// Where a probe that the receiving host's sniffer was asked about got to: the evidence for
+/// whether a failed path died on the network or in the receiving host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Receipt {
+    /// It reached the receiving host's stack (a crafted VXLAN probe decapsulated).
+    Delivered,
+    /// It reached the receiver, which answered; the answer never got back (dropped on the way
+    /// back, or by the sender's own firewall).
+    Answered,
+    /// It reached the receiving host's interface but was never delivered or answered: the
+    /// receiving host itself dropped it (its firewall, or a VNI/port mismatch).
+    HostDropped,
+    /// The receiving host never saw it: dropped on the way (the network, or the sender's own
+    /// firewall).
+    NotArrived,
 }
 
 /// The answer to one `ProbeSpec`: exactly one per probe.
@@ -487,6 +549,17 @@ pub struct ProbeResult {
     /// (outcome `ok`, with loss); `okAttempts == 0` failed every attempt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ok_attempts: Option<u32>,
+    /// The local address and port a TCP or UDP probe was sent from, so the receiver's sniffer
+    /// can be asked whether it arrived.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<SocketAddr>,
+    /// Set by the coordinator from the receiving host's sniffer: where the probe got to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receipt: Option<Receipt>,
+    /// `seen` probes: the TCP ports whose SYNs the local sniffer records (absent: none, or an
+    /// older agent), so a SYN it was not watching for is never read as one that did not arrive.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub watched_tcp_ports: Option<Vec<u16>>,
 }
 
 /// A node's configuration as its host agent read it. Holds no secret: tokens are reduced to their
@@ -620,6 +693,9 @@ impl ProbeResult {
             node: None,
             attempts: None,
             ok_attempts: None,
+            source: None,
+            receipt: None,
+            watched_tcp_ports: None,
         }
     }
 
@@ -765,6 +841,11 @@ mod tests {
             Probe::Seen {
                 since_ms: 5,
                 nonces: Some(vec![7]),
+                flows: Some(vec![Flow {
+                    from: v4("192.168.56.10"),
+                    source_port: 40000,
+                    port: 10250,
+                }]),
                 port: p(9917),
             },
         ];

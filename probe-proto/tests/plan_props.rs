@@ -68,6 +68,7 @@ fn probe() -> impl Strategy<Value = Probe> {
             |(since_ms, nonces)| Probe::Seen {
                 since_ms,
                 nonces: Some(nonces),
+                flows: None,
                 port: Port::new(9917).expect("non-zero"),
             }
         ),

@@ -3,7 +3,7 @@
 
 use socket2::SockFilter;
 
-use crate::proto::VXLAN_MAGIC;
+use crate::proto::{MAGIC, VXLAN_MAGIC};
 
 use super::packet::{ICMP_MAGIC_OFFSET, VXLAN_MAGIC_OFFSET};
 
@@ -16,6 +16,17 @@ const LDX_B_MSH: u16 = 0xb1;
 const JEQ_K: u16 = 0x15;
 const JSET_K: u16 = 0x45;
 const RET_K: u16 = 0x06;
+/// The ancillary load of the packet's protocol (`SKF_AD_OFF + SKF_AD_PROTOCOL`), in host order.
+const SKF_AD_PROTOCOL: u32 = 0xffff_f000;
+const ETH_P_IP: u32 = 0x0800;
+/// The UDP header's length: a plain UDP probe's magic follows it.
+const UDP_HEADER: u32 = 8;
+/// Offset of the flags byte in the TCP header, and the SYN bit.
+const TCP_FLAGS_OFFSET: u32 = 13;
+const TCP_SYN: u32 = 0x02;
+/// The most TCP ports one program watches: each costs two instructions, and every jump must
+/// stay within the 8 bits a classic BPF jump has.
+pub const MAX_TCP_PORTS: usize = 48;
 
 /// One instruction before jump targets are resolved.
 #[derive(Debug, Clone, Copy)]
@@ -68,18 +79,29 @@ fn assemble(prog: &[Ins]) -> Vec<Insn> {
 
 /// For a cooked (`SOCK_DGRAM`, `ETH_P_IP`) packet socket, whose data starts at the IPv4 header:
 /// accept crafted VXLAN datagrams to one of `ports` and decapsulated probe ICMP echoes, both
-/// recognised by the probe magic at a fixed offset; drop everything else in the kernel.
+/// recognised by the probe magic at a fixed offset; plain UDP probe datagrams (and their echoes),
+/// recognised by the probe magic at the start of the payload; and TCP segments with SYN set to or
+/// from one of `tcp_ports` (a probe's SYN, the receiver's SYN-ACK). Everything else is dropped in
+/// the kernel, so a busy node's ordinary traffic never reaches user space.
 #[must_use]
-pub fn sniffer_program(ports: &[u16]) -> Vec<Insn> {
+pub fn sniffer_program(ports: &[u16], tcp_ports: &[u16]) -> Vec<Insn> {
     use Target::{Next, To};
     let magic = u32::from_be_bytes(VXLAN_MAGIC);
     let mut p = vec![
+        // The socket takes every protocol (only `ETH_P_ALL` sockets see outgoing packets, and
+        // the SYN-ACK leaving is evidence): IPv4 only from here.
+        Ins::Stmt(LD_H_ABS, SKF_AD_PROTOCOL),
+        Ins::Jump(JEQ_K, ETH_P_IP, Next, To("drop")),
         Ins::Stmt(LD_H_ABS, 6),
         Ins::Jump(JSET_K, 0x1fff, To("drop"), Next),
         Ins::Stmt(LDX_B_MSH, 0),
         Ins::Stmt(LD_B_ABS, 9),
         Ins::Jump(JEQ_K, 1, To("icmp"), Next),
+        Ins::Jump(JEQ_K, 6, To("tcp"), Next),
         Ins::Jump(JEQ_K, 17, Next, To("drop")),
+        // A plain UDP probe: the payload starts with the probe magic.
+        Ins::Stmt(LD_W_IND, UDP_HEADER),
+        Ins::Jump(JEQ_K, u32::from_be_bytes(MAGIC), To("accept"), Next),
         Ins::Stmt(LD_H_IND, 2),
     ];
     for &port in ports {
@@ -93,6 +115,22 @@ pub fn sniffer_program(ports: &[u16]) -> Vec<Insn> {
         Ins::Label("icmp"),
         Ins::Stmt(LD_W_IND, ICMP_MAGIC_OFFSET),
         Ins::Jump(JEQ_K, magic, To("accept"), To("drop")),
+        // TCP: only segments with SYN (a connection's first packet each way), to or from a
+        // watched port.
+        Ins::Label("tcp"),
+        Ins::Stmt(LD_B_IND, TCP_FLAGS_OFFSET),
+        Ins::Jump(JSET_K, TCP_SYN, Next, To("drop")),
+        Ins::Stmt(LD_H_IND, 2),
+    ]);
+    for &port in tcp_ports {
+        p.push(Ins::Jump(JEQ_K, u32::from(port), To("accept"), Next));
+    }
+    p.push(Ins::Stmt(LD_H_IND, 0));
+    for &port in tcp_ports {
+        p.push(Ins::Jump(JEQ_K, u32::from(port), To("accept"), Next));
+    }
+    p.extend([
+        Ins::Jump(JEQ_K, 0, To("drop"), To("drop")), // no port matched
         Ins::Label("accept"),
         Ins::Stmt(RET_K, 0xffff),
         Ins::Label("drop"),
@@ -144,6 +182,8 @@ mod tests {
             let ku = k as usize;
             pc += 1;
             let loaded = match code {
+                // The tests' packets are all IPv4.
+                LD_H_ABS if k == SKF_AD_PROTOCOL => Some(Some(ETH_P_IP)),
                 LD_H_ABS => Some(load(ku, 2)),
                 LD_B_ABS => Some(load(ku, 1)),
                 LD_W_IND => Some(load(x as usize + ku, 4)),
@@ -189,7 +229,7 @@ mod tests {
 
     #[test]
     fn sniffer_accepts_only_probe_traffic() {
-        let prog = sniffer_program(&[8472, 4789]);
+        let prog = sniffer_program(&[8472, 4789], &[]);
         assert_eq!(run(&prog, &crafted(8472)), 0xffff);
         assert_eq!(run(&prog, &crafted(4789)), 0xffff);
         assert_eq!(run(&prog, &crafted(53)), 0, "other port");
@@ -213,6 +253,58 @@ mod tests {
         other[at] = b'X';
         assert_eq!(run(&prog, &other), 0);
         assert_eq!(run(&prog, &ipv4(6, 0, &[0; 20])), 0, "tcp");
+    }
+
+    fn tcp(sport: u16, dport: u16, flags: u8) -> Vec<u8> {
+        let mut t = vec![0u8; 20];
+        t[0..2].copy_from_slice(&sport.to_be_bytes());
+        t[2..4].copy_from_slice(&dport.to_be_bytes());
+        t[12] = 0x50;
+        t[13] = flags;
+        ipv4(6, 0, &t)
+    }
+
+    fn udp(dport: u16, payload: &[u8]) -> Vec<u8> {
+        let mut u = vec![0x9c, 0x40, 0, 0, 0, 0, 0, 0];
+        u[2..4].copy_from_slice(&dport.to_be_bytes());
+        u.extend_from_slice(payload);
+        ipv4(17, 0, &u)
+    }
+
+    #[test]
+    fn sniffer_takes_only_syns_of_watched_ports_and_probe_datagrams() {
+        let prog = sniffer_program(&[8472], &[10250, 9917]);
+        assert_eq!(run(&prog, &tcp(40000, 10250, 0x02)), 0xffff, "SYN in");
+        assert_eq!(run(&prog, &tcp(10250, 40000, 0x12)), 0xffff, "SYN-ACK out");
+        assert_eq!(run(&prog, &tcp(40000, 9917, 0x02)), 0xffff);
+        assert_eq!(run(&prog, &tcp(40000, 10250, 0x10)), 0, "a plain ACK");
+        assert_eq!(run(&prog, &tcp(40000, 10250, 0x18)), 0, "data");
+        assert_eq!(run(&prog, &tcp(40000, 443, 0x02)), 0, "an unwatched port");
+        assert_eq!(run(&prog, &tcp(40000, 10250, 0x04)), 0, "a RST");
+        let mut syn_frag = tcp(40000, 10250, 0x02);
+        syn_frag[6..8].copy_from_slice(&0x0010u16.to_be_bytes());
+        assert_eq!(run(&prog, &syn_frag), 0, "non-first fragment");
+        assert_eq!(run(&prog, &udp(9917, &probe_payload(5, 16))), 0xffff);
+        assert_eq!(
+            run(&prog, &udp(53, &probe_payload(5, 16))),
+            0xffff,
+            "any port"
+        );
+        assert_eq!(run(&prog, &udp(9917, b"not a probe at all")), 0);
+        assert_eq!(run(&prog, &udp(9917, b"PR")), 0, "short");
+        // The VXLAN branch still works next to it.
+        assert_eq!(run(&prog, &crafted(8472)), 0xffff);
+        // No TCP ports watched: no TCP at all.
+        let none = sniffer_program(&[8472], &[]);
+        assert_eq!(run(&none, &tcp(40000, 10250, 0x02)), 0);
+        // The most ports allowed still assemble (every jump within 8 bits).
+        let many: Vec<u16> = (1..=u16::try_from(MAX_TCP_PORTS).unwrap()).collect();
+        let big = sniffer_program(&[8472, 4789], &many);
+        assert_eq!(
+            run(&big, &tcp(40000, many[MAX_TCP_PORTS - 1], 0x02)),
+            0xffff
+        );
+        assert_eq!(run(&big, &udp(9917, &probe_payload(5, 16))), 0xffff);
     }
 
     #[test]

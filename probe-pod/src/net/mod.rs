@@ -2,6 +2,7 @@
 
 pub mod bpf;
 pub mod errqueue;
+pub mod flow;
 pub mod icmp;
 pub mod packet;
 pub mod sniff;

@@ -10,6 +10,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 use tokio::io::unix::AsyncFd;
 
 use super::bpf;
+use super::flow::{FlowCapture, parse_flow};
 use super::packet::{Captured, parse_captured};
 
 const PACKET_OUTGOING: u8 = 4;
@@ -17,23 +18,34 @@ const PACKET_OUTGOING: u8 = 4;
 pub struct Sniffer {
     fd: AsyncFd<Socket>,
     ports: Vec<u16>,
+    tcp_ports: Vec<u16>,
     names: HashMap<usize, String>,
 }
 
-/// One capture: the nonce, where it came from, and the interface it was seen on.
+/// One capture: the nonce, where it came from, and the interface it was seen on; for a TCP or
+/// UDP probe packet, also its flow.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Capture {
     pub captured: Captured,
     pub interface: String,
+    pub flow: Option<FlowCapture>,
 }
 
 impl Sniffer {
-    /// Opens a cooked IPv4 packet socket on all interfaces. Needs `CAP_NET_RAW`.
-    pub fn open(vxlan_ports: &[u16]) -> io::Result<Self> {
-        let eth_p_ip = u16::try_from(libc::ETH_P_IP).expect("0x0800");
-        let proto = Protocol::from(i32::from(eth_p_ip.to_be()));
+    /// Opens a cooked IPv4 packet socket on all interfaces, taking crafted VXLAN probes to
+    /// `vxlan_ports`, plain UDP probes, and SYNs to (and SYN-ACKs from) `tcp_ports` (at most
+    /// `bpf::MAX_TCP_PORTS`; the rest are not watched). Needs `CAP_NET_RAW`.
+    pub fn open(vxlan_ports: &[u16], tcp_ports: &[u16]) -> io::Result<Self> {
+        let tcp_ports = &tcp_ports[..tcp_ports.len().min(bpf::MAX_TCP_PORTS)];
+        // `ETH_P_ALL`, not `ETH_P_IP`: only such sockets see the packets this host sends (the
+        // SYN-ACK that proves it answered); the BPF program keeps IPv4 only.
+        let eth_p_all = u16::try_from(libc::ETH_P_ALL).expect("3");
+        let proto = Protocol::from(i32::from(eth_p_all.to_be()));
         let sock = Socket::new(Domain::PACKET, Type::DGRAM, Some(proto))?;
-        sock.attach_filter(&bpf::to_filter(&bpf::sniffer_program(vxlan_ports)))?;
+        sock.attach_filter(&bpf::to_filter(&bpf::sniffer_program(
+            vxlan_ports,
+            tcp_ports,
+        )))?;
         // Bursts of receipts (one per peer) must not overflow the queue; the kernel caps this at
         // net.core.rmem_max.
         let _ = sock.set_recv_buffer_size(4 << 20);
@@ -41,6 +53,7 @@ impl Sniffer {
         Ok(Self {
             fd: super::async_fd(sock, tokio::io::Interest::READABLE)?,
             ports: vxlan_ports.to_vec(),
+            tcp_ports: tcp_ports.to_vec(),
             names: HashMap::new(),
         })
     }
@@ -57,16 +70,29 @@ impl Sniffer {
             let Ok(res) = got else { continue };
             let (n, addr) = res?;
             let Some(addr) = addr else { continue };
-            if addr.pkttype() == PACKET_OUTGOING {
-                continue;
-            }
-            let Some(captured) = parse_captured(&buf[..n.min(buf.len())], &self.ports) else {
-                continue;
+            let pkt = &buf[..n.min(buf.len())];
+            let outgoing = addr.pkttype() == PACKET_OUTGOING;
+            // Crafted VXLAN probes count only arriving; TCP and UDP probes also by the answer
+            // leaving, which tells "the host dropped it" from "its answer was lost".
+            let (captured, flow) = match parse_captured(pkt, &self.ports).filter(|_| !outgoing) {
+                Some(c) => (c, None),
+                None => match parse_flow(pkt, outgoing, &self.tcp_ports) {
+                    Some(f) => (
+                        Captured {
+                            nonce: f.nonce,
+                            from: f.flow.from,
+                            decapsulated: false,
+                        },
+                        Some(f),
+                    ),
+                    None => continue,
+                },
             };
             let interface = self.name(addr.ifindex());
             return Ok(Capture {
                 captured,
                 interface,
+                flow,
             });
         }
     }

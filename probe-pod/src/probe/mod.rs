@@ -87,8 +87,15 @@ pub async fn run(spec: &ProbeSpec, deadline: Instant) -> ProbeResult {
             Probe::Seen {
                 since_ms,
                 nonces,
+                flows,
                 port,
-            } => seen::probe(id, *since_ms, nonces.as_deref(), *port, deadline).await,
+            } => {
+                let ask = seen::Ask {
+                    nonces: nonces.as_deref(),
+                    flows: flows.as_deref(),
+                };
+                seen::probe(id, *since_ms, ask, *port, deadline).await
+            }
         }
     };
     // Each probe honours the deadline itself; this is the backstop that guarantees one result.

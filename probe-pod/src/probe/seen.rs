@@ -8,7 +8,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::time::Instant;
 
 use super::{Fail, tcp};
-use crate::proto::{Outcome, Port, ProbeResult, Sighting};
+use crate::proto::{Flow, Outcome, Port, ProbeResult, Sighting, SightingKind};
 use crate::serve::{Page, SIGHTINGS_CAPACITY, SIGHTINGS_PAGE};
 
 /// One page's body: `SIGHTINGS_PAGE` sightings of ~100 bytes each fit several times over.
@@ -16,6 +16,37 @@ const MAX_BODY: usize = 4 * 1024 * 1024;
 /// Pages read at most: enough for a full sightings buffer (with room for new sightings arriving
 /// while it is read), and a bound however the responder behaves.
 const MAX_PAGES: usize = SIGHTINGS_CAPACITY / SIGHTINGS_PAGE * 2 + 2;
+
+/// Sightings kept per asked nonce or flow: a probe's packet may be seen on a few interfaces, and
+/// a SYN retransmitted, but the answer stays bounded by the question, however busy the node.
+const PER_KEY: usize = 4;
+
+/// What the coordinator asks about: nonces (crafted VXLAN and UDP probes) and flows (TCP SYNs).
+/// Neither given: every sighting.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Ask<'a> {
+    pub nonces: Option<&'a [u32]>,
+    pub flows: Option<&'a [Flow]>,
+}
+
+impl Ask<'_> {
+    /// The key a sighting is kept under when it answers the question.
+    fn key(&self, s: &Sighting) -> Option<(SightingKind, u32, Option<Flow>)> {
+        if self.nonces.is_none() && self.flows.is_none() {
+            return Some((s.kind, s.nonce, s.flow));
+        }
+        match s.kind {
+            SightingKind::Tcp => {
+                let f = s.flow?;
+                self.flows?.contains(&f).then_some((s.kind, 0, Some(f)))
+            }
+            SightingKind::Vxlan | SightingKind::Udp => self
+                .nonces?
+                .contains(&s.nonce)
+                .then_some((s.kind, s.nonce, None)),
+        }
+    }
+}
 
 /// What one page answered: a page, the legacy whole array, or an error message.
 enum Answer {
@@ -68,6 +99,7 @@ async fn get_page(
             next: after,
             more: false,
             sightings,
+            tcp_ports: None,
         }));
     }
     serde_json::from_str(body)
@@ -78,7 +110,7 @@ async fn get_page(
 pub async fn probe(
     id: &str,
     since_ms: u64,
-    nonces: Option<&[u32]>,
+    ask: Ask<'_>,
     port: Port,
     deadline: Instant,
 ) -> ProbeResult {
@@ -87,6 +119,8 @@ pub async fn probe(
     let what = format!("seen: ask the local agent at {addr}");
     // Only the wanted nonces are kept, so memory follows the question, not the buffer.
     let mut seen: Vec<Sighting> = Vec::new();
+    let mut per_key: std::collections::HashMap<_, usize> = std::collections::HashMap::new();
+    let mut watched: Option<Vec<u16>> = None;
     let mut after = 0;
     let mut pages = 0;
     let read_all = async {
@@ -97,11 +131,15 @@ pub async fn probe(
                 Answer::Page(p) => {
                     let moved = p.next != after;
                     after = p.next;
-                    seen.extend(
-                        p.sightings
-                            .into_iter()
-                            .filter(|s| nonces.is_none_or(|w| w.contains(&s.nonce))),
-                    );
+                    watched = p.tcp_ports.or(watched.take());
+                    for s in p.sightings {
+                        let Some(key) = ask.key(&s) else { continue };
+                        let n = per_key.entry((key, s.decapsulated, s.reply)).or_insert(0);
+                        if *n < PER_KEY {
+                            *n += 1;
+                            seen.push(s);
+                        }
+                    }
                     if !p.more {
                         return Ok(());
                     }
@@ -137,5 +175,60 @@ pub async fn probe(
         ),
     );
     r.seen = Some(seen);
+    r.watched_tcp_ports = watched;
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sighting(kind: SightingKind, nonce: u32, flow: Option<Flow>) -> Sighting {
+        Sighting {
+            nonce,
+            interface: "eth0".into(),
+            from: "10.0.0.1".parse().unwrap(),
+            decapsulated: false,
+            at_ms: 1,
+            kind,
+            flow,
+            reply: false,
+        }
+    }
+
+    #[test]
+    fn only_what_was_asked_answers() {
+        let f = Flow {
+            from: "10.0.0.1".parse().unwrap(),
+            source_port: 40000,
+            port: 10250,
+        };
+        let other = Flow {
+            source_port: 40001,
+            ..f
+        };
+        let ask = Ask {
+            nonces: Some(&[7]),
+            flows: Some(&[f]),
+        };
+        assert!(ask.key(&sighting(SightingKind::Vxlan, 7, None)).is_some());
+        assert!(ask.key(&sighting(SightingKind::Udp, 7, None)).is_some());
+        assert!(ask.key(&sighting(SightingKind::Udp, 8, None)).is_none());
+        assert!(ask.key(&sighting(SightingKind::Tcp, 0, Some(f))).is_some());
+        assert!(
+            ask.key(&sighting(SightingKind::Tcp, 0, Some(other)))
+                .is_none()
+        );
+        // A TCP sighting's nonce (0) never answers a nonce question.
+        let zero = Ask {
+            nonces: Some(&[0]),
+            flows: None,
+        };
+        assert!(zero.key(&sighting(SightingKind::Tcp, 0, Some(f))).is_none());
+        assert!(
+            Ask::default()
+                .key(&sighting(SightingKind::Tcp, 0, Some(f)))
+                .is_some()
+        );
+    }
 }

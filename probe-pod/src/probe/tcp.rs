@@ -18,6 +18,16 @@ use crate::proto::{Outcome, ProbeResult};
 
 /// Connects to `addr` before `deadline`, returning the stream and the handshake time.
 pub async fn connect(addr: SocketAddr, deadline: Instant) -> Result<(TcpStream, Duration), Fail> {
+    connect_from(addr, deadline, &mut None).await
+}
+
+/// As [`connect`], also writing the local address the SYN left from into `source` as soon as
+/// the kernel chose it, so a failed connect can still be matched with the receiver's sniffer.
+async fn connect_from(
+    addr: SocketAddr,
+    deadline: Instant,
+    source: &mut Option<SocketAddr>,
+) -> Result<(TcpStream, Duration), Fail> {
     let sock = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
     sock.set_nonblocking(true)?;
     if addr.is_ipv4() {
@@ -29,6 +39,7 @@ pub async fn connect(addr: SocketAddr, deadline: Instant) -> Result<(TcpStream, 
         Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
         Err(e) => return Err(Fail::Net(Failure::with_queue(e.raw_os_error(), &sock))),
     }
+    *source = sock.local_addr().ok().and_then(|a| a.as_socket());
     let afd = crate::net::async_fd(sock, Interest::WRITABLE)?;
     loop {
         let mut guard = match tokio::time::timeout_at(deadline, afd.writable()).await {
@@ -57,7 +68,21 @@ pub async fn connect(addr: SocketAddr, deadline: Instant) -> Result<(TcpStream, 
 
 pub async fn probe(id: &str, addr: SocketAddr, echo: bool, deadline: Instant) -> ProbeResult {
     let start = Instant::now();
-    let (mut stream, rtt) = match connect(addr, deadline).await {
+    let mut source = None;
+    let mut r = probe_from(id, addr, echo, deadline, start, &mut source).await;
+    r.source = source;
+    r
+}
+
+async fn probe_from(
+    id: &str,
+    addr: SocketAddr,
+    echo: bool,
+    deadline: Instant,
+    start: Instant,
+    source: &mut Option<SocketAddr>,
+) -> ProbeResult {
+    let (mut stream, rtt) = match connect_from(addr, deadline, source).await {
         Ok(s) => s,
         Err(f) => return f.into_result(id, &format!("tcp connect {addr}"), start.elapsed()),
     };

@@ -50,6 +50,7 @@ pub async fn probe(id: &str, addr: SocketAddr, deadline: Instant) -> ProbeResult
         Ok(s) => s,
         Err(f) => return f.into_result(id, &what, start.elapsed()),
     };
+    let source = sock.local_addr().ok();
     let nonce = random_u32();
     if let Err(e) = sock.send(&probe_payload(nonce, 16)).await {
         return Fail::Net(Failure::with_queue(e.raw_os_error(), &sock)).into_result(
@@ -72,5 +73,6 @@ pub async fn probe(id: &str, addr: SocketAddr, deadline: Instant) -> ProbeResult
         Err(f) => f.into_result(id, &what, start.elapsed()),
     };
     r.nonce = Some(nonce);
+    r.source = source;
     r
 }

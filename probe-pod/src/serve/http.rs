@@ -170,6 +170,9 @@ mod tests {
                 from: "10.0.0.1".parse().unwrap(),
                 at_ms,
                 decapsulated: nonce == 2,
+                kind: crate::proto::SightingKind::Vxlan,
+                flow: None,
+                reply: false,
             });
         }
         state

@@ -57,7 +57,7 @@ fn tcp_listener(addr: SocketAddr) -> std::io::Result<TcpListener> {
 /// Whether to run the VXLAN receipt sniffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SniffMode {
-    /// When `CAP_NET_RAW` is held and a VXLAN device exists.
+    /// When `CAP_NET_RAW` is held, and a VXLAN device exists or TCP ports are to be watched.
     Auto,
     Always,
     Never,
@@ -76,6 +76,23 @@ pub struct Config {
     /// UDP ports a plain socket takes to record crafted VXLAN probes (the preflight stand-in for
     /// an overlay that does not exist yet).
     pub standin_udp_ports: Vec<u16>,
+    /// TCP ports whose arriving SYNs (and the SYN-ACKs answering them) the sniffer records, so a
+    /// failed TCP probe says whether it reached this host; the agent's own ports are added.
+    pub receipt_tcp_ports: Vec<u16>,
+}
+
+impl Config {
+    /// The TCP ports the sniffer watches: the configured ones and every port this agent serves.
+    fn watched_tcp_ports(&self) -> Vec<u16> {
+        let mut v: Vec<u16> = std::iter::once(self.port)
+            .chain(self.extra_tcp_ports.iter().copied())
+            .chain(self.receipt_tcp_ports.iter().copied())
+            .filter(|&p| p != 0)
+            .collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -125,7 +142,12 @@ pub async fn run(
     let standins = standin::bind(config.listen, &config.standin_udp_ports).await?;
     let sightings = Arc::new(Sightings::default());
     standin::start(standins, &sightings);
-    let sniffing = sniffer::start(config.sniff, &config.vxlan_ports, sightings.clone())?;
+    let sniffing = sniffer::start(
+        config.sniff,
+        &config.vxlan_ports,
+        &config.watched_tcp_ports(),
+        sightings.clone(),
+    )?;
     // The stand-in's sockets answer `/seen` where no sniffer runs (a node that has not joined).
     let sniffing = sniffing.or_else(|| {
         (!config.standin_udp_ports.is_empty())

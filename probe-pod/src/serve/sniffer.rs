@@ -1,4 +1,6 @@
-//! Keeps the nonces the packet sniffer saw, for `/seen`.
+//! Keeps the probe packets the packet sniffer saw (crafted VXLAN nonces, TCP SYNs and SYN-ACKs of
+//! the watched ports, plain UDP probes and their echoes), for `/seen`. Bounded: a busy node's
+//! SYNs can only push the oldest sightings out, never grow memory.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -6,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use super::{ServeError, SniffMode};
 use crate::net::sniff::{Sniffer, vxlan_devices};
 use crate::net::unix_ms;
-use crate::proto::Sighting;
+use crate::proto::{Sighting, SightingKind};
 use serde::{Deserialize, Serialize};
 
 /// Bounded memory: the oldest sightings go first.
@@ -15,9 +17,13 @@ pub const CAPACITY: usize = 65_536;
 /// reader's body limit however full the buffer is.
 pub const PAGE: usize = 4096;
 
-/// The sightings, each numbered in arrival order so a reader can page through them.
+/// The sightings, each numbered in arrival order so a reader can page through them; and the TCP
+/// ports the sniffer watches, once it runs.
 #[derive(Debug, Default)]
-pub struct Sightings(Mutex<(u64, VecDeque<(u64, Sighting)>)>);
+pub struct Sightings(
+    Mutex<(u64, VecDeque<(u64, Sighting)>)>,
+    std::sync::OnceLock<Vec<u16>>,
+);
 
 /// One page of sightings: those numbered after the cursor the reader gave.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -27,6 +33,10 @@ pub struct Page {
     pub next: u64,
     /// More sightings follow.
     pub more: bool,
+    /// The TCP ports whose SYNs the sniffer records (absent from older agents): a SYN to any
+    /// other port is not looked for, so its absence says nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp_ports: Option<Vec<u16>>,
 }
 
 impl Sightings {
@@ -49,6 +59,7 @@ impl Sightings {
                 sightings: Vec::new(),
                 next: after,
                 more: false,
+                tcp_ports: self.1.get().cloned(),
             };
         };
         let q = &g.1;
@@ -68,6 +79,7 @@ impl Sightings {
             next: sightings.last().map_or(after, |(n, _)| *n),
             sightings: sightings.into_iter().map(|(_, s)| s).collect(),
             more,
+            tcp_ports: self.1.get().cloned(),
         }
     }
 
@@ -78,32 +90,46 @@ impl Sightings {
     }
 }
 
-/// Starts the sniffer when asked to (or when `Auto` finds a VXLAN device and the capability).
-/// Returns a description of what it sniffs, or `None` when it does not run.
+fn joined(ports: &[u16]) -> String {
+    ports
+        .iter()
+        .map(u16::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Starts the sniffer when asked to (or, with `Auto`, when it has TCP ports to watch or finds a
+/// VXLAN device, and holds the capability). Returns a description of what it sniffs, or `None`
+/// when it does not run.
 pub fn start(
     mode: SniffMode,
     ports: &[u16],
+    tcp_ports: &[u16],
     sightings: Arc<Sightings>,
 ) -> Result<Option<String>, ServeError> {
     let devices = vxlan_devices();
-    if mode == SniffMode::Never || (mode == SniffMode::Auto && devices.is_empty()) {
+    let wanted = !devices.is_empty() || !tcp_ports.is_empty();
+    if mode == SniffMode::Never || (mode == SniffMode::Auto && !wanted) {
         return Ok(None);
     }
-    let mut sniffer = match Sniffer::open(ports) {
+    let mut sniffer = match Sniffer::open(ports, tcp_ports) {
         Ok(s) => s,
+        Err(e) if mode == SniffMode::Auto && devices.is_empty() => {
+            tracing::info!(error = %e, "no packet socket; sniffer off (receipts unknown)");
+            return Ok(None);
+        }
         Err(e) if mode == SniffMode::Auto => {
             tracing::warn!(error = %e, "VXLAN device present but no packet socket; sniffer off");
             return Ok(None);
         }
         Err(e) => return Err(ServeError::Sniffer(e)),
     };
+    let watched = &tcp_ports[..tcp_ports.len().min(crate::net::bpf::MAX_TCP_PORTS)];
+    let _ = sightings.1.set(watched.to_vec());
     let what = format!(
-        "all interfaces, udp {} (vxlan devices: {})",
-        ports
-            .iter()
-            .map(u16::to_string)
-            .collect::<Vec<_>>()
-            .join(","),
+        "all interfaces, udp {} and probe datagrams, tcp SYNs to {} (vxlan devices: {})",
+        joined(ports),
+        joined(watched),
         if devices.is_empty() {
             "none yet".to_string()
         } else {
@@ -119,6 +145,9 @@ pub fn start(
                     from: c.captured.from,
                     decapsulated: c.captured.decapsulated,
                     at_ms: unix_ms(),
+                    kind: c.flow.map_or(SightingKind::Vxlan, |f| f.kind),
+                    flow: c.flow.map(|f| f.flow),
+                    reply: c.flow.is_some_and(|f| f.reply),
                 }),
                 Err(e) => {
                     tracing::error!(error = %e, "sniffer stopped");
@@ -141,6 +170,9 @@ mod tests {
             from: "10.0.0.1".parse().unwrap(),
             decapsulated: false,
             at_ms,
+            kind: SightingKind::Vxlan,
+            flow: None,
+            reply: false,
         }
     }
 

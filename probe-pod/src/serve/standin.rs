@@ -10,7 +10,7 @@ use tokio::net::UdpSocket;
 use super::{ServeError, Sightings};
 use crate::net::packet::vxlan_udp_nonce;
 use crate::net::unix_ms;
-use crate::proto::Sighting;
+use crate::proto::{Sighting, SightingKind};
 
 /// The name sightings carry, so a report says the stand-in (not a VXLAN device) saw it.
 pub const INTERFACE: &str = "standin";
@@ -53,6 +53,9 @@ pub fn start(sockets: Vec<UdpSocket>, sightings: &Arc<Sightings>) {
                     from,
                     decapsulated: true,
                     at_ms: unix_ms(),
+                    kind: SightingKind::Vxlan,
+                    flow: None,
+                    reply: false,
                 });
             }
         });

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
-use probe_proto::Outcome;
+use probe_proto::{Outcome, Receipt};
 
 use crate::model::{AgentKind, Direction, PathClass, Protocol};
 
@@ -59,7 +59,7 @@ pub(super) fn firewall_gaps(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) -> H
     let mut blocked = HashSet::new();
     let mut new_findings = Vec::new();
     for ((udp, port), pairs) in &gaps {
-        for (from, to, both) in blocks(pairs) {
+        for (from, to, both) in port_blocks(ctx, &measured, (*udp, *port), pairs) {
             let links: Vec<Link> = from
                 .iter()
                 .flat_map(|&a| to.iter().map(move |&b| (a, b)))
@@ -119,7 +119,7 @@ pub(super) fn firewall_gaps(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) -> H
 
 /// Groups blocked (from, to) pairs into (from-set, to-set) blocks, pairing a block with its
 /// mirror image as one "both directions" block.
-fn blocks(pairs: &BTreeSet<(u32, u32)>) -> Vec<(Vec<u32>, Vec<u32>, bool)> {
+fn blocks(pairs: &BTreeSet<(u32, u32)>) -> Vec<Block> {
     // A port blocked between every pair of a set of nodes is one cause, not one per receiver.
     let nodes: BTreeSet<u32> = pairs.iter().flat_map(|&(a, b)| [a, b]).collect();
     let k = nodes.len();
@@ -155,6 +155,87 @@ fn blocks(pairs: &BTreeSet<(u32, u32)>) -> Vec<(Vec<u32>, Vec<u32>, bool)> {
     out
 }
 
+/// The blocks of one port's blocked pairs, by zone where the inventory names zones.
+fn port_blocks(
+    ctx: &Ctx<'_>,
+    measured: &BTreeMap<Link, Vec<usize>>,
+    (udp, port): (bool, u16),
+    pairs: &BTreeSet<(u32, u32)>,
+) -> Vec<Block> {
+    let measured_pairs: BTreeSet<(u32, u32)> = measured
+        .keys()
+        .filter(|l| l.udp == udp && l.port == port)
+        .map(|l| (l.from, l.to))
+        .collect();
+    let zone = |n: u32| ctx.inv.nodes[n as usize].zone.as_deref();
+    zone_blocks(&zone, pairs, &measured_pairs)
+}
+
+/// Senders, receivers, and whether the block holds in both directions.
+type Block = (Vec<u32>, Vec<u32>, bool);
+
+/// The blocks of a port's blocked pairs, a zone-to-zone block being one: where every measured
+/// pair from zone X to zone Y is blocked, that is one block (with its mirror, one "both
+/// directions" block), however many nodes the zones hold. The pairs left over (within a zone,
+/// or a zone pair only partly blocked) are grouped by [`blocks`]; so is everything when some
+/// node has no zone, and a port blocked between every pair stays one "everywhere" block.
+fn zone_blocks<'z>(
+    zone: &dyn Fn(u32) -> Option<&'z str>,
+    pairs: &BTreeSet<(u32, u32)>,
+    measured: &BTreeSet<(u32, u32)>,
+) -> Vec<Block> {
+    let nodes: BTreeSet<u32> = pairs.iter().flat_map(|&(a, b)| [a, b]).collect();
+    let everywhere = nodes.len() >= 3 && pairs.len() == nodes.len() * (nodes.len() - 1);
+    let zones: Option<BTreeSet<&str>> = nodes.iter().map(|&n| zone(n)).collect();
+    if everywhere || zones.is_none_or(|z| z.len() < 2) {
+        return blocks(pairs);
+    }
+    let by_zone = |set: &BTreeSet<(u32, u32)>| {
+        let mut m: BTreeMap<(&'z str, &'z str), BTreeSet<(u32, u32)>> = BTreeMap::new();
+        for &(a, b) in set {
+            if let (Some(za), Some(zb)) = (zone(a), zone(b))
+                && za != zb
+            {
+                m.entry((za, zb)).or_default().insert((a, b));
+            }
+        }
+        m
+    };
+    let (blocked, tried) = (by_zone(pairs), by_zone(measured));
+    // A zone pair is blocked when every pair measured between its nodes is.
+    let whole: BTreeMap<(&str, &str), Block> = blocked
+        .iter()
+        .filter(|(zp, set)| tried.get(*zp) == Some(*set))
+        .map(|(zp, set)| {
+            let from: BTreeSet<u32> = set.iter().map(|&(a, _)| a).collect();
+            let to: BTreeSet<u32> = set.iter().map(|&(_, b)| b).collect();
+            (
+                *zp,
+                (from.into_iter().collect(), to.into_iter().collect(), false),
+            )
+        })
+        .collect();
+    let mut out = Vec::new();
+    let mut rest = pairs.clone();
+    for ((za, zb), (from, to, _)) in &whole {
+        for p in blocked.get(&(*za, *zb)).into_iter().flatten() {
+            rest.remove(p);
+        }
+        match whole.get(&(*zb, *za)) {
+            // The mirror, named once, from the zone that sorts first.
+            Some((f, t, _)) if f == to && t == from => {
+                if za < zb {
+                    out.push((from.clone(), to.clone(), true));
+                }
+            }
+            _ => out.push((from.clone(), to.clone(), false)),
+        }
+    }
+    out.extend(blocks(&rest));
+    out.sort();
+    out
+}
+
 fn reverse_works(ctx: &Ctx<'_>, measured: &BTreeMap<Link, Vec<usize>>, links: &[Link]) -> bool {
     let mut any = false;
     for l in links {
@@ -172,17 +253,26 @@ fn reverse_works(ctx: &Ctx<'_>, measured: &BTreeMap<Link, Vec<usize>>, links: &[
     any
 }
 
-/// Where the packets died, from the VXLAN receipts and the ICMP offenders.
+/// Where the packets died, from the receiving hosts' receipts (every protocol) and the ICMP
+/// offenders. A probe whose answer was lost on the way back names no place: the host took it.
 fn gap_where(ctx: &Ctx<'_>, ev: &[usize]) -> Vec<Where> {
     let mut places = BTreeSet::new();
     for &i in ev {
         let r = &ctx.results[i];
         let to = r.to.node.clone().unwrap_or_default();
-        if r.result.detail.contains("never its VXLAN device") {
-            places.insert(Where::Host(to.clone()));
-        } else if r.result.detail.contains("never reached") {
-            places.insert(Where::Network);
-        } else if let Some(icmp) = r.result.icmp {
+        match r.result.receipt {
+            Some(Receipt::HostDropped) => {
+                places.insert(Where::Host(to.clone()));
+                continue;
+            }
+            Some(Receipt::NotArrived) => {
+                places.insert(Where::Network);
+                continue;
+            }
+            Some(Receipt::Answered | Receipt::Delivered) => continue,
+            None => {}
+        }
+        if let Some(icmp) = r.result.icmp {
             if icmp.from == Some(r.to.address) {
                 places.insert(Where::Host(to.clone()));
             } else if icmp.from.is_some() {
@@ -191,6 +281,27 @@ fn gap_where(ctx: &Ctx<'_>, ev: &[usize]) -> Vec<Where> {
         }
     }
     places.into_iter().collect()
+}
+
+/// The zone `nodes` make up whole (every node of the inventory in that zone, and only those).
+fn whole_zone<'a>(ctx: &Ctx<'a>, nodes: &[u32]) -> Option<&'a str> {
+    let first = ctx
+        .inv
+        .nodes
+        .get(*nodes.first()? as usize)?
+        .zone
+        .as_deref()?;
+    let members = ctx
+        .inv
+        .nodes
+        .iter()
+        .filter(|n| n.zone.as_deref() == Some(first))
+        .count();
+    (members == nodes.len()
+        && nodes
+            .iter()
+            .all(|&n| ctx.inv.nodes[n as usize].zone.as_deref() == Some(first)))
+    .then_some(first)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -206,6 +317,11 @@ fn gap_finding(
 ) -> Finding {
     let proto = if udp { Protocol::Udp } else { Protocol::Tcp };
     let (fn_, tn) = (list(ctx, from), list(ctx, to));
+    // A side that is a whole zone is named by its zone.
+    let side = |nodes: &[u32], names: &[String]| match whole_zone(ctx, nodes) {
+        Some(z) => format!("zone {z} ({})", names_text(names)),
+        None => names_text(names),
+    };
     let what = if udp && ctx.overlay_port == Some(port) {
         " (the overlay's VXLAN port)"
     } else if !udp && ctx.api_backends.iter().any(|(_, p)| *p == port) {
@@ -225,8 +341,8 @@ fn gap_finding(
     } else if both {
         format!(
             "{proto}/{port}{what} is blocked between {} and {}, in both directions",
-            names_text(&fn_),
-            names_text(&tn)
+            side(from, &fn_),
+            side(to, &tn)
         )
     } else {
         let rev = if reverse_ok {
@@ -236,8 +352,8 @@ fn gap_finding(
         };
         format!(
             "{proto}/{port}{what} is blocked from {} to {}{rev}",
-            names_text(&fn_),
-            names_text(&tn)
+            side(from, &fn_),
+            side(to, &tn)
         )
     };
     let mut f = Finding::new(Kind::FirewallGap, Severity::Error, summary);

@@ -1,7 +1,8 @@
 //! The fix lines for a firewall gap, written where the packets died: the network's firewall
 //! (router, security group) when they died on the network, the receiving host's own rules
 //! (nftables, iptables, firewalld, all restricted to the same sources) only on the hosts that
-//! dropped them, and both, labelled, when the place is unknown.
+//! dropped them, and both, labelled, when the place is unknown. Address sets are written as the
+//! fewest CIDR blocks that cover exactly them, so 99 nodes of a /24 are a handful of blocks.
 
 use crate::inventory::Inventory;
 use crate::model::{Direction, Protocol};
@@ -9,11 +10,13 @@ use crate::model::{Direction, Protocol};
 use super::context::Ctx;
 use super::{Finding, Kind, Where};
 
+/// The nodes' addresses, summarised exactly as CIDR blocks (a lone address stays bare).
 fn addrs(inv: &Inventory, nodes: &[u32]) -> Vec<String> {
-    nodes
+    let list: Vec<std::net::Ipv4Addr> = nodes
         .iter()
-        .map(|&n| inv.nodes[n as usize].address.to_string())
-        .collect()
+        .map(|&n| inv.nodes[n as usize].address)
+        .collect();
+    super::cidr::summarise(&list)
 }
 
 /// At most this many receiving nodes get their own fix lines.
@@ -161,6 +164,75 @@ mod tests {
     use crate::testutil::inventory;
 
     #[test]
+    fn address_sets_are_written_as_cidrs() {
+        // 100 nodes, 192.168.56.10 to .109: n1 sends, the 99 others receive.
+        let inv = inventory(100, 1, "flannel");
+        let (from, to) = (vec![0u32], (1..100).collect::<Vec<u32>>());
+        let host = lines(
+            &inv,
+            Protocol::Udp,
+            8472,
+            (&to, &from),
+            false,
+            &[Where::Host("n1".into())],
+        );
+        let want = [
+            "192.168.56.11",
+            "192.168.56.12/30",
+            "192.168.56.16/28",
+            "192.168.56.32/27",
+            "192.168.56.64/27",
+            "192.168.56.96/29",
+            "192.168.56.104/30",
+            "192.168.56.108/31",
+        ];
+        assert!(
+            host[0].contains(&format!(
+                "ip saddr {{ {} }} udp dport 8472",
+                want.join(", ")
+            )),
+            "{host:#?}"
+        );
+        assert!(
+            host[1].contains(&format!("-s {} ", want.join(","))),
+            "{host:#?}"
+        );
+        assert_eq!(
+            host[2].matches("--add-rich-rule").count(),
+            want.len(),
+            "{host:#?}"
+        );
+        assert!(
+            host[2].contains("source address=\"192.168.56.16/28\""),
+            "{host:#?}"
+        );
+        let net = lines(
+            &inv,
+            Protocol::Udp,
+            8472,
+            (&to, &from),
+            false,
+            &[Where::Network],
+        );
+        assert!(
+            net[0].contains(&format!("from {} to 192.168.56.10", want.join(", "))),
+            "{net:#?}"
+        );
+        // Exact: no block covers an address outside the set (n1, 192.168.56.10).
+        let covered: Vec<std::net::Ipv4Addr> = want
+            .iter()
+            .flat_map(|c| {
+                let (a, len) = c.split_once('/').unwrap_or((c, "32"));
+                let base = u32::from(a.parse::<std::net::Ipv4Addr>().unwrap());
+                (0..1u32 << (32 - len.parse::<u32>().unwrap())).map(move |k| (base + k).into())
+            })
+            .collect();
+        let expected: Vec<std::net::Ipv4Addr> =
+            to.iter().map(|&n| inv.nodes[n as usize].address).collect();
+        assert_eq!(covered, expected);
+    }
+
+    #[test]
     fn fixes_go_where_the_packets_died() {
         let inv = inventory(3, 1, "flannel");
         let (from, to) = (vec![2u32], vec![0u32, 1]);
@@ -181,6 +253,10 @@ mod tests {
                 .any(|l| l.contains("nft ") || l.contains("iptables ")),
             "{net:#?}"
         );
+        assert!(
+            net[0].ends_with("from 192.168.56.12 to 192.168.56.10/31 and back"),
+            "{net:#?}"
+        );
         let host = lines(
             &inv,
             Protocol::Udp,
@@ -198,6 +274,11 @@ mod tests {
             assert!(host[0].contains(&a) && host[1].contains(&a), "{host:#?}");
         }
         assert!(!fw.contains("--add-port"), "{fw}");
+        assert_eq!(
+            fw.matches("--add-rich-rule").count(),
+            1,
+            "one rule for the /31: {fw}"
+        );
         let unknown = lines(&inv, Protocol::Tcp, 6443, (&from, &to), false, &[]);
         assert!(unknown[0].contains("unknown"), "{unknown:#?}");
         assert!(

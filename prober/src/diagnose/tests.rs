@@ -1,7 +1,7 @@
 //! The incidents as synthetic result sets: the planner's real matrix, with outcomes decided by a
 //! fault model per scenario, diagnosed without any network.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use probe_proto::{IcmpInfo, Outcome, ProbeResult};
 use serde_json::json;
@@ -40,6 +40,12 @@ fn run_with_agents(
             let mut result = ProbeResult::new(p.id.clone(), outcome, detail);
             if outcome.is_ok() {
                 result.rtt_micros = Some(500);
+            }
+            // The model's shorthand for what the receiver's sniffer said, as the run records it.
+            if result.detail.starts_with("never reached") {
+                result.receipt = Some(probe_proto::Receipt::NotArrived);
+            } else if result.detail.contains(" itself") {
+                result.receipt = Some(probe_proto::Receipt::HostDropped);
             }
             // A model answer of "unknown: ..." stands for a probe that never ran.
             let unknown = result
@@ -171,8 +177,7 @@ fn incident_1_flannel_port_blocked_to_the_new_worker() {
     assert_eq!(gap.where_, [crate::diagnose::Where::Network]);
     assert!(
         gap.fix[0].starts_with("on the firewall, router or security group")
-            && gap.fix[0]
-                .contains("udp/8472 from 192.168.56.12 to 192.168.56.10, 192.168.56.11 and back"),
+            && gap.fix[0].contains("udp/8472 from 192.168.56.12 to 192.168.56.10/31 and back"),
         "{:#?}",
         gap.fix
     );
@@ -317,6 +322,46 @@ fn rejected_by_the_host_itself_says_where() {
     };
     assert_every_failure_explained(&results, &f);
     assert_eq!(f[0].where_, [Where::Host("n1".into())], "{:#?}", f[0]);
+}
+
+#[test]
+fn a_tcp_port_dropped_by_the_receivers_own_firewall_says_host() {
+    let inv = inventory(3, 1, "flannel");
+    let (_, f) = run(&inv, &|p| {
+        let (_, to) = node_of(p);
+        (p.to.protocol == Protocol::Tcp && p.to.port == Some(10250) && to == "n2").then(|| {
+            (
+                Outcome::Timeout,
+                "reached n2's eth0 but n2 never answered: dropped by n2 itself".into(),
+            )
+        })
+    });
+    assert_eq!(kinds(&f), [Kind::FirewallGap], "{f:#?}");
+    assert!(
+        f[0].matches(&json!({"protocol": "tcp", "port": 10250, "to": ["n2"], "where": "host:n2"})),
+        "{:#?}",
+        f[0]
+    );
+    assert!(
+        f[0].fix.iter().all(|l| l.starts_with("on n2 ")),
+        "{:#?}",
+        f[0].fix
+    );
+    // The same port dropped on the way: the network.
+    let (_, f) = run(&inv, &|p| {
+        let (_, to) = node_of(p);
+        (p.to.protocol == Protocol::Tcp && p.to.port == Some(10250) && to == "n2").then(|| {
+            (
+                Outcome::Timeout,
+                "never reached n2: dropped on the way".into(),
+            )
+        })
+    });
+    assert!(
+        f[0].matches(&json!({"protocol": "tcp", "port": 10250, "where": "network"})),
+        "{:#?}",
+        f[0]
+    );
 }
 
 #[test]
@@ -965,4 +1010,94 @@ fn a_port_blocked_between_every_pair_is_one_finding() {
         assert_eq!(f[0].from, among);
         assert_eq!(f[0].to, among);
     }
+}
+
+/// `n` nodes in `zones` zones of consecutive nodes (`z0`, `z1`, ...).
+fn zoned(n: usize, zones: usize) -> Inventory {
+    let mut inv = inventory(n, 1, "flannel");
+    for (i, node) in inv.nodes.iter_mut().enumerate() {
+        node.zone = Some(format!("z{}", i * zones / n));
+    }
+    inv
+}
+
+#[test]
+fn a_zone_to_zone_block_is_one_finding_per_zone_pair() {
+    // 100 nodes in 4 zones of 25; the kubelet port is blocked both ways between z0 and z1 and
+    // between z1 and z2, and nowhere else.
+    let inv = zoned(100, 4);
+    let zone: HashMap<String, String> = inv
+        .nodes
+        .iter()
+        .map(|n| (n.name.clone(), n.zone.clone().unwrap()))
+        .collect();
+    let (_, f) = run(&inv, &move |p| {
+        let (from, to) = node_of(p);
+        if p.path != PathClass::NodeToNode || p.to.port != Some(10250) {
+            return None;
+        }
+        let mut pair = [zone[from].as_str(), zone[to].as_str()];
+        pair.sort_unstable();
+        matches!(pair, ["z0", "z1"] | ["z1", "z2"])
+            .then(timeout)
+            .flatten()
+    });
+    assert_eq!(kinds(&f), [Kind::FirewallGap, Kind::FirewallGap], "{f:#?}");
+    let mut summaries: Vec<&str> = f.iter().map(|g| g.summary.as_str()).collect();
+    summaries.sort_unstable();
+    assert!(
+        summaries[0].starts_with("tcp/10250 (the kubelet) is blocked between zone z0 (n1, "),
+        "{summaries:#?}"
+    );
+    assert!(
+        summaries[0].contains(" and zone z1 (n26, "),
+        "{summaries:#?}"
+    );
+    assert!(
+        summaries[1].contains("between zone z1 (n26, ")
+            && summaries[1].contains(" and zone z2 (n51, "),
+        "{summaries:#?}"
+    );
+    for g in &f {
+        assert_eq!(g.direction, Some(crate::model::Direction::Both));
+        assert_eq!((g.from.len(), g.to.len()), (25, 25), "{g:#?}");
+        assert_eq!(
+            g.evidence.len(),
+            2 * 25 * 25,
+            "every blocked pair is evidence"
+        );
+        // The zone's addresses are a few CIDR blocks, not 25 literals.
+        let net = g.fix.iter().find(|l| l.contains("router")).unwrap();
+        assert!(net.matches(", ").count() < 12, "{net}");
+        assert!(net.contains(" between zone z"), "{net}");
+    }
+}
+
+#[test]
+fn a_zone_pair_blocked_one_way_among_two_zones_is_one_finding() {
+    let inv = zoned(100, 2);
+    let (_, f) = run(&inv, &|p| {
+        let (from, to) = node_of(p);
+        let n = |s: &str| s[1..].parse::<usize>().unwrap();
+        (p.path == PathClass::NodeToNode && p.to.port == Some(10250) && n(from) <= 50 && n(to) > 50)
+            .then(timeout)
+            .flatten()
+    });
+    assert_eq!(kinds(&f), [Kind::FirewallGap], "{f:#?}");
+    assert!(
+        f[0].summary
+            .starts_with("tcp/10250 (the kubelet) is blocked from zone z0 (n1, ")
+            && f[0].summary.contains(" to zone z1 (n51, ")
+            && f[0].summary.ends_with("; the reverse direction works"),
+        "{}",
+        f[0].summary
+    );
+    // And the same port blocked between every pair is still one finding, "everywhere".
+    let (_, f) = run(&inv, &|p| {
+        (p.path == PathClass::NodeToNode && p.to.port == Some(10250))
+            .then(timeout)
+            .flatten()
+    });
+    assert_eq!(kinds(&f), [Kind::FirewallGap], "{f:#?}");
+    assert!(f[0].summary.contains("everywhere"), "{}", f[0].summary);
 }

@@ -27,7 +27,8 @@ pub struct PlannedProbe {
     pub to: Target,
     pub probe: Probe,
     /// The port of the receiving node's host agent, whose sniffer confirms a crafted overlay
-    /// datagram (`seen`); `None` for probes that are answered directly.
+    /// datagram (`seen`), and says where a failed TCP or UDP probe to the node's own address got
+    /// to; `None` for probes no host agent receives.
     pub receipt_port: Option<Port>,
 }
 
@@ -129,7 +130,32 @@ pub fn plan(inv: &Inventory, filter: &Filter) -> Vec<PlannedProbe> {
     b.api();
     b.dns();
     b.node_config();
-    b.out
+    let mut out = b.out;
+    receipts(inv, &mut out);
+    out
+}
+
+/// TCP and UDP probes to a node's own address get its host agent as the receipt's witness: its
+/// sniffer sees whether the SYN or datagram arrived before the node's firewall did.
+fn receipts(inv: &Inventory, out: &mut [PlannedProbe]) {
+    let nodes: std::collections::HashMap<&str, &Node> =
+        inv.nodes.iter().map(|n| (n.name.as_str(), n)).collect();
+    for p in out.iter_mut().filter(|p| p.receipt_port.is_none()) {
+        let (Probe::Tcp { address, .. } | Probe::Udp { address, .. }) = p.probe else {
+            continue;
+        };
+        let Some(node) = p.to.node.as_deref().and_then(|n| nodes.get(n)) else {
+            continue;
+        };
+        let Some(host) = &node.agents.host else {
+            continue;
+        };
+        if address == std::net::IpAddr::V4(node.address)
+            || address == std::net::IpAddr::V4(host.address)
+        {
+            p.receipt_port = Port::new(host.port);
+        }
+    }
 }
 
 /// The probes grouped by the agent that runs them.

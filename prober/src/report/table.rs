@@ -286,6 +286,114 @@ fn fix_line(line: &str, width: usize) -> String {
     out
 }
 
+/// Addresses (or CIDR blocks) of one list shown in the table before "and N more".
+const SHOWN_ADDRESSES: usize = 6;
+/// firewalld rich rules of one fix line shown in the table.
+const SHOWN_RULES: usize = 3;
+
+/// The end of the IPv4 address or CIDR block starting at byte `i` of `s`, if one does.
+fn address_end(s: &[u8], i: usize) -> Option<usize> {
+    if i > 0 && (s[i - 1].is_ascii_alphanumeric() || s[i - 1] == b'.') {
+        return None;
+    }
+    let mut j = i;
+    for part in 0..4 {
+        let start = j;
+        while j < s.len() && s[j].is_ascii_digit() && j - start < 3 {
+            j += 1;
+        }
+        if j == start {
+            return None;
+        }
+        if part < 3 {
+            if s.get(j) != Some(&b'.') {
+                return None;
+            }
+            j += 1;
+        }
+    }
+    if s.get(j) == Some(&b'/') && s.get(j + 1).is_some_and(u8::is_ascii_digit) {
+        j += 2;
+        if s.get(j).is_some_and(u8::is_ascii_digit) {
+            j += 1;
+        }
+    }
+    (!s.get(j)
+        .is_some_and(|c| c.is_ascii_alphanumeric() || *c == b'.'))
+    .then_some(j)
+}
+
+/// A fix line for the table: every list of more than `SHOWN_ADDRESSES` addresses (separated by
+/// `,` or `, `) cut to its first ones and "... and N more", and a firewalld line's rich rules
+/// cut to the first `SHOWN_RULES`. The JSON report keeps the whole line.
+fn cap_lists(line: &str) -> String {
+    let line = cap_rich_rules(line);
+    let b = line.as_bytes();
+    let mut out = String::with_capacity(line.len());
+    let mut i = 0;
+    let mut copied = 0;
+    while i < b.len() {
+        let Some(mut end) = address_end(b, i) else {
+            i += 1;
+            continue;
+        };
+        // The run of addresses from here, and where the shown part ends.
+        let (mut items, mut shown_end, mut sep) = (1usize, end, ", ");
+        loop {
+            let s = if line[end..].starts_with(", ") {
+                ", "
+            } else if line[end..].starts_with(',') {
+                ","
+            } else {
+                break;
+            };
+            let Some(next) = address_end(b, end + s.len()) else {
+                break;
+            };
+            items += 1;
+            sep = s;
+            if items <= SHOWN_ADDRESSES {
+                shown_end = next;
+            }
+            end = next;
+        }
+        if items > SHOWN_ADDRESSES {
+            out.push_str(&line[copied..shown_end]);
+            let _ = write!(out, "{sep}... and {} more", items - SHOWN_ADDRESSES);
+            copied = end;
+        }
+        i = end;
+    }
+    out.push_str(&line[copied..]);
+    out
+}
+
+fn cap_rich_rules(line: &str) -> String {
+    let parts: Vec<&str> = line.split(" && ").collect();
+    let rules = parts
+        .iter()
+        .filter(|p| p.contains("--add-rich-rule"))
+        .count();
+    if rules <= SHOWN_RULES {
+        return line.to_string();
+    }
+    let mut kept: Vec<String> = Vec::new();
+    let mut seen = 0;
+    for p in parts {
+        if p.contains("--add-rich-rule") {
+            seen += 1;
+            if seen > SHOWN_RULES {
+                if seen == SHOWN_RULES + 1 {
+                    kept.push(format!("... and {} more rules", rules - SHOWN_RULES));
+                }
+                continue;
+            }
+        }
+        kept.push(p.to_string());
+    }
+    kept.join(" && ")
+}
+
 /// The finding's kind as the report writes it (`firewall-gap`).
 fn kind_text(f: &crate::diagnose::Finding) -> String {
     serde_json::to_value(f.kind)
@@ -337,9 +445,24 @@ fn findings(out: &mut String, report: &Report, style: Style) {
             "{}",
             wrap(&format!("  {}", facts.join(", ")), style.width, 4)
         );
-        // Fixes are commands to copy: wrapped between words, never cut.
+        // Fixes are commands to copy: wrapped between words, never cut. Long address lists
+        // are shortened here only; the JSON report has them whole.
+        let mut shortened = false;
         for line in &f.fix {
-            let _ = writeln!(out, "{}", fix_line(line, style.width));
+            let capped = cap_lists(line);
+            shortened |= capped != *line;
+            let _ = writeln!(out, "{}", fix_line(&capped, style.width));
+        }
+        if shortened {
+            let _ = writeln!(
+                out,
+                "{}",
+                wrap(
+                    "  (address lists shortened here; the JSON report has every address)",
+                    style.width,
+                    4
+                )
+            );
         }
     }
 }
@@ -732,6 +855,62 @@ mod tests {
             "on the firewall, router or security group between them: allow udp/8472 from 10.0.0.1, 10.0.0.2, 10.0.0.4 to 10.0.0.3 and back".into(),
         ];
         r
+    }
+
+    #[test]
+    fn long_address_lists_end_in_and_n_more() {
+        let ips: Vec<String> = (1..=20).map(|k| format!("10.0.{k}.0/24")).collect();
+        let nft = format!(
+            "on n1 (nftables): nft insert rule inet filter input ip saddr {{ {} }} udp dport 8472 accept",
+            ips.join(", ")
+        );
+        assert_eq!(
+            cap_lists(&nft),
+            "on n1 (nftables): nft insert rule inet filter input ip saddr { 10.0.1.0/24, 10.0.2.0/24, 10.0.3.0/24, 10.0.4.0/24, 10.0.5.0/24, 10.0.6.0/24, ... and 14 more } udp dport 8472 accept"
+        );
+        let ipt = format!(
+            "iptables -I INPUT -p udp -s {} --dport 8472 -j ACCEPT",
+            ips.join(",")
+        );
+        assert_eq!(
+            cap_lists(&ipt),
+            "iptables -I INPUT -p udp -s 10.0.1.0/24,10.0.2.0/24,10.0.3.0/24,10.0.4.0/24,10.0.5.0/24,10.0.6.0/24,... and 14 more --dport 8472 -j ACCEPT"
+        );
+        let net = format!(
+            "allow udp/8472 from {} to 192.168.56.10, 192.168.56.11",
+            ips.join(", ")
+        );
+        let capped = cap_lists(&net);
+        assert!(
+            capped.contains("10.0.6.0/24, ... and 14 more to 192.168.56.10, 192.168.56.11"),
+            "{capped}"
+        );
+        let rules: Vec<String> = ips
+            .iter()
+            .map(|a| format!("firewall-cmd --permanent --add-rich-rule='rule family=\"ipv4\" source address=\"{a}\" accept'"))
+            .collect();
+        let fw = format!(
+            "on n1 (firewalld): {} && firewall-cmd --reload",
+            rules.join(" && ")
+        );
+        let capped = cap_lists(&fw);
+        assert_eq!(
+            capped.matches("--add-rich-rule").count(),
+            SHOWN_RULES,
+            "{capped}"
+        );
+        assert!(
+            capped.ends_with("&& ... and 17 more rules && firewall-cmd --reload"),
+            "{capped}"
+        );
+        // Short lists, versions and ports are left alone.
+        for same in [
+            "allow tcp/6443 from 10.0.0.1, 10.0.0.2 to 10.0.0.3",
+            "upgrade to 1.29.3.4.5, then",
+            "kubectl -n kube-system rollout restart ds/kube-flannel-ds",
+        ] {
+            assert_eq!(cap_lists(same), same);
+        }
     }
 
     #[test]

@@ -9,13 +9,14 @@ use std::num::{NonZeroU32, NonZeroU64};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use probe_proto::{Outcome, Plan, Port, Probe, ProbeResult, ProbeSpec};
+use probe_proto::{Outcome, Plan, Port, Probe, ProbeResult, ProbeSpec, Receipt};
 use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinSet;
 
 use crate::model::{AgentKind, AgentRef, AgentStatus, ResultRecord, Unknown};
 use crate::plan::{PlannedProbe, by_agent};
 
+mod receipts;
 mod retry;
 use crate::runtime::Runtime;
 
@@ -195,6 +196,9 @@ pub async fn run<R: Runtime + 'static>(
     if !interrupted && cfg.retries > 0 {
         interrupted |= retry::confirm_failures(&first, planned, &mut results, &mut cancel).await;
     }
+    if !interrupted {
+        interrupted |= receipts::collect(&first, planned, &mut results, &mut cancel).await;
+    }
 
     let records = planned
         .iter()
@@ -209,9 +213,11 @@ pub async fn run<R: Runtime + 'static>(
                     why,
                 );
             }
-            // Only crafted datagrams have a receiver to ask: no clone for every other probe.
+            // Only crafted datagrams need their receiver to have an outcome at all (a TCP or UDP
+            // probe's receipt only adds where it died): no clone for every other probe.
             let receiver = p
                 .receipt_port
+                .filter(|_| matches!(p.probe, Probe::Vxlan { .. }))
                 .and_then(|_| p.to.node.clone())
                 .and_then(|node| {
                     failed.get(&AgentRef {
@@ -464,6 +470,7 @@ async fn confirm_receipts<R: Runtime + 'static>(
             let probe = Probe::Seen {
                 since_ms: since,
                 nonces: Some(list),
+                flows: None,
                 port,
             };
             let spec = ProbeSpec {
@@ -537,6 +544,7 @@ fn confirm_vxlan(
     inner.dedup();
     r.seen = Some(sightings.into_iter().cloned().collect());
     if !inner.is_empty() {
+        r.receipt = Some(Receipt::Delivered);
         r.detail = format!(
             "{node} received it on {} and decapsulated it on {}",
             outer.join(","),
@@ -544,12 +552,14 @@ fn confirm_vxlan(
         );
     } else if !outer.is_empty() {
         r.outcome = Outcome::Timeout;
+        r.receipt = Some(Receipt::HostDropped);
         r.detail = format!(
             "reached {node}'s {} but never its VXLAN device: dropped by {node} itself (its firewall, or a VNI/port mismatch)",
             outer.join(",")
         );
     } else {
         r.outcome = Outcome::Timeout;
+        r.receipt = Some(Receipt::NotArrived);
         r.detail = format!(
             "never reached {node}: dropped on the way (the network, or the sender's own firewall)"
         );
@@ -613,6 +623,9 @@ mod tests {
                     from: "192.168.56.10".parse().unwrap(),
                     at_ms: 1,
                     decapsulated: *d,
+                    kind: probe_proto::SightingKind::Vxlan,
+                    flow: None,
+                    reply: false,
                 })
                 .collect(),
         );

@@ -1,0 +1,248 @@
+//! Where a failed TCP or UDP probe to a node got to: its host agent's sniffer (which sees packets
+//! before the node's firewall does) is asked, by flow for a SYN and by nonce for a UDP datagram,
+//! whether the probe arrived and whether the node answered. Only probes that failed every
+//! attempt with silence are asked about, so a healthy run asks nothing.
+
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use probe_proto::{Flow, Outcome, Port, Probe, ProbeResult, ProbeSpec, Receipt, SightingKind};
+
+use super::{Pass, fan_out, plan_for};
+use crate::model::{AgentKind, AgentRef};
+use crate::plan::PlannedProbe;
+use crate::runtime::Runtime;
+
+/// Sightings kept on one result: a SYN and its retransmissions, on an interface or two.
+const KEPT: usize = 4;
+
+/// What one failed probe asks its receiver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Question {
+    /// A SYN, by its flow.
+    Tcp(Flow),
+    /// A UDP probe datagram, by its nonce.
+    Udp(u32),
+}
+
+/// The question for a failed result, when it has one: a TCP or UDP probe to a node's host that
+/// timed out, whose sender recorded the address it sent from.
+fn question(p: &PlannedProbe, r: &ProbeResult) -> Option<Question> {
+    if r.outcome != Outcome::Timeout || p.receipt_port.is_none() {
+        return None;
+    }
+    let Some(SocketAddr::V4(source)) = r.source else {
+        return None;
+    };
+    match p.probe {
+        Probe::Tcp { port, .. } => Some(Question::Tcp(Flow {
+            from: *source.ip(),
+            source_port: source.port(),
+            port: port.get(),
+        })),
+        Probe::Udp { .. } => r.nonce.map(Question::Udp),
+        _ => None,
+    }
+}
+
+/// Decides the receipt from the receiver's answer to a `seen` question.
+fn receipt(q: Question, answer: &ProbeResult) -> Option<(Receipt, Vec<probe_proto::Sighting>)> {
+    // An agent that does not report what it watches is an older one that records no TCP or UDP
+    // probes at all: its silence says nothing.
+    let watched = answer.watched_tcp_ports.as_ref()?;
+    let matching: Vec<_> = answer
+        .seen
+        .iter()
+        .flatten()
+        .filter(|s| match q {
+            Question::Tcp(f) => s.kind == SightingKind::Tcp && s.flow == Some(f),
+            Question::Udp(n) => s.kind == SightingKind::Udp && s.nonce == n,
+        })
+        .cloned()
+        .collect();
+    if let Question::Tcp(f) = q
+        && !watched.contains(&f.port)
+    {
+        return None;
+    }
+    let arrived = matching.iter().any(|s| !s.reply);
+    let answered = matching.iter().any(|s| s.reply);
+    let receipt = match (arrived, answered) {
+        (_, true) => Receipt::Answered,
+        (true, false) => Receipt::HostDropped,
+        (false, false) => Receipt::NotArrived,
+    };
+    Some((receipt, matching.into_iter().take(KEPT).collect()))
+}
+
+/// The words a receipt adds to a result's detail.
+fn words(receipt: Receipt, node: &str, interfaces: &str) -> String {
+    match receipt {
+        Receipt::NotArrived => format!(
+            "never reached {node}: dropped on the way (the network, or the sender's own firewall)"
+        ),
+        Receipt::HostDropped => format!(
+            "reached {node}'s {interfaces} but {node} never answered: dropped by {node} itself (its firewall)"
+        ),
+        Receipt::Answered => format!(
+            "reached {node}, which answered; the answer never came back (the network, or the sender's own firewall)"
+        ),
+        Receipt::Delivered => format!("{node} received it"),
+    }
+}
+
+/// Asks the receivers about every failed TCP and UDP probe in `results` and records what they
+/// saw. A receiver that cannot be asked leaves its probes without a receipt, nothing more: the
+/// probe's own result stands. Returns whether the run was interrupted meanwhile.
+pub(super) async fn collect<R: Runtime + 'static>(
+    pass: &Pass<'_, R>,
+    planned: &[PlannedProbe],
+    results: &mut HashMap<String, ProbeResult>,
+    cancel: &mut (impl Future<Output = ()> + Unpin),
+) -> bool {
+    let mut asked: Vec<(&PlannedProbe, Question)> = Vec::new();
+    let mut asks: BTreeMap<AgentRef, (Port, Vec<u32>, Vec<Flow>)> = BTreeMap::new();
+    for p in planned {
+        let (Some(r), Some(port), Some(node)) =
+            (results.get(&p.id), p.receipt_port, p.to.node.clone())
+        else {
+            continue;
+        };
+        let Some(q) = question(p, r) else { continue };
+        let ask = asks
+            .entry(AgentRef {
+                node,
+                agent: AgentKind::Host,
+            })
+            .or_insert_with(|| (port, Vec::new(), Vec::new()));
+        match q {
+            Question::Tcp(f) => ask.2.push(f),
+            Question::Udp(n) => ask.1.push(n),
+        }
+        asked.push((p, q));
+    }
+    if asks.is_empty() {
+        return false;
+    }
+    let plans = asks
+        .into_iter()
+        .map(|(agent, (port, nonces, flows))| {
+            let spec = ProbeSpec {
+                id: format!("receipts:{agent}"),
+                timeout_ms: None,
+                probe: Probe::Seen {
+                    since_ms: pass.since,
+                    nonces: Some(nonces),
+                    flows: Some(flows),
+                    port,
+                },
+            };
+            (agent, plan_for(vec![spec], pass.cfg))
+        })
+        .collect();
+    // The last SYN retransmission may still be in flight.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let (answers, _failed, interrupted) =
+        fan_out(pass.runtime, plans, pass.cfg.concurrency, &(), cancel).await;
+    for (p, q) in asked {
+        let node = p.to.node.as_deref().unwrap_or_default();
+        let Some(answer) = answers
+            .get(&format!("receipts:{}", receiver(node)))
+            .filter(|a| a.outcome == Outcome::Ok)
+        else {
+            continue;
+        };
+        let (Some(r), Some((rc, seen))) = (results.get_mut(&p.id), receipt(q, answer)) else {
+            continue;
+        };
+        let mut ifs: Vec<&str> = seen
+            .iter()
+            .filter(|s| !s.reply)
+            .map(|s| s.interface.as_str())
+            .collect();
+        ifs.sort_unstable();
+        ifs.dedup();
+        r.detail = format!("{}; {}", r.detail, words(rc, node, &ifs.join(",")));
+        r.receipt = Some(rc);
+        r.seen = Some(seen);
+    }
+    interrupted
+}
+
+fn receiver(node: &str) -> AgentRef {
+    AgentRef {
+        node: node.to_string(),
+        agent: AgentKind::Host,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use probe_proto::Sighting;
+
+    fn flow() -> Flow {
+        Flow {
+            from: "192.168.56.10".parse().unwrap(),
+            source_port: 40000,
+            port: 10250,
+        }
+    }
+
+    fn answer(watched: Option<Vec<u16>>, seen: &[(SightingKind, u32, bool)]) -> ProbeResult {
+        let mut a = ProbeResult::new("receipts:n2/host", Outcome::Ok, "");
+        a.watched_tcp_ports = watched;
+        a.seen = Some(
+            seen.iter()
+                .map(|&(kind, nonce, reply)| Sighting {
+                    nonce,
+                    interface: "eth0".into(),
+                    from: "192.168.56.10".parse().unwrap(),
+                    decapsulated: false,
+                    at_ms: 1,
+                    kind,
+                    flow: (kind == SightingKind::Tcp).then(flow),
+                    reply,
+                })
+                .collect(),
+        );
+        a
+    }
+
+    #[test]
+    fn the_receivers_sightings_decide_where_it_died() {
+        let tcp = Question::Tcp(flow());
+        let w = Some(vec![10250]);
+        let got = |a: &ProbeResult, q| receipt(q, a).map(|(r, _)| r);
+        assert_eq!(got(&answer(w.clone(), &[]), tcp), Some(Receipt::NotArrived));
+        let syn = (SightingKind::Tcp, 0, false);
+        let syn_ack = (SightingKind::Tcp, 0, true);
+        assert_eq!(
+            got(&answer(w.clone(), &[syn, syn]), tcp),
+            Some(Receipt::HostDropped)
+        );
+        assert_eq!(
+            got(&answer(w.clone(), &[syn, syn_ack]), tcp),
+            Some(Receipt::Answered)
+        );
+        // A port the sniffer does not watch, or an agent that does not say: no receipt.
+        assert_eq!(got(&answer(Some(vec![6443]), &[]), tcp), None);
+        assert_eq!(got(&answer(None, &[]), tcp), None);
+        // UDP by nonce; a VXLAN sighting of the same nonce is not this probe.
+        let udp = Question::Udp(7);
+        assert_eq!(
+            got(&answer(w.clone(), &[(SightingKind::Vxlan, 7, false)]), udp),
+            Some(Receipt::NotArrived)
+        );
+        assert_eq!(
+            got(&answer(w.clone(), &[(SightingKind::Udp, 7, false)]), udp),
+            Some(Receipt::HostDropped)
+        );
+        assert_eq!(
+            got(&answer(Some(vec![]), &[(SightingKind::Udp, 8, false)]), udp),
+            Some(Receipt::NotArrived)
+        );
+    }
+}
