@@ -72,6 +72,7 @@ pub struct Args {
 }
 
 pub async fn run(args: &Args) -> Result<u8, CliError> {
+    refuse_filters(&args.probe)?;
     let report = match &args.inventory {
         Some(path) => {
             let inv = Inventory::load(path).map_err(|e| CliError::Usage(e.to_string()))?;
@@ -82,6 +83,27 @@ pub async fn run(args: &Args) -> Result<u8, CliError> {
     };
     print!("{}", args.out.render(&report));
     Ok(report.summary.exit_code)
+}
+
+/// A join needs every required port both ways: a filtered preflight would pass a join that
+/// fails, so the matrix's filters are refused rather than ignored.
+fn refuse_filters(probe: &ProbeArgs) -> Result<(), CliError> {
+    let f = &probe.filter;
+    let given: Vec<&str> = [
+        (!f.paths.is_empty(), "--paths"),
+        (!f.skip_paths.is_empty(), "--skip-paths"),
+        (!f.nodes.is_empty(), "--nodes"),
+    ]
+    .into_iter()
+    .filter_map(|(set, flag)| set.then_some(flag))
+    .collect();
+    if given.is_empty() {
+        return Ok(());
+    }
+    Err(CliError::Usage(format!(
+        "prober preflight: {} cannot narrow a preflight: a join needs every required port to every node, both ways, so it always probes them all (use `prober matrix` to probe a subset)",
+        given.join(", ")
+    )))
 }
 
 /// The candidate the flags describe, joining the cluster `inv`.
@@ -438,6 +460,16 @@ async fn stop(mut child: Child) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn path_and_node_filters_are_refused_by_name() {
+        let mut probe = ProbeArgs::with_agent("probe-pod".into(), None);
+        assert!(refuse_filters(&probe).is_ok());
+        probe.filter.nodes = vec!["n1".into()];
+        probe.filter.paths = vec![prober::model::PathClass::Overlay];
+        let e = refuse_filters(&probe).unwrap_err().to_string();
+        assert!(e.contains("--paths, --nodes cannot narrow"), "{e}");
+    }
 
     #[test]
     fn the_taken_port_is_read_from_the_agents_error() {
