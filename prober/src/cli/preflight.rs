@@ -101,7 +101,7 @@ fn refuse_filters(probe: &ProbeArgs) -> Result<(), CliError> {
         return Ok(());
     }
     Err(CliError::Usage(format!(
-        "prober preflight: {} cannot narrow a preflight: a join needs every required port to every node, both ways, so it always probes them all (use `prober matrix` to probe a subset)",
+        "{} cannot narrow a preflight: a join needs every required port to every node, both ways, so it always probes them all (use `prober matrix` to probe a subset)",
         given.join(", ")
     )))
 }
