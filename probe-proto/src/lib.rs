@@ -423,6 +423,11 @@ pub struct TlsInfo {
     pub verify_error: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
+    /// The server's clock (its HTTP `Date` header, to the second) minus this agent's clock when
+    /// the answer came, in milliseconds; positive when this agent's clock is behind. Absent
+    /// without an HTTP answer carrying a readable `Date`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock_skew_ms: Option<i64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -2,6 +2,8 @@
 //! run — the candidate reached through `ip netns exec`, the cluster from the lab's inventory —
 //! exits 0 on a healthy join and 1 with exactly the gap, one way, toward the candidate.
 //! Needs root, iproute2, nftables and dnsmasq (installed by scripts/test).
+//! And preflight through the Kubernetes API against a `tower_test` mock API server (no root):
+//! the exact requests it makes, and that none of them applies anything for the candidate.
 
 mod common;
 
@@ -44,6 +46,14 @@ fn preflight_scenarios_pass_lab_run() {
         (
             "control-plane-etcd-blocked",
             "[FAIL] nodes -> new   tcp/2380",
+        ),
+        (
+            "loopback-resolver",
+            "resolv.conf on new names 127.0.0.53: once it joins",
+        ),
+        (
+            "clock-skew",
+            "the clock of new is 120 s ahead of the API server's",
         ),
     ] {
         let out = lab(
@@ -153,4 +163,404 @@ fn an_operator_run_names_the_gap_one_way_toward_the_candidate() {
     assert_eq!(f[0]["direction"], "one");
     assert_eq!(f[0]["to"], serde_json::json!(["new"]));
     assert_eq!(f[0]["where"], "network");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Through the Kubernetes API, against a mock API server
+
+#[allow(clippy::needless_pass_by_value)] // fixtures built inline
+mod api {
+    use std::path::PathBuf;
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    use http::{Request, Response};
+    use http_body_util::BodyExt;
+    use kube::client::Body;
+    use probe_proto::{Plan, ProbeResult};
+    use prober::model::AgentRef;
+    use prober::plan::preflight::{Candidate, Role};
+    use prober::run::RunConfig;
+    use prober::run::preflight::{ApiAgents, through_api};
+    use prober::runtime::kube::discover::{build, read};
+    use prober::runtime::{Runtime, RuntimeError};
+    use serde_json::{Value, json};
+    use tokio::sync::mpsc;
+
+    /// One request the mock saw.
+    #[derive(Debug, Clone)]
+    struct Seen {
+        method: String,
+        uri: String,
+        body: Value,
+    }
+
+    fn respond(code: u16, body: &Value) -> Response<Body> {
+        Response::builder()
+            .status(code)
+            .body(Body::from(body.to_string().into_bytes()))
+            .unwrap()
+    }
+
+    fn status(code: u16, reason: &str) -> Response<Body> {
+        respond(
+            code,
+            &json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
+                    "status": if code < 300 { "Success" } else { "Failure" },
+                    "message": reason, "reason": reason, "code": code}),
+        )
+    }
+
+    fn list_of(kind: &str, items: Vec<Value>, version: &str) -> Value {
+        json!({"apiVersion": "v1", "kind": kind, "metadata": {"resourceVersion": version}, "items": items})
+    }
+
+    fn fixture(file: &str) -> Option<Vec<u8>> {
+        let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/kube/flannel")
+            .join(file);
+        std::fs::read(p).ok()
+    }
+
+    /// The kubeadm + flannel cluster of the discovery fixtures (cp1, w1, w2): enough of it for
+    /// discovery; 404 for the rest.
+    fn discovery(path: &str, selector: &str) -> Response<Body> {
+        let seg: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+        let file = match seg.as_slice() {
+            ["api", "v1", "nodes"] => Some("nodes.json".to_string()),
+            [
+                "api",
+                "v1",
+                "namespaces",
+                "default",
+                "services",
+                "kubernetes",
+            ] => Some("svc-kubernetes.json".into()),
+            ["api", "v1", "namespaces", "kube-system", "services"] => {
+                Some("svcs-k8s-app-kube-dns.json".into())
+            }
+            [
+                "apis",
+                "discovery.k8s.io",
+                "v1",
+                "namespaces",
+                _,
+                "endpointslices",
+            ] => selector
+                .strip_prefix("kubernetes.io/service-name=")
+                .map(|svc| format!("slices-{svc}.json")),
+            ["apis", "networking.k8s.io", "v1", "servicecidrs"] => Some("servicecidrs.json".into()),
+            [
+                "apis",
+                "apps",
+                "v1",
+                "namespaces",
+                ns,
+                kind @ ("daemonsets" | "deployments"),
+            ] => {
+                let short = if *kind == "daemonsets" {
+                    "ds"
+                } else {
+                    "deploy"
+                };
+                return fixture(&format!("{short}-{ns}.json")).map_or_else(
+                    || respond(200, &list_of("List", Vec::new(), "1")),
+                    |b| Response::builder().status(200).body(Body::from(b)).unwrap(),
+                );
+            }
+            ["api", "v1", "namespaces", _, "configmaps", name] => Some(format!("cm-{name}.json")),
+            _ => None,
+        };
+        match file.and_then(|f| fixture(&f)) {
+            Some(b) => Response::builder().status(200).body(Body::from(b)).unwrap(),
+            None => status(404, "NotFound"),
+        }
+    }
+
+    fn agent_pod(name: &str, node: &str, component: &str, ready: bool, ip: &str) -> Value {
+        json!({
+            "metadata": {"name": name, "namespace": "prober-system", "resourceVersion": "11",
+                         "labels": {"app.kubernetes.io/name": "prober", "app.kubernetes.io/component": component, "prober.io/run": "r1"}},
+            "spec": {"nodeName": node, "containers": [{"name": "probe-pod"}]},
+            "status": {
+                "phase": if ready { "Running" } else { "Pending" },
+                "podIP": if ready { json!(ip) } else { Value::Null },
+                "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}],
+            }
+        })
+    }
+
+    fn agent_pods(ready: bool) -> Vec<Value> {
+        let mut v = Vec::new();
+        for (i, node) in ["cp1", "w1", "w2"].iter().enumerate() {
+            v.push(agent_pod(
+                &format!("h-{node}"),
+                node,
+                "host-agent",
+                ready,
+                &format!("192.168.56.1{i}"),
+            ));
+            v.push(agent_pod(
+                &format!("p-{node}"),
+                node,
+                "pod-agent",
+                ready,
+                &format!("10.244.{i}.5"),
+            ));
+        }
+        v
+    }
+
+    fn watch_body(objects: Vec<Value>) -> Response<Body> {
+        let text: String = objects
+            .into_iter()
+            .map(|o| json!({"type": "MODIFIED", "object": o}).to_string() + "\n")
+            .collect();
+        Response::builder()
+            .status(200)
+            .body(Body::from(text.into_bytes()))
+            .unwrap()
+    }
+
+    /// The agents' namespace: no permanent install; what is created is echoed with a uid; the
+    /// agent pods are listed pending and then watched ready; `pods/exec` is refused (403: a
+    /// mock cannot upgrade), so the existing nodes' probes are unknown, which is enough here.
+    fn agents(s: &Seen, path: &str, watch: bool) -> Response<Body> {
+        let ns = "/api/v1/namespaces/prober-system";
+        match s.method.as_str() {
+            "POST" => {
+                let mut b = s.body.clone();
+                let name = b["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                b["metadata"]["uid"] = json!(format!("uid-{name}"));
+                respond(201, &b)
+            }
+            "DELETE" => status(200, "Success"),
+            _ if path.ends_with("/daemonsets") => {
+                respond(200, &list_of("DaemonSetList", Vec::new(), "1"))
+            }
+            _ if path == format!("{ns}/pods") && watch => watch_body(agent_pods(true)),
+            _ if path == format!("{ns}/pods") => {
+                respond(200, &list_of("PodList", agent_pods(false), "10"))
+            }
+            _ if path == format!("{ns}/events") && watch => watch_body(Vec::new()),
+            _ if path == format!("{ns}/events") => {
+                respond(200, &list_of("EventList", Vec::new(), "5"))
+            }
+            _ => status(403, "Forbidden"),
+        }
+    }
+
+    fn serve() -> (kube::Client, tokio::task::JoinHandle<Vec<Seen>>) {
+        let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let client = kube::Client::new(service, "default");
+        let task = tokio::spawn(async move {
+            let mut seen = Vec::new();
+            while let Some((request, send)) = handle.next_request().await {
+                let (parts, body) = request.into_parts();
+                let bytes = body
+                    .collect()
+                    .await
+                    .map(http_body_util::Collected::to_bytes)
+                    .unwrap_or_default();
+                let s = Seen {
+                    method: parts.method.to_string(),
+                    uri: parts.uri.to_string(),
+                    body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+                };
+                let (path, query) = s.uri.split_once('?').unwrap_or((&s.uri, ""));
+                let selector = query
+                    .split('&')
+                    .find_map(|kv| kv.strip_prefix("labelSelector="))
+                    .map(|v| v.replace("%2F", "/").replace("%3D", "="))
+                    .unwrap_or_default();
+                let watch = query.split('&').any(|kv| kv == "watch=true");
+                let answer = if path.starts_with("/api/v1/namespaces/prober-system")
+                    || path.starts_with("/apis/apps/v1/namespaces/prober-system")
+                    || (path == "/api/v1/namespaces" && s.method == "POST")
+                {
+                    agents(&s, path, watch)
+                } else {
+                    discovery(path, &selector)
+                };
+                send.send_response(answer);
+                seen.push(s);
+            }
+            seen
+        });
+        (client, task)
+    }
+
+    /// One plan the candidate's side was given: the node, the probe ids.
+    type Call = (String, Vec<String>);
+
+    /// The candidate's side: records the plans it was given, answers nothing.
+    #[derive(Default, Clone)]
+    struct OnCandidate(Arc<Mutex<Vec<Call>>>);
+
+    impl Runtime for OnCandidate {
+        async fn run(
+            &self,
+            agent: &AgentRef,
+            plan: &Plan,
+            _results: mpsc::Sender<ProbeResult>,
+        ) -> Result<(), RuntimeError> {
+            let ids = plan.probes.iter().map(|p| p.id.clone()).collect();
+            self.0.lock().unwrap().push((agent.node.clone(), ids));
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    #[allow(clippy::too_many_lines)] // one run, then every request it made
+    async fn through_the_api_it_deploys_as_matrix_does_and_applies_nothing_for_the_candidate() {
+        let (client, server) = serve();
+        let raw = read(&client).await.unwrap();
+        let inv = build(&raw).unwrap();
+        let candidate = Candidate {
+            name: "joiner".into(),
+            address: "192.168.56.77".parse().unwrap(),
+            exec: vec!["ssh".into(), "root@192.168.56.77".into()],
+            role: Role::Worker,
+            agent_port: 9917,
+            host_root: None,
+        };
+        let on_candidate = OnCandidate::default();
+        let agents = ApiAgents {
+            namespace: "prober-system".into(),
+            image: "example/prober:test".into(),
+            use_existing: false,
+            keep_agents: false,
+            wait: Duration::from_secs(30),
+            run_id: "r1".into(),
+        };
+        let cfg = RunConfig {
+            probe_timeout: Duration::from_millis(200),
+            retries: 0,
+            ..RunConfig::default()
+        };
+        let ran = through_api(
+            &client,
+            inv,
+            &candidate,
+            on_candidate.clone(),
+            &agents,
+            &cfg,
+            std::future::pending::<()>,
+        )
+        .await
+        .unwrap();
+        drop(client);
+        let seen = server.await.unwrap();
+        // Discovery is `read`'s (tests/kube.rs pins it); from the permanent-install check on,
+        // every request preflight makes, in order (the exec sessions run at once: sorted).
+        let first = seen
+            .iter()
+            .position(|s| s.uri.contains("/namespaces/prober-system/daemonsets?"))
+            .unwrap();
+        let mut reqs: Vec<String> = seen[first..]
+            .iter()
+            .map(|s| format!("{} {}", s.method, s.uri))
+            .collect();
+        let exec_at = reqs.iter().position(|r| r.contains("/exec?")).unwrap();
+        let exec_end = reqs.iter().rposition(|r| r.contains("/exec?")).unwrap() + 1;
+        reqs[exec_at..exec_end].sort();
+        let pf = "?&fieldManager=prober";
+        let exec = |pod: &str| {
+            format!(
+                "GET /api/v1/namespaces/prober-system/pods/{pod}/exec?&stdin=true&stdout=true&stderr=true&container=probe-pod&command=probe-pod&command=probe&command=--plan&command=-"
+            )
+        };
+        let want = [
+            "GET /apis/apps/v1/namespaces/prober-system/daemonsets?&labelSelector=app.kubernetes.io%2Fname%3Dprober%2C%21prober.io%2Frun".to_string(),
+            format!("POST /api/v1/namespaces{pf}"),
+            format!("POST /api/v1/namespaces/prober-system/serviceaccounts{pf}"),
+            format!("POST /apis/apps/v1/namespaces/prober-system/daemonsets{pf}"),
+            format!("POST /apis/apps/v1/namespaces/prober-system/daemonsets{pf}"),
+            "GET /api/v1/namespaces/prober-system/pods?&labelSelector=app.kubernetes.io%2Fname%3Dprober%2Cprober.io%2Frun%3Dr1&limit=500".to_string(),
+            "GET /api/v1/namespaces/prober-system/events?&fieldSelector=involvedObject.kind%3DDaemonSet%2Creason%3DFailedCreate&limit=500".to_string(),
+            reqs[7].clone(),
+            reqs[8].clone(),
+            exec("h-cp1"),
+            exec("h-w1"),
+            exec("h-w2"),
+            "DELETE /apis/apps/v1/namespaces/prober-system/daemonsets/probe-pod-r1?".to_string(),
+            "DELETE /apis/apps/v1/namespaces/prober-system/daemonsets/probe-host-r1?".to_string(),
+            "DELETE /api/v1/namespaces/prober-system/serviceaccounts/prober-agent-r1?".to_string(),
+            "DELETE /api/v1/namespaces/prober-system?".to_string(),
+        ];
+        assert_eq!(reqs, want, "{reqs:#?}");
+        // The watches, from the lists' versions (their timeouts follow the clock).
+        assert!(
+            reqs[7].starts_with("GET /api/v1/namespaces/prober-system/pods?&watch=true&")
+                && reqs[7]
+                    .ends_with("prober.io%2Frun%3Dr1&allowWatchBookmarks=true&resourceVersion=10"),
+            "{}",
+            reqs[7]
+        );
+        assert!(
+            reqs[8].starts_with("GET /api/v1/namespaces/prober-system/events?&watch=true&")
+                && reqs[8]
+                    .ends_with("reason%3DFailedCreate&allowWatchBookmarks=true&resourceVersion=5"),
+            "{}",
+            reqs[8]
+        );
+        // Only the two DaemonSets matrix creates; nothing that names or selects the candidate.
+        let names: Vec<&Value> = seen
+            .iter()
+            .filter(|s| s.method == "POST")
+            .map(|s| &s.body["metadata"]["name"])
+            .collect();
+        assert_eq!(
+            names,
+            [
+                &json!("prober-system"),
+                &json!("prober-agent-r1"),
+                &json!("probe-host-r1"),
+                &json!("probe-pod-r1")
+            ]
+        );
+        for s in &seen {
+            let text = format!("{} {}", s.uri, s.body);
+            assert!(
+                !text.contains("joiner") && !text.contains("192.168.56.77"),
+                "a request names the candidate: {} {text}",
+                s.method
+            );
+        }
+        // The candidate's probes went through its own runtime only, all of them at once.
+        let calls = on_candidate.0.lock().unwrap().clone();
+        assert_eq!(calls.len(), 1, "{calls:?}");
+        let (node, ids) = &calls[0];
+        assert_eq!(node, "joiner");
+        let to = |what: &str| ids.iter().filter(|i| i.ends_with(what)).count();
+        assert_eq!(
+            (to("tls/6443"), to("tcp/10250"), to("vxlan/8472")),
+            (1, 3, 3),
+            "{ids:?}"
+        );
+        // The existing nodes' probes toward the candidate ran on their host agents (and are
+        // unknown here, since the mock cannot exec): none went to the candidate's runtime.
+        let toward: Vec<_> = ran
+            .out
+            .results
+            .iter()
+            .filter(|r| r.to.node.as_deref() == Some("joiner"))
+            .collect();
+        assert_eq!(
+            toward.len(),
+            6,
+            "3 x kubelet + 3 x overlay toward the candidate"
+        );
+        assert!(toward.iter().all(|r| r.from.node != "joiner"));
+        let joiner = ran
+            .inventory
+            .nodes
+            .iter()
+            .find(|n| n.name == "joiner")
+            .unwrap();
+        assert_eq!(joiner.agents.host.as_ref().unwrap().exec, candidate.exec);
+    }
 }

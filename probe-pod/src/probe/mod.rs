@@ -2,6 +2,7 @@
 //! an `Outcome`; only a probe that could not run at all is `error`.
 
 pub mod dns;
+pub mod httpdate;
 pub mod icmp;
 pub mod kubeconfig;
 pub mod node;

@@ -491,6 +491,7 @@ pub async fn request(id: &str, req: Request<'_>, deadline: Instant) -> Exchanged
             None => Some("no certificate presented".into()),
         },
         version,
+        clock_skew_ms: None,
     };
     let mut tls = match outcome {
         Err(_) => {
@@ -518,7 +519,7 @@ pub async fn request(id: &str, req: Request<'_>, deadline: Instant) -> Exchanged
         }
         Ok(Ok(s)) => s,
     };
-    let tls_info = info(
+    let mut tls_info = info(
         verdict.as_ref(),
         tls.get_ref().1.protocol_version().map(|v| format!("{v:?}")),
     );
@@ -547,6 +548,8 @@ pub async fn request(id: &str, req: Request<'_>, deadline: Instant) -> Exchanged
                 let detail = format!("{get}{auth}: HTTP {status}");
                 let mut r = ProbeResult::new(id, judge_status(status, with_credential), detail);
                 r.http_status = Some(status);
+                tls_info.clock_skew_ms =
+                    super::httpdate::skew_ms(&head, crate::proto::util::unix_ms());
                 r.rtt_micros = Some(micros(start.elapsed()));
                 r
             }

@@ -92,6 +92,9 @@ pub struct ApiserverArgs {
     pub key: PathBuf,
     #[arg(long)]
     pub tokens: PathBuf,
+    /// Seconds its `Date` header runs ahead of this host's clock (negative: behind).
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
+    pub clock_skew: i64,
 }
 
 pub async fn run(cmd: Command) -> Result<u8, CliError> {
@@ -100,10 +103,12 @@ pub async fn run(cmd: Command) -> Result<u8, CliError> {
         Command::Run(a) => run_scenario(&a).await,
         Command::Down(a) => down(&a),
         Command::Status(a) => Ok(status(&a)),
-        Command::Apiserver(a) => lab::apiserver::serve(a.listen, &a.cert, &a.key, &a.tokens)
-            .await
-            .map(|()| EXIT_OK)
-            .map_err(|e| CliError::Environment(e.to_string())),
+        Command::Apiserver(a) => {
+            lab::apiserver::serve(a.listen, &a.cert, &a.key, &a.tokens, a.clock_skew)
+                .await
+                .map(|()| EXIT_OK)
+                .map_err(|e| CliError::Environment(e.to_string()))
+        }
     }
 }
 

@@ -166,7 +166,7 @@ pub async fn run_matrix<R: Runtime + 'static>(
 
 /// A run id: unique enough that two runs (from two machines) never share objects, short
 /// enough for object names.
-fn run_id() -> String {
+pub(super) fn run_id() -> String {
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());

@@ -8,21 +8,23 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
-use prober::diagnose::Severity;
-use prober::diagnose::preflight::{PortConflict, port_conflicts};
+use prober::diagnose::preflight::{PortConflict, candidate_resolver, clock_skew, port_conflicts};
+use prober::diagnose::{Kind, Severity};
 use prober::inventory::Inventory;
 use prober::model::Protocol;
 use prober::plan::preflight::{
     Candidate, Role, preflight, standin_tcp_ports, standin_udp_ports, with_candidate,
 };
 use prober::report::{EXIT_FAILURES, EXIT_INTERRUPTED, Preflight, Report};
-use prober::run::RunConfig;
+use prober::run::preflight::{ApiAgents, ApiError, through_api};
+use prober::run::{RunConfig, RunOutput};
+use prober::runtime::kube;
 use prober::runtime::local::Local;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
 use super::CliError;
-use super::args::{OutputArgs, ProbeArgs};
+use super::args::{AgentArgs, KubeArgs, OutputArgs, ProbeArgs};
 use super::signals;
 
 /// The stand-in agent's own port on the candidate (echo, `/seen`).
@@ -38,8 +40,9 @@ pub enum RoleArg {
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Inventory of the existing cluster (as `matrix` takes it). Required for now: reaching the
-    /// existing nodes through the Kubernetes API is not built yet.
+    /// Inventory of the existing cluster (as `matrix` takes it). Without it, the cluster is
+    /// discovered through the Kubernetes API and its nodes probed by their host agents through
+    /// `pods/exec`, as `matrix` does; the candidate is reached through --candidate-exec only.
     #[arg(long, env = "PROBER_INVENTORY")]
     pub inventory: Option<PathBuf>,
     /// The joining node's name (default: this machine's hostname).
@@ -59,19 +62,53 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t = RoleArg::Worker)]
     pub role: RoleArg,
     #[command(flatten)]
+    pub kube: KubeArgs,
+    #[command(flatten)]
+    pub agents: AgentArgs,
+    #[command(flatten)]
     pub probe: ProbeArgs,
     #[command(flatten)]
     pub out: OutputArgs,
 }
 
 pub async fn run(args: &Args) -> Result<u8, CliError> {
-    let usage = |s: String| CliError::Usage(s);
-    let Some(path) = &args.inventory else {
-        return Err(usage(
-            "prober preflight: not yet: reaching the existing nodes through the Kubernetes API is not built; use --inventory".into(),
-        ));
+    refuse_filters(&args.probe)?;
+    let report = match &args.inventory {
+        Some(path) => {
+            let inv = Inventory::load(path).map_err(|e| CliError::Usage(e.to_string()))?;
+            let candidate = candidate(args, &inv)?;
+            run_preflight(&inv, &candidate, &args.probe).await?
+        }
+        None => kube_preflight(args).await?,
     };
-    let inv = Inventory::load(path).map_err(|e| usage(e.to_string()))?;
+    print!("{}", args.out.render(&report));
+    Ok(report.summary.exit_code)
+}
+
+/// A join needs every required port both ways: a filtered preflight would pass a join that
+/// fails, so the matrix's filters are refused rather than ignored.
+fn refuse_filters(probe: &ProbeArgs) -> Result<(), CliError> {
+    let f = &probe.filter;
+    let given: Vec<&str> = [
+        (!f.paths.is_empty(), "--paths"),
+        (!f.skip_paths.is_empty(), "--skip-paths"),
+        (!f.nodes.is_empty(), "--nodes"),
+    ]
+    .into_iter()
+    .filter_map(|(set, flag)| set.then_some(flag))
+    .collect();
+    if given.is_empty() {
+        return Ok(());
+    }
+    Err(CliError::Usage(format!(
+        "{} cannot narrow a preflight: a join needs every required port to every node, both ways, so it always probes them all (use `prober matrix` to probe a subset)",
+        given.join(", ")
+    )))
+}
+
+/// The candidate the flags describe, joining the cluster `inv`.
+fn candidate(args: &Args, inv: &Inventory) -> Result<Candidate, CliError> {
+    let usage = |s: String| CliError::Usage(s);
     let exec: Vec<String> = args
         .candidate_exec
         .split_whitespace()
@@ -87,12 +124,12 @@ pub async fn run(args: &Args) -> Result<u8, CliError> {
     };
     if inv.nodes.iter().any(|n| n.name == name) {
         return Err(usage(format!(
-            "--candidate: {name} is already a node of the inventory"
+            "--candidate: {name} is already a node of the cluster"
         )));
     }
     let address = match (args.candidate_address, exec.is_empty()) {
         (Some(a), _) => a,
-        (None, true) => source_address(&inv)?,
+        (None, true) => source_address(inv)?,
         (None, false) => {
             return Err(usage(
                 "--candidate-address is required with --candidate-exec".into(),
@@ -103,17 +140,59 @@ pub async fn run(args: &Args) -> Result<u8, CliError> {
         RoleArg::Worker => Role::Worker,
         RoleArg::ControlPlane => Role::ControlPlane,
     };
-    let candidate = Candidate {
+    Ok(Candidate {
         name,
         address,
         exec,
         role,
         agent_port: STANDIN_AGENT_PORT,
         host_root: args.candidate_host_root.clone(),
+    })
+}
+
+/// Preflight against a cluster reached through the Kubernetes API: discover it, start the
+/// stand-ins on the candidate, probe with the existing nodes' host agents (the permanent ones,
+/// or this run's own, removed afterwards), stop the stand-ins.
+async fn kube_preflight(args: &Args) -> Result<Report, CliError> {
+    let env = |e: &dyn std::fmt::Display| CliError::Environment(e.to_string());
+    let found = kube::discover(
+        args.kube.kubeconfig.as_deref(),
+        args.kube.context.as_deref(),
+    )
+    .await
+    .map_err(|e| env(&e))?;
+    super::discover::warn_forbidden("prober preflight", &found.forbidden);
+    let candidate = candidate(args, &found.inventory)?;
+    let agent_bin = args.probe.agent_bin(&found.inventory);
+    let (standins, conflicts) = start_standins(&found.inventory, &candidate, &agent_bin).await?;
+    let on_candidate = Local::new(&with_candidate(&found.inventory, &candidate), agent_bin);
+    let agents = ApiAgents {
+        namespace: args.agents.namespace.clone(),
+        image: args.agents.image.clone(),
+        use_existing: args.agents.use_existing,
+        keep_agents: args.agents.keep_agents,
+        wait: args.agents.agent_wait,
+        run_id: super::matrix::run_id(),
     };
-    let report = run_preflight(&inv, &candidate, &args.probe).await?;
-    print!("{}", args.out.render(&report));
-    Ok(report.summary.exit_code)
+    let ran = through_api(
+        &found.client,
+        found.inventory,
+        &candidate,
+        on_candidate,
+        &agents,
+        &run_config(&args.probe),
+        signals::interrupted,
+    )
+    .await;
+    stop(standins).await;
+    let ran = ran.map_err(|e| match e {
+        ApiError::Interrupted => CliError::Interrupted(e.to_string()),
+        ApiError::Deploy(d) => env(&d),
+    })?;
+    for n in &ran.notes {
+        eprintln!("prober preflight: {n}");
+    }
+    finish(ran.out, &ran.inventory, &candidate, &conflicts, &args.probe)
 }
 
 /// The candidate of a lab scenario: its namespace through `ip netns exec`, as an operator would.
@@ -135,7 +214,8 @@ pub fn lab_candidate(
             Role::Worker
         },
         agent_port: STANDIN_AGENT_PORT,
-        host_root: None,
+        // The lab writes the candidate's resolv.conf there, as a machine of the site has one.
+        host_root: Some(c.root.clone()),
     })
 }
 
@@ -146,21 +226,51 @@ pub async fn run_preflight(
     candidate: &Candidate,
     probe: &ProbeArgs,
 ) -> Result<Report, CliError> {
-    let role = candidate.role;
     let agent_bin = probe.agent_bin(inv);
     let (standins, conflicts) = start_standins(inv, candidate, &agent_bin).await?;
     let full = with_candidate(inv, candidate);
     let planned = preflight(inv, candidate);
-    let cfg = RunConfig {
+    let runtime = Arc::new(Local::new(&full, agent_bin));
+    let out = prober::run::run(
+        &planned,
+        runtime,
+        &run_config(probe),
+        &(),
+        signals::interrupted(),
+    )
+    .await;
+    stop(standins).await;
+    finish(out, &full, candidate, &conflicts, probe)
+}
+
+fn run_config(probe: &ProbeArgs) -> RunConfig {
+    RunConfig {
         probe_timeout: probe.timeout,
         concurrency: usize::from(probe.concurrency),
         ..RunConfig::default()
-    };
-    let runtime = Arc::new(Local::new(&full, agent_bin));
-    let out = prober::run::run(&planned, runtime, &cfg, &(), signals::interrupted()).await;
-    stop(standins).await;
-    let mut report = Report::new(out, &full);
-    let found = port_conflicts(&candidate.name, &conflicts);
+    }
+}
+
+/// The report: the diagnosis of what ran, the port conflicts first. Writes `--save`.
+fn finish(
+    out: RunOutput,
+    full: &Inventory,
+    candidate: &Candidate,
+    conflicts: &[PortConflict],
+    probe: &ProbeArgs,
+) -> Result<Report, CliError> {
+    let mut report = Report::new(out, full);
+    let c = candidate.name.as_str();
+    let mut found = port_conflicts(c, conflicts);
+    // Unless the matrix's own loop check already named the candidate (no DNS nodes known).
+    let named = report
+        .findings
+        .iter()
+        .any(|f| f.kind == Kind::Dns && f.nodes.iter().any(|n| n == c));
+    if !named {
+        found.extend(candidate_resolver(c, full, &report.results));
+    }
+    found.extend(clock_skew(c, &report.results));
     if found.iter().any(|f| f.severity == Severity::Error)
         && report.summary.exit_code != EXIT_INTERRUPTED
     {
@@ -169,7 +279,7 @@ pub async fn run_preflight(
     report.findings.splice(0..0, found);
     report.preflight = Some(Preflight {
         candidate: candidate.name.clone(),
-        role: match role {
+        role: match candidate.role {
             Role::Worker => "worker".into(),
             Role::ControlPlane => "control-plane".into(),
         },
@@ -350,6 +460,16 @@ async fn stop(mut child: Child) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn path_and_node_filters_are_refused_by_name() {
+        let mut probe = ProbeArgs::with_agent("probe-pod".into(), None);
+        assert!(refuse_filters(&probe).is_ok());
+        probe.filter.nodes = vec!["n1".into()];
+        probe.filter.paths = vec![prober::model::PathClass::Overlay];
+        let e = refuse_filters(&probe).unwrap_err().to_string();
+        assert!(e.contains("--paths, --nodes cannot narrow"), "{e}");
+    }
 
     #[test]
     fn the_taken_port_is_read_from_the_agents_error() {

@@ -1,7 +1,11 @@
-//! Port conflicts on a joining node: a port it must serve once joined is already taken there, as
-//! kubeadm's own preflight would say. Found when the stand-ins start, not from a probe.
+//! What trips a joining node that is not a path: a port it must serve once joined is already
+//! taken there, as kubeadm's own preflight would say (found when the stand-ins start, not from a
+//! probe); and its resolv.conf naming a loopback resolver, a DNS forward loop once it is a node.
 
-use crate::model::Protocol;
+use std::net::IpAddr;
+
+use crate::inventory::Inventory;
+use crate::model::{PathClass, Protocol, ResultRecord};
 
 use super::finding::{Finding, Kind, Severity};
 
@@ -45,9 +49,213 @@ pub fn port_conflicts(candidate: &str, conflicts: &[PortConflict]) -> Vec<Findin
         .collect()
 }
 
+/// The candidate's `resolv.conf` naming a loopback resolver (a systemd-resolved stub, 127.0.0.53):
+/// once it is a node, a `CoreDNS` pod scheduled there forwards to itself when the Corefile forwards
+/// to `/etc/resolv.conf` (docs/incidents.md, incident 2). Today's DNS nodes are judged by the
+/// matrix's own check; this one looks ahead, at the node that is not one yet. An error when the
+/// Corefile is known to forward there, a warning when the Corefile is unknown, nothing when it
+/// forwards elsewhere.
+#[must_use]
+pub fn candidate_resolver(
+    candidate: &str,
+    inv: &Inventory,
+    results: &[ResultRecord],
+) -> Option<Finding> {
+    let r = results
+        .iter()
+        .find(|r| r.path == PathClass::NodeConfig && r.from.node == candidate)?;
+    let rc = r.result.node.as_ref()?.resolv_conf.as_ref()?;
+    let looping: Vec<&str> = rc
+        .nameservers
+        .iter()
+        .filter(|n| n.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback()))
+        .map(String::as_str)
+        .collect();
+    if looping.is_empty() {
+        return None;
+    }
+    let corefile = inv.cluster.dns.as_ref().and_then(|d| d.corefile.as_deref());
+    let forwards = corefile.map(|c| {
+        c.lines().any(|l| {
+            let l = l.trim();
+            l.starts_with("forward") && l.contains("/etc/resolv.conf")
+        })
+    });
+    let (severity, because) = match forwards {
+        Some(false) => return None,
+        Some(true) => (Severity::Error, "the Corefile forwards to /etc/resolv.conf"),
+        None => (
+            Severity::Warning,
+            "if the Corefile forwards to /etc/resolv.conf, as kubeadm's does",
+        ),
+    };
+    let mut f = Finding::new(
+        Kind::Dns,
+        severity,
+        format!(
+            "resolv.conf on {candidate} names {}: once it joins, a CoreDNS pod scheduled there forwards to itself ({because}; CoreDNS: plugin/loop: Loop detected)",
+            looping.join(", ")
+        ),
+    );
+    f.state = Some("loop".into());
+    f.nodes = vec![candidate.to_string()];
+    f.evidence = vec![r.result.id.clone()];
+    f.fix = vec![
+        format!(
+            "on {candidate}, before joining: give the kubelet a resolv.conf with real upstreams (KubeletConfiguration resolvConf: /run/systemd/resolve/resolv.conf)"
+        ),
+        "or, in the coredns ConfigMap, replace `forward . /etc/resolv.conf` with `forward . <your real upstream resolvers>`".into(),
+    ];
+    Some(f)
+}
+
+/// Skew past this is worth a warning: certificates and tokens start to misbehave at their edges.
+const SKEW_WARN_MS: u64 = 5_000;
+/// Skew past this is an error: a bootstrap token or a fresh certificate looks not yet valid or
+/// expired to one side, and the join fails.
+const SKEW_ERROR_MS: u64 = 60_000;
+
+/// The candidate's clock against the API server's, from the `Date` header its TLS probes of the
+/// API endpoints read: the largest skew seen, a warning past a few seconds, an error past a
+/// minute.
+#[must_use]
+pub fn clock_skew(candidate: &str, results: &[ResultRecord]) -> Option<Finding> {
+    let (r, skew) = results
+        .iter()
+        .filter(|r| r.path == PathClass::NodeToApiserver && r.from.node == candidate)
+        .filter_map(|r| Some((r, r.result.tls.as_ref()?.clock_skew_ms?)))
+        .max_by_key(|(_, s)| s.unsigned_abs())?;
+    let off = skew.unsigned_abs();
+    let severity = match off {
+        o if o > SKEW_ERROR_MS => Severity::Error,
+        o if o > SKEW_WARN_MS => Severity::Warning,
+        _ => return None,
+    };
+    // The server's clock minus the candidate's: positive, the candidate is behind.
+    let way = if skew > 0 { "behind" } else { "ahead of" };
+    let server = r.to.address;
+    let secs = (off + 500) / 1000;
+    let mut f = Finding::new(
+        Kind::Misconfiguration,
+        severity,
+        format!(
+            "the clock of {candidate} is {secs} s {way} the API server's ({server}, by its Date header): {}",
+            if severity == Severity::Error {
+                "the join's bootstrap token and the kubelet's certificates look not yet valid or expired to one side"
+            } else {
+                "certificates and tokens near their validity edges will be refused"
+            }
+        ),
+    );
+    f.state = Some("clock-skew".into());
+    f.nodes = vec![candidate.to_string()];
+    f.evidence = vec![r.result.id.clone()];
+    f.fix = vec![
+        format!(
+            "on {candidate}: timedatectl set-ntp true   # or chronyc makestep; then check with chronyc tracking"
+        ),
+        "point it at the same time source as the control plane before joining".into(),
+    ];
+    Some(f)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::{AgentKind, AgentRef, Target};
+    use probe_proto::{NodeFacts, Outcome, ProbeResult, ResolvFacts};
+
+    fn node_check(nameservers: &[&str]) -> ResultRecord {
+        let mut result = ProbeResult::new("node-config:new/host->new/host:files", Outcome::Ok, "");
+        result.node = Some(NodeFacts {
+            resolv_conf: Some(ResolvFacts {
+                nameservers: nameservers.iter().map(ToString::to_string).collect(),
+                search: Vec::new(),
+            }),
+            ..NodeFacts::default()
+        });
+        ResultRecord {
+            path: PathClass::NodeConfig,
+            from: AgentRef {
+                node: "new".into(),
+                agent: AgentKind::Host,
+            },
+            to: Target {
+                node: Some("new".into()),
+                agent: Some(AgentKind::Host),
+                service: Some("host-root".into()),
+                address: "192.168.57.249".parse().unwrap(),
+                port: None,
+                protocol: Protocol::Tcp,
+            },
+            unknown: None,
+            result,
+        }
+    }
+
+    fn api_check(skew_ms: Option<i64>) -> ResultRecord {
+        let mut r = node_check(&[]);
+        r.path = PathClass::NodeToApiserver;
+        r.result = ProbeResult::new(
+            "node-to-apiserver:new/host->n1/apiserver:tls/6443",
+            Outcome::Ok,
+            "",
+        );
+        r.result.tls = Some(probe_proto::TlsInfo {
+            verified: false,
+            verify_error: None,
+            version: None,
+            clock_skew_ms: skew_ms,
+        });
+        r
+    }
+
+    #[test]
+    fn clock_skew_warns_past_a_few_seconds_and_is_an_error_past_a_minute() {
+        assert!(clock_skew("new", &[api_check(Some(1_200))]).is_none());
+        assert!(clock_skew("new", &[api_check(None)]).is_none());
+        let f = clock_skew("new", &[api_check(Some(-8_000))]).unwrap();
+        assert_eq!(
+            (f.kind, f.severity),
+            (Kind::Misconfiguration, Severity::Warning)
+        );
+        assert!(f.summary.contains("8 s ahead of"), "{}", f.summary);
+        let f = clock_skew("new", &[api_check(Some(3_000)), api_check(Some(90_400))]).unwrap();
+        assert_eq!(f.severity, Severity::Error);
+        assert_eq!(f.state.as_deref(), Some("clock-skew"));
+        assert_eq!(f.nodes, ["new"]);
+        assert!(f.summary.contains("90 s behind"), "{}", f.summary);
+        assert!(clock_skew("other", &[api_check(Some(90_000))]).is_none());
+    }
+
+    #[test]
+    fn a_loopback_resolver_on_the_candidate_is_a_loop_once_it_joins() {
+        let mut inv = crate::testutil::inventory(2, 1, "flannel");
+        if let Some(d) = inv.cluster.dns.as_mut() {
+            d.corefile = Some(".:53 {\n    forward . /etc/resolv.conf\n}\n".into());
+        }
+        let f = candidate_resolver("new", &inv, &[node_check(&["127.0.0.53"])]).unwrap();
+        assert_eq!((f.kind, f.severity), (Kind::Dns, Severity::Error));
+        assert_eq!(f.nodes, ["new"]);
+        assert_eq!(f.state.as_deref(), Some("loop"));
+        assert!(f.summary.contains("127.0.0.53"), "{}", f.summary);
+        assert!(
+            candidate_resolver("new", &inv, &[node_check(&["192.168.56.1"])]).is_none(),
+            "a real upstream is fine"
+        );
+        assert!(candidate_resolver("other", &inv, &[node_check(&["127.0.0.53"])]).is_none());
+        // A Corefile forwarding elsewhere never reads resolv.conf: no loop.
+        if let Some(d) = inv.cluster.dns.as_mut() {
+            d.corefile = Some(".:53 {\n    forward . 1.1.1.1\n}\n".into());
+        }
+        assert!(candidate_resolver("new", &inv, &[node_check(&["127.0.0.53"])]).is_none());
+        // Unknown: a warning.
+        if let Some(d) = inv.cluster.dns.as_mut() {
+            d.corefile = None;
+        }
+        let f = candidate_resolver("new", &inv, &[node_check(&["127.0.0.53"])]).unwrap();
+        assert_eq!(f.severity, Severity::Warning);
+    }
 
     #[test]
     fn a_taken_port_is_an_error_naming_the_node_and_the_process() {

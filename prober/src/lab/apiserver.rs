@@ -1,5 +1,7 @@
 //! The API server stand-in: a real TLS server answering `/livez`, `/readyz`, `/healthz`, `/version`
 //! like kube-apiserver, and 401 to bearer tokens that are not on its allow-list or have expired.
+//! Its `Date` header may run ahead or behind (`--clock-skew`): the lab's hosts share one clock,
+//! so a joining node's skewed clock is played by a skewed server.
 
 use std::collections::HashSet;
 use std::net::SocketAddr;
@@ -103,12 +105,34 @@ fn load(
     Ok((config, allowed))
 }
 
-/// Serves forever.
+/// An IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), as an HTTP `Date` header carries it.
+#[must_use]
+pub fn http_date(secs: u64) -> String {
+    const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    // `utc` writes `YYYY-MM-DD HH:MM UTC`; the seconds and the weekday are added here.
+    let day = crate::model::time::utc(secs);
+    let (y, m, d) = (&day[0..4], &day[5..7], &day[8..10]);
+    let month = m.parse::<usize>().map_or("Jan", |m| MONTHS[(m + 11) % 12]);
+    let rem = secs % 86_400;
+    format!(
+        "{}, {d} {month} {y} {:02}:{:02}:{:02} GMT",
+        DAYS[usize::try_from(secs / 86_400 % 7).unwrap_or(0)],
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// Serves forever; its `Date` header is `skew_secs` off the host's clock.
 pub async fn serve(
     listen: SocketAddr,
     cert: &Path,
     key: &Path,
     tokens: &Path,
+    skew_secs: i64,
 ) -> Result<(), ApiServerError> {
     let (config, allowed) = load(cert, key, tokens)?;
     let allowed = Arc::new(allowed);
@@ -129,7 +153,7 @@ pub async fn serve(
         tokio::spawn(async move {
             let work = async {
                 let mut tls = acceptor.accept(tcp).await?;
-                answer(&mut tls, &allowed).await
+                answer(&mut tls, &allowed, skew_secs).await
             };
             let _ = tokio::time::timeout(READ_TIMEOUT, work).await;
         });
@@ -139,6 +163,7 @@ pub async fn serve(
 async fn answer<S: AsyncReadExt + AsyncWriteExt + Unpin>(
     s: &mut S,
     allowed: &HashSet<String>,
+    skew_secs: i64,
 ) -> std::io::Result<()> {
     let mut buf = vec![0u8; MAX_HEAD];
     let mut len = 0;
@@ -168,8 +193,9 @@ async fn answer<S: AsyncReadExt + AsyncWriteExt + Unpin>(
         401 => "Unauthorized",
         _ => "Forbidden",
     };
+    let date = http_date(now.saturating_add_signed(skew_secs));
     let response = format!(
-        "HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "HTTP/1.1 {status} {reason}\r\nDate: {date}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
     s.write_all(response.as_bytes()).await?;
@@ -180,6 +206,13 @@ async fn answer<S: AsyncReadExt + AsyncWriteExt + Unpin>(
 mod tests {
     use super::*;
     use crate::lab::pki::{TokenClaims, token};
+
+    #[test]
+    fn the_date_header_is_an_imf_fixdate() {
+        assert_eq!(http_date(784_111_777), "Sun, 06 Nov 1994 08:49:37 GMT");
+        assert_eq!(http_date(0), "Thu, 01 Jan 1970 00:00:00 GMT");
+        assert_eq!(http_date(1_796_061_600), "Mon, 30 Nov 2026 18:00:00 GMT");
+    }
 
     #[test]
     fn answers_like_kube_apiserver() {

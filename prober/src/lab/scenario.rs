@@ -58,6 +58,19 @@ pub struct CandidateSpec {
     /// Ports (TCP and UDP) a program already listens on there, for a port conflict.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub occupied: Vec<u16>,
+    /// The nameservers its resolv.conf names (default: the lab's upstream resolver), e.g.
+    /// 127.0.0.53 for a systemd-resolved stub that becomes a DNS forward loop once it joins.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nameservers: Vec<std::net::Ipv4Addr>,
+    /// Seconds its clock runs ahead of the API server's (negative: behind). The lab's hosts
+    /// share one clock, so the API server's `Date` runs this much behind instead.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub clock_skew: i64,
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde hands a reference
+fn is_zero(n: &i64) -> bool {
+    *n == 0
 }
 
 fn default_role() -> String {

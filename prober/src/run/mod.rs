@@ -16,6 +16,7 @@ use tokio::task::JoinSet;
 use crate::model::{AgentKind, AgentRef, AgentStatus, ResultRecord, Unknown};
 use crate::plan::{PlannedProbe, by_agent};
 
+pub mod preflight;
 mod receipts;
 mod retry;
 use crate::runtime::Runtime;

@@ -4,6 +4,7 @@
 
 pub mod kube;
 pub mod local;
+pub mod split;
 
 use std::future::Future;
 

@@ -1,8 +1,11 @@
 //! The scenario's candidate: a namespace on its zone's switch with an address, a default route
 //! and nothing else — no VXLAN device, no pods, no kubelet — until `occupied` puts a program on
-//! some of its ports.
+//! some of its ports. Its host root holds only what a machine that never joined has: a
+//! resolv.conf.
 
+use std::fmt::Write as _;
 use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
 
 use probe_proto::MacAddr;
 
@@ -16,7 +19,7 @@ const INDEX: u8 = 240;
 /// The candidate laid out like a node (for the switch and the faults); only its name, zone,
 /// namespace and address are used.
 #[must_use]
-pub fn layout(s: &Scenario, prefix: &str, zones: &[String]) -> Option<LabNode> {
+pub fn layout(s: &Scenario, prefix: &str, state_dir: &Path, zones: &[String]) -> Option<LabNode> {
     let c = s.candidate.as_ref()?;
     let zone = c
         .zone
@@ -42,8 +45,26 @@ pub fn layout(s: &Scenario, prefix: &str, zones: &[String]) -> Option<LabNode> {
         vtep: Ipv4Addr::UNSPECIFIED,
         mac: MacAddr([0x02, 0, 0, 0, INDEX, 0]),
         pods: Vec::new(),
-        root: std::path::PathBuf::new(),
+        root: state_dir.join("nodes").join(&c.name),
     })
+}
+
+/// Its host root's files: `etc/resolv.conf` naming the scenario's nameservers, else the lab's
+/// upstream resolver as any machine of the site would.
+pub(super) fn host_files(s: &Scenario, l: &Layout) -> Vec<(PathBuf, String)> {
+    let (Some(spec), Some(c)) = (&s.candidate, &l.candidate) else {
+        return Vec::new();
+    };
+    let servers: Vec<Ipv4Addr> = if spec.nameservers.is_empty() {
+        vec![l.upstream_dns]
+    } else {
+        spec.nameservers.clone()
+    };
+    let text = servers.iter().fold(String::new(), |mut t, a| {
+        let _ = writeln!(t, "nameserver {a}");
+        t
+    });
+    vec![(c.root.join("etc/resolv.conf"), text)]
 }
 
 /// Its namespace: the switch's veth end, the address, the default route.
@@ -55,6 +76,13 @@ pub(super) fn setup(c: &LabNode) -> NsSetup {
     st.config
         .push(format!("route add default via {}", c.gateway()));
     st
+}
+
+/// The API server stand-in's `--clock-skew`, when the candidate's clock is to be off: the
+/// server's `Date` runs the other way.
+pub(super) fn apiserver_skew(s: &Scenario) -> Option<String> {
+    let skew = s.candidate.as_ref()?.clock_skew;
+    (skew != 0).then(|| format!("--clock-skew={}", -skew))
 }
 
 /// A program holding each occupied port (TCP and UDP), as another service would.

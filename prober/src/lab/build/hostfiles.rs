@@ -111,6 +111,7 @@ pub fn host_files(s: &Scenario, l: &Layout, ca_pem: &str, tokens: &Tokens) -> Ho
             ));
         }
     }
+    files.extend(super::candidate::host_files(s, l));
     HostFiles {
         files,
         allowed_tokens: allowed,

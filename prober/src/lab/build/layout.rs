@@ -168,7 +168,7 @@ pub fn layout(s: &Scenario, prefix: &str, state_dir: &Path) -> Layout {
         address: Ipv4Addr::new(10, 244, dn.index, DNS_POD_HOST),
         host_if: "vethdns".into(),
     };
-    let candidate = super::candidate::layout(s, prefix, &zones);
+    let candidate = super::candidate::layout(s, prefix, state_dir, &zones);
     Layout {
         candidate,
         prefix: prefix.to_string(),

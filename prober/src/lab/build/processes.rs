@@ -71,7 +71,7 @@ pub fn processes(s: &Scenario, l: &Layout, agent: &Path, prober: &Path) -> Vec<P
     let pki = l.state_dir.join("pki");
     let path = |p: PathBuf| p.display().to_string();
     for n in l.nodes.iter().filter(|n| n.control_plane) {
-        let argv = vec![
+        let mut argv = vec![
             path(prober.to_path_buf()),
             "lab".into(),
             "apiserver".into(),
@@ -84,6 +84,7 @@ pub fn processes(s: &Scenario, l: &Layout, agent: &Path, prober: &Path) -> Vec<P
             "--tokens".into(),
             path(pki.join("tokens")),
         ];
+        argv.extend(super::candidate::apiserver_skew(s));
         out.push(Process {
             ns: n.ns.clone(),
             argv,
