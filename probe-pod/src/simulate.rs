@@ -56,10 +56,10 @@ pub fn answer(spec: &ProbeSpec, now_ms: u64) -> ProbeResult {
             r.seen = Some(seen.collect());
         }
         Probe::Node { root, .. } => {
-            r.node = Some(NodeFacts {
+            r.node = Some(Box::new(NodeFacts {
                 root: root.display().to_string(),
                 ..NodeFacts::default()
-            });
+            }));
         }
     }
     r

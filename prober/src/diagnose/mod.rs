@@ -20,6 +20,7 @@ mod node_config;
 mod not_listening;
 mod overlay;
 pub mod preflight;
+pub mod sampled;
 mod unexplained;
 
 pub use finding::{Finding, Kind, Severity, Where};
