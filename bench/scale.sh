@@ -4,18 +4,20 @@
 # (`probe-pod probe --simulate`: every probe answered at once, nothing sent, nothing listened on),
 # and on 1,000 nodes with `--sample`. Prints the coordinator's peak RSS, bytes of it per result,
 # wall time and the JSON report's size. Needs no root and touches no network.
-# NODES="150 1000" and SAMPLE=3 (0: no sampled run) choose the runs.
+# NODES="150 1000" and SAMPLE=3 (0: no sampled run) choose the runs. bytes/result is peak RSS
+# divided by the results in the report.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [[ -x /usr/bin/time ]] || { apt-get update -qq && apt-get install -y -qq time >/dev/null; }
-cargo build --release -q -p probe-pod -p prober
-P=$PWD/target/release/prober
-A=$PWD/target/release/probe-pod
+# PROBER and PROBE_POD name other builds (say, an older commit's) instead of this tree's.
+[[ -n ${PROBER:-} ]] || cargo build --release -q -p probe-pod -p prober
+P=${PROBER:-$PWD/target/release/prober}
+A=${PROBE_POD:-$PWD/target/release/probe-pod}
 W=$(mktemp -d /tmp/prober-scale.XXXXXX)
 trap 'rm -rf "$W"' EXIT
 
 # A flannel cluster of $1 nodes, round-robin in zones a, b and c, three control planes; every
-# agent runs the real probe-pod through `env PROBE_POD_SIMULATE=1`.
+# agent runs the real probe-pod through `env PROBE_POD_SIMULATE=true`.
 inventory() {
     awk -v n="$1" 'BEGIN {
         printf "{\"cluster\": {\"cni\": \"flannel\", \"podCIDR\": \"10.64.0.0/14\", \"serviceCIDR\": \"10.96.0.0/12\",\n"
@@ -23,11 +25,11 @@ inventory() {
         printf "  \"api\": {\"service\": \"10.96.0.1:443\", \"endpoints\": [\"10.10.0.1:6443\", \"10.10.0.2:6443\", \"10.10.0.3:6443\"]},\n"
         printf "  \"dns\": {\"service\": \"10.96.0.10:53\", \"endpoints\": [\"10.64.0.53:53\", \"10.64.1.53:53\"], \"names\": [\"kubernetes.default.svc.cluster.local\"]}},\n"
         printf " \"nodes\": [\n"
-        sim = "\"exec\": [\"env\", \"PROBE_POD_SIMULATE=1\"]"
+        sim = "\"exec\": [\"env\", \"PROBE_POD_SIMULATE=true\"]"
         for (i = 0; i < n; i++) {
             hi = int(i / 256); lo = i % 256
-            addr = sprintf("10.10.%d.%d", hi, lo + 1)
-            pod = sprintf("10.%d.%d", 64 + int(i / 256), lo)
+            addr = sprintf("10.%d.%d.%d", 10 + int(i / 250), int(i / 250), i % 250 + 1)
+            pod = sprintf("10.%d.%d", 64 + hi, lo)
             role = (i < 3) ? "[\"control-plane\"]" : "[]"
             printf "  {\"name\": \"node-%04d\", \"roles\": %s, \"address\": \"%s\", \"zone\": \"zone-%c\",\n", i, role, addr, 97 + i % 3
             printf "   \"podCIDR\": \"%s.0/24\", \"vtep\": {\"address\": \"%s.0\", \"mac\": \"02:00:0a:%02x:%02x:00\"},\n", pod, pod, hi, lo
