@@ -10,3 +10,4 @@ pub mod net;
 pub mod plan_input;
 pub mod probe;
 pub mod serve;
+pub mod simulate;

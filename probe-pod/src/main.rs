@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use probe_pod::proto::{
-    DEFAULT_AGENT_PORT, MAX_PLAN_BYTES, ProbeResult, parse_duration, parse_plan_lazy,
+    DEFAULT_AGENT_PORT, MAX_PLAN_BYTES, Outcome, ProbeResult, parse_duration, parse_plan_lazy,
 };
 use probe_pod::serve::{self, SniffMode, Stopped};
-use probe_pod::{engine, files, plan_input};
+use probe_pod::{engine, files, plan_input, simulate};
 
 #[derive(Parser)]
 #[command(
@@ -87,6 +87,10 @@ struct ProbeArgs {
     /// Plan file, or `-` for standard input.
     #[arg(long, env = "PROBE_POD_PLAN")]
     plan: PathBuf,
+    /// Send nothing: answer every probe at once as a healthy cluster would, each answer marked
+    /// `simulated`. For measuring the coordinator at scale on one machine (bench/scale.sh).
+    #[arg(long, env = "PROBE_POD_SIMULATE")]
+    simulate: bool,
 }
 
 fn main() -> ExitCode {
@@ -191,6 +195,9 @@ async fn probe_cmd(args: &ProbeArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if args.simulate {
+        return simulate_cmd(&plan);
+    }
     let concurrency = engine::effective_concurrency(&plan, engine::fd_budget());
     tracing::debug!(probes = plan.len(), concurrency, "running plan");
     let (tx, mut rx) = tokio::sync::mpsc::channel::<ProbeResult>(1024);
@@ -214,5 +221,27 @@ async fn probe_cmd(args: &ProbeArgs) -> ExitCode {
     });
     engine::run_plan(plan, concurrency, tx).await;
     let _ = writer.await;
+    ExitCode::SUCCESS
+}
+
+/// Prints a simulated answer to every probe of `plan` (`--simulate`): no socket is opened.
+fn simulate_cmd(plan: &probe_pod::proto::LazyPlan) -> ExitCode {
+    use std::io::Write;
+    let now = probe_pod::util::unix_ms();
+    let mut out = std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout().lock());
+    for (i, spec) in plan.probes().enumerate() {
+        let r = match spec {
+            Ok(s) => simulate::answer(&s, now),
+            Err(e) => ProbeResult::new(format!("probes[{i}]"), Outcome::Error, e.to_string()),
+        };
+        let written = serde_json::to_writer(&mut out, &r)
+            .map_err(std::io::Error::from)
+            .and_then(|()| out.write_all(b"\n"));
+        if written.is_err() {
+            // The reader went away: nothing left to report to.
+            return ExitCode::SUCCESS;
+        }
+    }
+    let _ = out.flush();
     ExitCode::SUCCESS
 }

@@ -160,7 +160,7 @@ fn the_credential_goes_only_to_a_server_the_kubeconfig_ca_vouches_for() {
         }
     }
     let r: probe_pod::proto::ProbeResult = serde_json::from_str(stdout.trim()).unwrap();
-    let facts: NodeFacts = r.node.expect("node facts");
+    let facts: NodeFacts = *r.node.expect("node facts");
     let by: HashMap<String, KubeconfigFacts> = facts
         .cni_kubeconfigs
         .iter()

@@ -136,7 +136,7 @@ fn fixture_kubeconfigs_give_the_right_facts() {
         "the opaque token leaked"
     );
     let r: ProbeResult = serde_json::from_str(stdout.trim()).unwrap();
-    let facts: NodeFacts = r.node.expect("facts");
+    let facts: NodeFacts = *r.node.expect("facts");
     let kc = |p: &str| {
         facts
             .cni_kubeconfigs

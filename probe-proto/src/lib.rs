@@ -533,9 +533,9 @@ pub struct ProbeResult {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub http_status: Option<u16>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tls: Option<TlsInfo>,
+    pub tls: Option<Box<TlsInfo>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dns: Option<DnsInfo>,
+    pub dns: Option<Box<DnsInfo>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nonce: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -545,7 +545,7 @@ pub struct ProbeResult {
     pub path_mtu: Option<u32>,
     /// What a `node` probe read on the node.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub node: Option<NodeFacts>,
+    pub node: Option<Box<NodeFacts>>,
     /// Set by the coordinator on a probe it re-ran because it failed: how many times it ran in
     /// all. Absent: it ran once and got through.
     #[serde(default, skip_serializing_if = "Option::is_none")]

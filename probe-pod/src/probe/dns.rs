@@ -224,12 +224,12 @@ fn judge(
     };
     let mut r = ProbeResult::new(id, outcome, detail);
     r.rtt_micros = Some(micros(rtt));
-    r.dns = Some(DnsInfo {
+    r.dns = Some(Box::new(DnsInfo {
         server,
         name: name.to_string(),
         rcode: Some(rcode_name(code)),
         answers,
-    });
+    }));
     r
 }
 
@@ -303,12 +303,12 @@ pub async fn probe(id: &str, probe: &Probe, deadline: Instant) -> ProbeResult {
 }
 
 fn with_dns(mut r: ProbeResult, server: SocketAddr, name: &str) -> ProbeResult {
-    r.dns = Some(DnsInfo {
+    r.dns = Some(Box::new(DnsInfo {
         server,
         name: name.to_string(),
         rcode: None,
         answers: Vec::new(),
-    });
+    }));
     r
 }
 

@@ -541,7 +541,7 @@ pub async fn probe(id: &str, root: &Path, api: bool, deadline: Instant) -> Probe
         facts.errors.len()
     );
     let mut r = ProbeResult::new(id, Outcome::Ok, detail);
-    r.node = Some(facts);
+    r.node = Some(Box::new(facts));
     r
 }
 

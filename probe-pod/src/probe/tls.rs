@@ -514,7 +514,7 @@ pub async fn request(id: &str, req: Request<'_>, deadline: Instant) -> Exchanged
                 format!("{what}: handshake failed: {e}")
             };
             let mut r = ProbeResult::new(id, Outcome::TlsError, detail);
-            r.tls = Some(info(verdict.as_ref(), None));
+            r.tls = Some(Box::new(info(verdict.as_ref(), None)));
             return done(r, verdict);
         }
         Ok(Ok(s)) => s,
@@ -555,7 +555,7 @@ pub async fn request(id: &str, req: Request<'_>, deadline: Instant) -> Exchanged
             }
         },
     };
-    r.tls = Some(tls_info);
+    r.tls = Some(Box::new(tls_info));
     Exchanged {
         result: r,
         verdict,

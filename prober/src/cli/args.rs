@@ -93,6 +93,22 @@ impl OutputArgs {
         self.render_finished(report, super::export::now())
     }
 
+    /// Writes the report in the chosen format to `out`; JSON is streamed as it is serialised, not
+    /// built in memory first.
+    pub fn write_finished(
+        &self,
+        report: &Report,
+        finished: u64,
+        out: impl std::io::Write,
+    ) -> std::io::Result<()> {
+        if let Output::Json = self.output {
+            return report.write_json(out);
+        }
+        let mut out = out;
+        out.write_all(self.render_finished(report, finished).as_bytes())?;
+        out.flush()
+    }
+
     /// The report in the chosen format, of a run that finished at `finished` (seconds since the
     /// epoch; the report itself carries no clock).
     #[must_use]
@@ -201,6 +217,7 @@ impl FilterArgs {
             paths: self.paths.clone(),
             skip_paths: self.skip_paths.clone(),
             nodes: self.nodes.clone(),
+            sample: None,
         }
     }
 }
@@ -227,6 +244,13 @@ pub struct ProbeArgs {
     /// No progress bar, even on a terminal.
     #[arg(long, env = "PROBER_NO_PROGRESS")]
     pub no_progress: bool,
+    /// For very large clusters: probe between nodes only a sample, every node to and from at
+    /// least K peers, with every pair of zones (`topology.kubernetes.io/zone`, else the /24
+    /// subnet) covered; every node still probes every API and DNS endpoint. The report says what
+    /// was sampled.
+    #[arg(long, env = "PROBER_SAMPLE", value_name = "K",
+          value_parser = clap::value_parser!(u16).range(1..))]
+    pub sample: Option<u16>,
 }
 
 impl ProbeArgs {
@@ -240,6 +264,7 @@ impl ProbeArgs {
             concurrency: 64,
             save,
             no_progress: false,
+            sample: None,
         }
     }
 

@@ -50,7 +50,9 @@ pub async fn run(args: &Args) -> Result<u8, CliError> {
             (report, super::export::now(), None)
         }
     };
-    print!("{}", args.out.render_finished(&report, finished));
+    args.out
+        .write_finished(&report, finished, std::io::stdout().lock())
+        .map_err(|e| CliError::Environment(format!("cannot write the report: {e}")))?;
     let changes = changes.as_ref();
     Ok(args
         .export
@@ -132,7 +134,13 @@ pub async fn run_matrix<R: Runtime + 'static>(
             known.join(", ")
         )));
     }
-    let planned = prober::plan::plan(inv, &args.filter.filter());
+    let mut filter = args.filter.filter();
+    filter.sample = args
+        .sample
+        .map(|k| prober::plan::sample::sample(inv, usize::from(k)));
+    let sampled = filter.sample.as_ref().map(|s| s.describe(inv.nodes.len()));
+    let planned = prober::plan::plan(inv, &filter);
+    drop(filter);
     if planned.is_empty() {
         return Err(CliError::Usage(
             "nothing to probe: the inventory and filters leave no probe".into(),
@@ -149,15 +157,19 @@ pub async fn run_matrix<R: Runtime + 'static>(
         Some(b) => b,
         None => &(),
     };
-    let mut out = prober::run::run(&planned, runtime, &cfg, progress, signals::interrupted()).await;
+    let mut out =
+        prober::run::run_owned(planned, runtime, &cfg, progress, signals::interrupted()).await;
     // Agents that never started are part of the report: their paths are unknown, not failed.
     out.agents.extend(missing);
     if let Some(b) = bar {
         b.0.finish_and_clear();
     }
-    let report = Report::new(out, inv);
+    let mut report = Report::new(out, inv);
+    if let Some(s) = sampled {
+        report.sampled(s);
+    }
     if let Some(path) = &args.save {
-        std::fs::write(path, report.to_json() + "\n").map_err(|e| {
+        report.save_json(path).map_err(|e| {
             CliError::Environment(format!("--save: cannot write {}: {e}", path.display()))
         })?;
     }

@@ -21,6 +21,7 @@ mod not_listening;
 mod overlay;
 pub mod preflight;
 mod prober_port;
+pub mod sampled;
 mod unexplained;
 
 pub use finding::{Finding, Kind, Severity, Where};

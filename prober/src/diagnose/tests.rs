@@ -622,12 +622,12 @@ fn dns_rcode_is_a_dns_finding() {
         .filter(|r| r.path == PathClass::Dns && r.from.node == "n2")
     {
         r.result.outcome = Outcome::DnsError;
-        r.result.dns = Some(probe_proto::DnsInfo {
+        r.result.dns = Some(Box::new(probe_proto::DnsInfo {
             server: "10.96.0.10:53".parse().unwrap(),
             name: "kubernetes.default.svc.cluster.local".into(),
             rcode: Some("SERVFAIL".into()),
             answers: Vec::new(),
-        });
+        }));
     }
     let f = diagnose(&inv, &results, &[]);
     assert_every_failure_explained(&results, &f);
@@ -737,7 +737,7 @@ mod node_checks {
             .map(|p| {
                 let mut result = ProbeResult::new(p.id.clone(), Outcome::Ok, "ok");
                 if p.path == PathClass::NodeConfig {
-                    result.node = Some(facts(&p.from.node));
+                    result.node = Some(Box::new(facts(&p.from.node)));
                 }
                 ResultRecord {
                     unknown: None,

@@ -8,6 +8,7 @@ mod node_ports;
 mod overlay;
 mod pods;
 pub mod preflight;
+pub mod sample;
 
 use std::collections::BTreeMap;
 
@@ -40,6 +41,8 @@ pub struct Filter {
     pub skip_paths: Vec<PathClass>,
     /// Only probes from or to these nodes (all when empty).
     pub nodes: Vec<String>,
+    /// Between nodes, only these pairs (`--sample`); all when absent.
+    pub sample: Option<sample::Sample>,
 }
 
 impl Filter {
@@ -80,6 +83,14 @@ impl<'a> Builder<'a> {
         probe: Probe,
     ) -> Option<&mut PlannedProbe> {
         if !self.filter.wants(path) || !self.filter.touches(&from.node, to.node.as_deref()) {
+            return None;
+        }
+        let sampled_out = self
+            .filter
+            .sample
+            .as_ref()
+            .is_some_and(|s| !s.keeps(path, &from.node, to.node.as_deref()));
+        if sampled_out {
             return None;
         }
         let id = id(path, &from, label, what);

@@ -11,6 +11,7 @@ pub mod remembered;
 mod table;
 
 use std::collections::BTreeMap;
+use std::io::Write as _;
 
 use serde::{Deserialize, Serialize};
 
@@ -61,6 +62,10 @@ pub struct Report {
     /// Set on a `prober preflight` report: the machine about to join, and as what.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preflight: Option<Preflight>,
+    /// Set on a `--sample` run: which node pairs were probed. Findings between nodes speak only
+    /// for those pairs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sample: Option<crate::plan::sample::Sampled>,
 }
 
 /// What a `prober preflight` report is about.
@@ -207,7 +212,15 @@ impl Report {
             agents: run.agents,
             summary,
             preflight: None,
+            sample: None,
         }
+    }
+
+    /// Marks the report as of a sampled matrix: says what was sampled, and qualifies the findings
+    /// between nodes, which speak only for the pairs probed.
+    pub fn sampled(&mut self, sample: crate::plan::sample::Sampled) {
+        crate::diagnose::sampled::qualify(&mut self.findings, &sample);
+        self.sample = Some(sample);
     }
 
     /// Reads a saved JSON report, refusing other schemas.
@@ -226,6 +239,20 @@ impl Report {
             }
         }
         Ok(report)
+    }
+
+    /// Writes the JSON report (the bytes of [`Report::to_json`] and a newline) to `out` as it is
+    /// serialised: a report of millions of results is never held as one string.
+    pub fn write_json<W: std::io::Write>(&self, out: W) -> std::io::Result<()> {
+        let mut out = std::io::BufWriter::with_capacity(256 * 1024, out);
+        serde_json::to_writer_pretty(&mut out, self)?;
+        out.write_all(b"\n")?;
+        out.flush()
+    }
+
+    /// Writes the JSON report to the file at `path`, streamed.
+    pub fn save_json(&self, path: &std::path::Path) -> std::io::Result<()> {
+        self.write_json(std::fs::File::create(path)?)
     }
 
     #[must_use]

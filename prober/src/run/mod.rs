@@ -106,10 +106,12 @@ fn nonce_for(run_salt: u32, id: &str) -> u32 {
     })
 }
 
-/// Runs plans on many agents at once; returns results by id and the agents that failed.
+/// Runs plans on many agents at once; returns results by id and the agents that failed. Each plan
+/// is made only when its agent's turn comes (`concurrency` at a time), so the plans of a large
+/// cluster are never all in memory at once.
 async fn fan_out<R: Runtime + 'static>(
     runtime: &Arc<R>,
-    plans: Vec<(AgentRef, Plan)>,
+    plans: impl Iterator<Item = (AgentRef, Plan)>,
     concurrency: usize,
     progress: &dyn Progress,
     cancel: &mut (impl Future<Output = ()> + Unpin),
@@ -120,47 +122,52 @@ async fn fan_out<R: Runtime + 'static>(
 ) {
     let (tx, mut rx) = mpsc::channel::<ProbeResult>(4096);
     let sem = Arc::new(Semaphore::new(concurrency.max(1)));
+    let mut plans = plans.peekable();
     let mut tasks = JoinSet::new();
-    for (agent, plan) in plans {
-        let (runtime, tx, sem) = (runtime.clone(), tx.clone(), sem.clone());
-        tasks.spawn(async move {
-            let _permit = sem.acquire_owned().await;
-            let r = runtime.run(&agent, &plan, tx).await;
-            (agent, r)
-        });
-    }
-    drop(tx);
     let mut results = HashMap::new();
     let mut failed = BTreeMap::new();
     let mut interrupted = false;
-    let mut tasks_done = false;
     loop {
+        let more = plans.peek().is_some();
+        if !more && tasks.is_empty() {
+            break;
+        }
         tokio::select! {
-            r = rx.recv() => match r {
-                Some(r) => {
-                    progress.done(1);
-                    results.insert(r.id.clone(), r);
-                }
-                None if tasks_done => break,
-                None => {}
-            },
-            joined = tasks.join_next(), if !tasks_done => match joined {
-                Some(Ok((agent, Err(e)))) => {
+            // Results first: an agent is never held up by a full channel while plans are made.
+            biased;
+            Some(r) = rx.recv() => {
+                progress.done(1);
+                results.insert(r.id.clone(), r);
+            }
+            permit = sem.clone().acquire_owned(), if more => {
+                let Ok(permit) = permit else { continue };
+                let Some((agent, plan)) = plans.next() else { continue };
+                let (runtime, tx) = (runtime.clone(), tx.clone());
+                tasks.spawn(async move {
+                    let r = runtime.run(&agent, &plan, tx).await;
+                    drop(permit);
+                    (agent, r)
+                });
+            }
+            Some(joined) = tasks.join_next(), if !tasks.is_empty() => {
+                if let Ok((agent, Err(e))) = joined {
                     failed.insert(agent, e.to_string());
                 }
-                Some(_) => {}
-                None => tasks_done = true,
-            },
+            }
             () = &mut *cancel, if !interrupted => {
                 interrupted = true;
                 // Dropping the tasks kills the agents' processes (kill_on_drop); keep what came.
                 tasks.abort_all();
-                while let Ok(r) = rx.try_recv() {
-                    results.insert(r.id.clone(), r);
-                }
                 break;
             }
         }
+    }
+    // Every sender is gone (the tasks ended or were aborted): what is left in the channel is all.
+    drop(tx);
+    drop(tasks);
+    while let Ok(r) = rx.try_recv() {
+        progress.done(1);
+        results.insert(r.id.clone(), r);
     }
     (results, failed, interrupted)
 }
@@ -173,11 +180,23 @@ pub async fn run<R: Runtime + 'static>(
     progress: &dyn Progress,
     cancel: impl Future<Output = ()> + Send,
 ) -> RunOutput {
+    run_owned(planned.to_vec(), runtime, cfg, progress, cancel).await
+}
+
+/// [`run`], consuming the plan: each result's record takes its planned probe's names instead of
+/// copying them, so a large matrix is not held twice.
+pub async fn run_owned<R: Runtime + 'static>(
+    planned: Vec<PlannedProbe>,
+    runtime: Arc<R>,
+    cfg: &RunConfig,
+    progress: &dyn Progress,
+    cancel: impl Future<Output = ()> + Send,
+) -> RunOutput {
     let started = Instant::now();
     let since = probe_proto::util::unix_ms().saturating_sub(5000);
     let salt = u32::try_from(since & 0xffff_ffff).unwrap_or(0) ^ std::process::id().rotate_left(16);
     let mut cancel = Box::pin(cancel);
-    let agents_planned: Vec<AgentRef> = by_agent(planned).keys().cloned().collect();
+    let agents_planned: Vec<AgentRef> = by_agent(&planned).keys().cloned().collect();
     let checks = cfg
         .responders
         .keys()
@@ -195,21 +214,21 @@ pub async fn run<R: Runtime + 'static>(
         first.run(&all, 0, progress, &mut cancel).await;
     let dead = dead_responders(cfg, &mut results, &mut failed);
     if !interrupted && cfg.retries > 0 {
-        interrupted |= retry::confirm_failures(&first, planned, &mut results, &mut cancel).await;
+        interrupted |= retry::confirm_failures(&first, &planned, &mut results, &mut cancel).await;
     }
     if !interrupted {
-        interrupted |= receipts::collect(&first, planned, &mut results, &mut cancel).await;
+        interrupted |= receipts::collect(&first, &planned, &mut results, &mut cancel).await;
     }
 
     let records = planned
-        .iter()
+        .into_iter()
         .map(|p| {
-            if let Some(why) = to_dead_responder(p, &dead) {
+            if let Some(why) = to_dead_responder(&p, &dead) {
                 return ResultRecord::unknown(
                     p.path,
-                    p.from.clone(),
-                    p.to.clone(),
-                    p.id.clone(),
+                    p.from,
+                    p.to,
+                    p.id,
                     Unknown::AgentFailed,
                     why,
                 );
@@ -226,15 +245,12 @@ pub async fn run<R: Runtime + 'static>(
                         agent: AgentKind::Host,
                     })
                 });
-            record_for(
-                p,
-                results.remove(&p.id),
-                failed.get(&p.from),
-                receiver,
-                interrupted,
-            )
+            let result = results.remove(&p.id);
+            let agent_failed = failed.get(&p.from);
+            record_for(p, result, agent_failed, receiver, interrupted)
         })
         .collect();
+    drop(results);
     let agents = agents_planned
         .into_iter()
         .map(|a| {
@@ -282,30 +298,31 @@ impl<R: Runtime + 'static> Pass<'_, R> {
         cancel: &mut (impl Future<Output = ()> + Unpin),
     ) -> PassOutput {
         let salt = self.salt ^ attempt.wrapping_mul(0x9e37_79b9);
-        let mut nonces: HashMap<String, u32> = HashMap::new();
-        let mut groups: BTreeMap<AgentRef, Vec<ProbeSpec>> = BTreeMap::new();
+        let mut groups: BTreeMap<&AgentRef, Vec<&PlannedProbe>> = BTreeMap::new();
         for p in probes {
-            let mut probe = p.probe.clone();
-            if let Probe::Vxlan { nonce, .. } = &mut probe {
-                let n = nonce_for(salt, &p.id);
-                *nonce = Some(n);
-                nonces.insert(p.id.clone(), n);
-            }
-            groups.entry(p.from.clone()).or_default().push(ProbeSpec {
-                id: p.id.clone(),
-                timeout_ms: None,
-                probe,
-            });
+            groups.entry(&p.from).or_default().push(p);
         }
-        if attempt == 0 {
-            for (agent, addr) in &self.cfg.responders {
-                // Only agents this run uses: a filtered-out agent is not started for a check.
-                let Some(specs) = groups.get_mut(agent) else {
-                    continue;
-                };
-                let Some(port) = probe_proto::Port::new(addr.port()) else {
-                    continue;
-                };
+        let cfg = self.cfg;
+        // Each agent's plan is made when its turn comes (fan_out), from borrowed probes.
+        let plans = groups.into_iter().map(|(agent, probes)| {
+            let mut specs: Vec<ProbeSpec> = probes
+                .into_iter()
+                .map(|p| {
+                    let mut probe = p.probe.clone();
+                    if let Probe::Vxlan { nonce, .. } = &mut probe {
+                        *nonce = Some(nonce_for(salt, &p.id));
+                    }
+                    ProbeSpec {
+                        id: p.id.clone(),
+                        timeout_ms: None,
+                        probe,
+                    }
+                })
+                .collect();
+            // Only agents this run uses get a responder check: a filtered-out agent is not
+            // started for one.
+            let check = cfg.responders.get(agent).filter(|_| attempt == 0);
+            if let Some((addr, port)) = check.and_then(|a| Some((a, Port::new(a.port())?))) {
                 specs.push(ProbeSpec {
                     id: format!("{RESPONDER_CHECK}{agent}"),
                     timeout_ms: None,
@@ -316,19 +333,19 @@ impl<R: Runtime + 'static> Pass<'_, R> {
                     },
                 });
             }
-        }
-        let plans = groups
-            .into_iter()
-            .map(|(agent, specs)| (agent, plan_for(specs, self.cfg)))
-            .collect();
+            (agent.clone(), plan_for(specs, cfg))
+        });
         let (mut results, mut failed, mut interrupted) =
             fan_out(self.runtime, plans, self.cfg.concurrency, progress, cancel).await;
-        if !interrupted && !nonces.is_empty() {
+        let vxlan = probes
+            .iter()
+            .any(|p| matches!(p.probe, Probe::Vxlan { .. }));
+        if !interrupted && vxlan {
             interrupted |= confirm_receipts(
                 probes,
                 self.runtime,
                 self.cfg,
-                &nonces,
+                salt,
                 self.since,
                 &mut results,
                 &mut failed,
@@ -385,7 +402,7 @@ fn to_dead_responder(p: &PlannedProbe, dead: &BTreeMap<AgentRef, SocketAddr>) ->
 
 /// The report's entry for one planned probe: its result, or why it has none.
 fn record_for(
-    p: &PlannedProbe,
+    p: PlannedProbe,
     result: Option<ProbeResult>,
     agent_failed: Option<&String>,
     receiver_failed: Option<&String>,
@@ -394,20 +411,16 @@ fn record_for(
     // A crafted datagram whose receiver's agent could not say whether it arrived: unknown.
     if let (Some(result), Some(e)) = (&result, receiver_failed) {
         let node = p.to.node.as_deref().unwrap_or("the receiver");
-        return ResultRecord::unknown(
-            p.path,
-            p.from.clone(),
-            p.to.clone(),
-            result.id.clone(),
-            Unknown::AgentFailed,
-            format!("sent, but {node}'s host agent could not be asked whether it arrived: {e}"),
-        );
+        let detail =
+            format!("sent, but {node}'s host agent could not be asked whether it arrived: {e}");
+        let id = result.id.clone();
+        return ResultRecord::unknown(p.path, p.from, p.to, id, Unknown::AgentFailed, detail);
     }
     if let Some(result) = result {
         return ResultRecord {
             path: p.path,
-            from: p.from.clone(),
-            to: p.to.clone(),
+            from: p.from,
+            to: p.to,
             unknown: None,
             result,
         };
@@ -426,14 +439,7 @@ fn record_for(
             format!("agent {} returned no result for this probe", p.from),
         ),
     };
-    ResultRecord::unknown(
-        p.path,
-        p.from.clone(),
-        p.to.clone(),
-        p.id.clone(),
-        why,
-        detail,
-    )
+    ResultRecord::unknown(p.path, p.from, p.to, p.id, why, detail)
 }
 
 /// Phase 2: asks each VXLAN receiver's sniffer which of our nonces it saw, and where, and turns
@@ -443,14 +449,15 @@ async fn confirm_receipts<R: Runtime + 'static>(
     planned: &[&PlannedProbe],
     runtime: &Arc<R>,
     cfg: &RunConfig,
-    nonces: &HashMap<String, u32>,
+    salt: u32,
     since: u64,
     results: &mut HashMap<String, ProbeResult>,
     failed_agents: &mut BTreeMap<AgentRef, String>,
     cancel: &mut (impl Future<Output = ()> + Unpin),
 ) -> bool {
+    let is_vxlan = |p: &PlannedProbe| matches!(p.probe, Probe::Vxlan { .. });
     let sent = |p: &&&PlannedProbe| {
-        nonces.contains_key(&p.id) && results.get(&p.id).is_some_and(|r| r.outcome == Outcome::Ok)
+        is_vxlan(p) && results.get(&p.id).is_some_and(|r| r.outcome == Outcome::Ok)
     };
     let receiver = |p: &PlannedProbe| AgentRef {
         node: p.to.node.clone().unwrap_or_default(),
@@ -463,7 +470,7 @@ async fn confirm_receipts<R: Runtime + 'static>(
         asks.entry(receiver(p))
             .or_insert_with(|| (port, Vec::new()))
             .1
-            .push(nonces[&p.id]);
+            .push(nonce_for(salt, &p.id));
     }
     let plans: Vec<(AgentRef, Plan)> = asks
         .into_iter()
@@ -484,14 +491,15 @@ async fn confirm_receipts<R: Runtime + 'static>(
         .collect();
     // Give the receivers' sniffers a moment: a datagram sent just now may still be in flight.
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let (seen, failed, interrupted) = fan_out(runtime, plans, cfg.concurrency, &(), cancel).await;
+    let (seen, failed, interrupted) =
+        fan_out(runtime, plans.into_iter(), cfg.concurrency, &(), cancel).await;
     let confirm: Vec<&PlannedProbe> = planned.iter().filter(sent).copied().collect();
     for p in confirm {
         let rcv = receiver(p);
         if let Some(r) = results.get_mut(&p.id) {
             confirm_vxlan(
                 r,
-                nonces[&p.id],
+                nonce_for(salt, &p.id),
                 &rcv.node,
                 seen.get(&format!("seen:{rcv}")),
                 failed.get(&rcv),
@@ -601,7 +609,7 @@ mod tests {
         let mut r = sent();
         confirm_vxlan(&mut r, 7, "n2", None, Some(&"agent gone".to_string()));
         let gone = "agent gone".to_string();
-        let record = record_for(&p, Some(r.clone()), None, Some(&gone), false);
+        let record = record_for(p.clone(), Some(r.clone()), None, Some(&gone), false);
         assert_eq!(record.unknown, Some(Unknown::AgentFailed));
         assert!(!record.is_failed());
         assert!(
@@ -610,7 +618,7 @@ mod tests {
             record.result.detail
         );
         // With the receiver's agent there, the same failure is a failed path.
-        let record = record_for(&p, Some(r), None, None, false);
+        let record = record_for(p, Some(r), None, None, false);
         assert!(record.is_failed());
     }
 

@@ -140,8 +140,7 @@ pub(super) async fn collect<R: Runtime + 'static>(
                 },
             };
             (agent, plan_for(vec![spec], pass.cfg))
-        })
-        .collect();
+        });
     // The last SYN retransmission may still be in flight.
     tokio::time::sleep(Duration::from_millis(200)).await;
     let (answers, _failed, interrupted) =
