@@ -103,6 +103,7 @@ mod tests {
             &spec(Probe::Seen {
                 since_ms: 0,
                 nonces: Some(vec![7, 9]),
+                flows: None,
                 port: Port::new(9917).unwrap(),
             }),
             42,

@@ -167,13 +167,13 @@ mod tests {
 
     fn node_check(nameservers: &[&str]) -> ResultRecord {
         let mut result = ProbeResult::new("node-config:new/host->new/host:files", Outcome::Ok, "");
-        result.node = Some(NodeFacts {
+        result.node = Some(Box::new(NodeFacts {
             resolv_conf: Some(ResolvFacts {
                 nameservers: nameservers.iter().map(ToString::to_string).collect(),
                 search: Vec::new(),
             }),
             ..NodeFacts::default()
-        });
+        }));
         ResultRecord {
             path: PathClass::NodeConfig,
             from: AgentRef {
@@ -201,12 +201,12 @@ mod tests {
             Outcome::Ok,
             "",
         );
-        r.result.tls = Some(probe_proto::TlsInfo {
+        r.result.tls = Some(Box::new(probe_proto::TlsInfo {
             verified: false,
             verify_error: None,
             version: None,
             clock_skew_ms: skew_ms,
-        });
+        }));
         r
     }
 

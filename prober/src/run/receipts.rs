@@ -126,21 +126,19 @@ pub(super) async fn collect<R: Runtime + 'static>(
     if asks.is_empty() {
         return false;
     }
-    let plans = asks
-        .into_iter()
-        .map(|(agent, (port, nonces, flows))| {
-            let spec = ProbeSpec {
-                id: format!("receipts:{agent}"),
-                timeout_ms: None,
-                probe: Probe::Seen {
-                    since_ms: pass.since,
-                    nonces: Some(nonces),
-                    flows: Some(flows),
-                    port,
-                },
-            };
-            (agent, plan_for(vec![spec], pass.cfg))
-        });
+    let plans = asks.into_iter().map(|(agent, (port, nonces, flows))| {
+        let spec = ProbeSpec {
+            id: format!("receipts:{agent}"),
+            timeout_ms: None,
+            probe: Probe::Seen {
+                since_ms: pass.since,
+                nonces: Some(nonces),
+                flows: Some(flows),
+                port,
+            },
+        };
+        (agent, plan_for(vec![spec], pass.cfg))
+    });
     // The last SYN retransmission may still be in flight.
     tokio::time::sleep(Duration::from_millis(200)).await;
     let (answers, _failed, interrupted) =
