@@ -664,9 +664,9 @@ fn a_node_cut_off_is_one_finding_not_a_gap_per_port() {
 }
 
 #[test]
-fn a_pod_probe_to_a_host_measures_the_underlay_too() {
-    // Only tcp/9917 from n3 to n1 is rejected on the network: the pod-to-node probe from n3's pod
-    // (masqueraded as n3) is the only measurement, and it is a gap, not a mystery.
+fn the_agents_port_blocked_is_the_probers_problem_not_a_gap() {
+    // Only tcp/9917 (the agents' own port) from n3 to n1 is rejected on the network: the cluster
+    // does not need that port, so this is "the prober cannot use its port", never a firewall gap.
     let inv = inventory(3, 1, "flannel");
     let (_, f) = run(&inv, &|p| {
         let (from, to) = node_of(p);
@@ -679,12 +679,14 @@ fn a_pod_probe_to_a_host_measures_the_underlay_too() {
             None
         }
     });
-    assert_eq!(kinds(&f), [Kind::FirewallGap], "{f:#?}");
+    assert_eq!(kinds(&f), [Kind::ProberPort], "{f:#?}");
+    assert_eq!(f[0].severity, Severity::Warning);
     assert!(
-        f[0].matches(&json!({"protocol": "tcp", "port": 9917, "from": ["n3"], "to": ["n1"]})),
+        f[0].matches(&json!({"protocol": "tcp", "port": 9917, "to": ["n1"]})),
         "{:#?}",
         f[0]
     );
+    assert_eq!(f[0].evidence.len(), 1, "{:#?}", f[0]);
 }
 
 mod node_checks {
