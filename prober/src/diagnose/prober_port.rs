@@ -71,13 +71,17 @@ pub(super) fn prober_port(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
         f.to.clone_from(&names);
         f.nodes.clone_from(&names);
         f.fix.push(format!(
-            "to test pod-to-node too, allow tcp/{port} into {} from the pod CIDR {} for the \
-             prober only (nft: ip saddr {} tcp dport {port} accept), or run the agents on a port \
-             the nodes already open (probe-pod serve --port, and the inventory's agents.*.port)",
+            "nothing to open for the cluster; to test pod-to-node to {} too, let the pod CIDR reach \
+             tcp/{port} there for the prober, or run the agents on a port the nodes already open \
+             (probe-pod serve --port, and the inventory's agents.*.port)",
             names_text(&names),
-            ctx.inv.cluster.pod_cidr,
-            ctx.inv.cluster.pod_cidr,
         ));
+        let cidr = ctx.inv.cluster.pod_cidr.to_string();
+        for n in &names {
+            f.fix.push(format!(
+                "on {n} (nftables): nft insert rule inet filter input ip saddr {cidr} tcp dport {port} accept"
+            ));
+        }
         ctx.emit(findings, f, &ev, &[]);
     }
 }
