@@ -102,7 +102,11 @@ pub(crate) fn check_spec(i: usize, spec: &ProbeSpec) -> Result<(), PlanError> {
         Probe::Tcp { address, .. } | Probe::Udp { address, .. } => {
             target(i, "address", *address)?;
         }
-        Probe::Icmp { address } | Probe::Vtep { address } | Probe::Vxlan { address, .. } => {
+        Probe::Icmp { address }
+        | Probe::Vtep { address }
+        | Probe::Vxlan { address, .. }
+        | Probe::Ipip { address, .. }
+        | Probe::Geneve { address, .. } => {
             target(i, "address", IpAddr::V4(*address))?;
         }
         Probe::Mtu { address, size } => {

@@ -5,6 +5,7 @@ use socket2::SockFilter;
 
 use crate::proto::VXLAN_MAGIC;
 
+use super::encap::{GENEVE_MAGIC_OFFSET, GENEVE_PORT, IPIP_MAGIC_OFFSET, IPPROTO_IPIP};
 use super::packet::{ICMP_MAGIC_OFFSET, VXLAN_MAGIC_OFFSET};
 
 const LD_H_ABS: u16 = 0x28;
@@ -67,8 +68,9 @@ fn assemble(prog: &[Ins]) -> Vec<Insn> {
 }
 
 /// For a cooked (`SOCK_DGRAM`, `ETH_P_IP`) packet socket, whose data starts at the IPv4 header:
-/// accept crafted VXLAN datagrams to one of `ports` and decapsulated probe ICMP echoes, both
-/// recognised by the probe magic at a fixed offset; drop everything else in the kernel.
+/// accept crafted VXLAN datagrams to one of `ports`, crafted Geneve datagrams (UDP 6081) and
+/// IP-in-IP packets, and decapsulated probe ICMP echoes, all recognised by the probe magic at a
+/// fixed offset; drop everything else in the kernel.
 #[must_use]
 pub fn sniffer_program(ports: &[u16]) -> Vec<Insn> {
     use Target::{Next, To};
@@ -79,16 +81,22 @@ pub fn sniffer_program(ports: &[u16]) -> Vec<Insn> {
         Ins::Stmt(LDX_B_MSH, 0),
         Ins::Stmt(LD_B_ABS, 9),
         Ins::Jump(JEQ_K, 1, To("icmp"), Next),
+        Ins::Jump(JEQ_K, u32::from(IPPROTO_IPIP), To("ipip"), Next),
         Ins::Jump(JEQ_K, 17, Next, To("drop")),
         Ins::Stmt(LD_H_IND, 2),
     ];
-    for &port in ports {
+    // Geneve's header is as long as VXLAN's: its magic sits at the same offset.
+    debug_assert_eq!(GENEVE_MAGIC_OFFSET, VXLAN_MAGIC_OFFSET);
+    for &port in ports.iter().chain(&[GENEVE_PORT]) {
         p.push(Ins::Jump(JEQ_K, u32::from(port), To("udp_magic"), Next));
     }
     p.extend([
         Ins::Jump(JEQ_K, 0, To("drop"), To("drop")), // no port matched
         Ins::Label("udp_magic"),
         Ins::Stmt(LD_W_IND, VXLAN_MAGIC_OFFSET),
+        Ins::Jump(JEQ_K, magic, To("accept"), To("drop")),
+        Ins::Label("ipip"),
+        Ins::Stmt(LD_W_IND, IPIP_MAGIC_OFFSET),
         Ins::Jump(JEQ_K, magic, To("accept"), To("drop")),
         Ins::Label("icmp"),
         Ins::Stmt(LD_W_IND, ICMP_MAGIC_OFFSET),
@@ -213,6 +221,28 @@ mod tests {
         other[at] = b'X';
         assert_eq!(run(&prog, &other), 0);
         assert_eq!(run(&prog, &ipv4(6, 0, &[0; 20])), 0, "tcp");
+    }
+
+    #[test]
+    fn sniffer_accepts_crafted_ipip_and_geneve() {
+        use crate::net::encap::{geneve_datagram, probe_ipv4};
+        let prog = sniffer_program(&[8472]);
+        let inner = probe_ipv4(
+            Ipv4Addr::new(10, 244, 1, 0),
+            Ipv4Addr::new(10, 244, 2, 0),
+            5,
+        );
+        assert_eq!(run(&prog, &ipv4(4, 0, &inner)), 0xffff, "ipip");
+        let mut plain = inner.clone();
+        plain[28] = b'X';
+        assert_eq!(run(&prog, &ipv4(4, 0, &plain)), 0, "other ipip traffic");
+        let mut udp = vec![0x9c, 0x40, 0x17, 0xc1, 0, 0, 0, 0];
+        udp.extend_from_slice(&geneve_datagram(1, [2, 0, 0, 0, 0, 1], [2; 6], &inner));
+        assert_eq!(run(&prog, &ipv4(17, 0, &udp)), 0xffff, "geneve");
+        udp[2..4].copy_from_slice(&6082u16.to_be_bytes());
+        assert_eq!(run(&prog, &ipv4(17, 0, &udp)), 0, "not the geneve port");
+        // What the kernel delivers on the tunnel device after decapsulation.
+        assert_eq!(run(&prog, &inner), 0xffff, "decapsulated");
     }
 
     #[test]

@@ -2,7 +2,9 @@
 //! an `Outcome`; only a probe that could not run at all is `error`.
 
 pub mod dns;
+pub mod geneve;
 pub mod icmp;
+pub mod ipip;
 pub mod kubeconfig;
 pub mod node;
 pub mod seen;
@@ -83,6 +85,8 @@ pub async fn run(spec: &ProbeSpec, deadline: Instant) -> ProbeResult {
             Probe::Tls { .. } => tls::probe(id, &spec.probe, deadline).await,
             Probe::Dns { .. } => dns::probe(id, &spec.probe, deadline).await,
             Probe::Vxlan { .. } => vxlan::probe(id, &spec.probe, deadline).await,
+            Probe::Ipip { .. } => ipip::probe(id, &spec.probe),
+            Probe::Geneve { .. } => geneve::probe(id, &spec.probe, deadline).await,
             Probe::Node { root, api_check } => node::probe(id, root, *api_check, deadline).await,
             Probe::Seen {
                 since_ms,

@@ -78,7 +78,7 @@ impl Sightings {
     }
 }
 
-/// Starts the sniffer when asked to (or when `Auto` finds a VXLAN device and the capability).
+/// Starts the sniffer when asked to (or when `Auto` finds a tunnel device and the capability).
 /// Returns a description of what it sniffs, or `None` when it does not run.
 pub fn start(
     mode: SniffMode,
@@ -92,13 +92,13 @@ pub fn start(
     let mut sniffer = match Sniffer::open(ports) {
         Ok(s) => s,
         Err(e) if mode == SniffMode::Auto => {
-            tracing::warn!(error = %e, "VXLAN device present but no packet socket; sniffer off");
+            tracing::warn!(error = %e, "tunnel device present but no packet socket; sniffer off");
             return Ok(None);
         }
         Err(e) => return Err(ServeError::Sniffer(e)),
     };
     let what = format!(
-        "all interfaces, udp {} (vxlan devices: {})",
+        "all interfaces, udp {} and geneve 6081, ip protocol 4 (tunnel devices: {})",
         ports
             .iter()
             .map(u16::to_string)

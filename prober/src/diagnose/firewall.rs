@@ -178,7 +178,9 @@ fn gap_where(ctx: &Ctx<'_>, ev: &[usize]) -> Vec<Where> {
     for &i in ev {
         let r = &ctx.results[i];
         let to = r.to.node.clone().unwrap_or_default();
-        if r.result.detail.contains("never its VXLAN device") {
+        if r.result.detail.contains("never its VXLAN device")
+            || r.result.detail.contains("never its tunnel device")
+        {
             places.insert(Where::Host(to.clone()));
         } else if r.result.detail.contains("never reached") {
             places.insert(Where::Network);
@@ -204,16 +206,36 @@ fn gap_finding(
     reverse_ok: bool,
     ev: &[usize],
 ) -> Finding {
-    let proto = if udp { Protocol::Udp } else { Protocol::Tcp };
+    let proto = Link {
+        from: 0,
+        to: 0,
+        udp,
+        port,
+    }
+    .protocol();
     let (fn_, tn) = (list(ctx, from), list(ctx, to));
-    let what = if udp && ctx.overlay_port == Some(port) {
-        " (the overlay's VXLAN port)"
+    let overlay = udp == ctx.overlay_udp && ctx.overlay_port == Some(port);
+    let what = if overlay && udp {
+        format!(" (the overlay's {} port)", ctx.overlay_name)
     } else if !udp && ctx.api_backends.iter().any(|(_, p)| *p == port) {
-        " (the API server)"
+        " (the API server)".into()
     } else if !udp && port == 10250 {
-        " (the kubelet)"
+        " (the kubelet)".into()
     } else {
-        ""
+        String::new()
+    };
+    // IP-in-IP has no port: its name stands where `proto/port` would.
+    let what = if proto == Protocol::Ipip {
+        format!(
+            "IP-in-IP (IP protocol 4{})",
+            if overlay {
+                ", the overlay's encapsulation"
+            } else {
+                ""
+            }
+        )
+    } else {
+        format!("{proto}/{port}{what}")
     };
     let summary = if both && from == to {
         let scope = if from.len() == ctx.inv.nodes.len() {
@@ -221,10 +243,10 @@ fn gap_finding(
         } else {
             format!("between every pair of {}", names_text(&fn_))
         };
-        format!("{proto}/{port}{what} is blocked {scope}, in both directions")
+        format!("{what} is blocked {scope}, in both directions")
     } else if both {
         format!(
-            "{proto}/{port}{what} is blocked between {} and {}, in both directions",
+            "{what} is blocked between {} and {}, in both directions",
             names_text(&fn_),
             names_text(&tn)
         )
@@ -235,14 +257,14 @@ fn gap_finding(
             ""
         };
         format!(
-            "{proto}/{port}{what} is blocked from {} to {}{rev}",
+            "{what} is blocked from {} to {}{rev}",
             names_text(&fn_),
             names_text(&tn)
         )
     };
     let mut f = Finding::new(Kind::FirewallGap, Severity::Error, summary);
     f.protocol = Some(proto);
-    f.port = Some(port);
+    f.port = (proto != Protocol::Ipip).then_some(port);
     f.from = fn_;
     f.to = tn;
     f.direction = Some(if both {

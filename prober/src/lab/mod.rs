@@ -261,8 +261,13 @@ impl Lab {
             (l.router_ns.clone(), "udp", 53),
             (l.dns_pod.ns.clone(), "udp", 53),
         ];
+        let geneve = self.scenario.overlay().0 == scenario::OverlayMode::Geneve;
         for n in &l.nodes {
             pending.push((n.ns.clone(), "tcp", AGENT_PORT));
+            if geneve {
+                // The user-space Geneve tunnel's socket.
+                pending.push((n.ns.clone(), "udp", probe_proto::DEFAULT_GENEVE_PORT));
+            }
             if n.control_plane {
                 pending.push((n.ns.clone(), "tcp", API_PORT));
             }

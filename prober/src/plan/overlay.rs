@@ -1,5 +1,5 @@
-//! The overlay: each peer's VTEP, a crafted VXLAN datagram the receiver's sniffer confirms, and
-//! full-size packets between pods for MTU holes.
+//! The overlay: each peer's VTEP, a crafted VXLAN or Geneve datagram or IP-in-IP packet the
+//! receiver's sniffer confirms, and full-size packets between pods for MTU holes.
 
 use std::net::IpAddr;
 
@@ -15,8 +15,10 @@ impl<'a> Builder<'a> {
         let Some(ov) = inv.cluster.overlay.clone() else {
             return;
         };
-        if ov.mode != "vxlan" {
-            return;
+        // Crafted probes exist for these encapsulations; IP-in-IP has no port (never a UDP
+        // probe), WireGuard and native routing have no crafted probe.
+        if !matches!(ov.mode.as_str(), "vxlan" | "ipip" | "geneve") {
+            return self.pod_mtu(&ov);
         }
         for (fnode, _) in self.agents(AgentKind::Host) {
             for tnode in inv.nodes.iter().filter(|t| t.name != fnode.name) {
@@ -44,37 +46,69 @@ impl<'a> Builder<'a> {
                         address: vtep.address,
                     },
                 );
+                let inner_source = fnode.vtep.as_ref().map(|v| v.address);
+                let (protocol, port, probe) = match ov.mode.as_str() {
+                    "ipip" => (
+                        Protocol::Ipip,
+                        None,
+                        Probe::Ipip {
+                            address: tnode.address,
+                            nonce: None,
+                            inner_source,
+                            inner_destination: Some(vtep.address),
+                        },
+                    ),
+                    "geneve" => (
+                        Protocol::Udp,
+                        Some(ov.port),
+                        Probe::Geneve {
+                            address: tnode.address,
+                            port: port(ov.port),
+                            vni: Vni::new(ov.vni).unwrap_or_default(),
+                            nonce: None,
+                            inner_source,
+                            inner_destination: Some(vtep.address),
+                        },
+                    ),
+                    _ => (
+                        Protocol::Udp,
+                        Some(ov.port),
+                        Probe::Vxlan {
+                            address: tnode.address,
+                            port: port(ov.port),
+                            vni: Vni::new(ov.vni).unwrap_or_default(),
+                            nonce: None,
+                            inner_source,
+                            inner_destination: Some(vtep.address),
+                            destination_mac: Some(MacAddr(vtep.mac.0)),
+                        },
+                    ),
+                };
                 let vx_target = Target {
                     node: Some(tnode.name.clone()),
                     agent: Some(AgentKind::Host),
                     service: None,
                     address: IpAddr::V4(tnode.address),
-                    port: Some(ov.port),
-                    protocol: Protocol::Udp,
+                    port,
+                    protocol,
                 };
-                let probe = Probe::Vxlan {
-                    address: tnode.address,
-                    port: port(ov.port),
-                    vni: Vni::new(ov.vni).unwrap_or_default(),
-                    nonce: None,
-                    inner_source: fnode.vtep.as_ref().map(|v| v.address),
-                    inner_destination: Some(vtep.address),
-                    destination_mac: Some(MacAddr(vtep.mac.0)),
+                let kind = match port {
+                    Some(p) => format!("{}/{p}", ov.mode),
+                    None => ov.mode.clone(),
                 };
                 let receipt_port = tnode.agents.host.as_ref().and_then(|a| Port::new(a.port));
-                if let Some(p) = self.push(
-                    PathClass::Overlay,
-                    from,
-                    vx_target,
-                    &label,
-                    &format!("vxlan/{}", ov.port),
-                    probe,
-                ) {
+                if let Some(p) =
+                    self.push(PathClass::Overlay, from, vx_target, &label, &kind, probe)
+                {
                     p.receipt_port = receipt_port;
                 }
             }
         }
-        // Full-size packets between pods: small ones passing while these vanish is an MTU hole.
+        self.pod_mtu(&ov);
+    }
+
+    /// Full-size packets between pods: small ones passing while these vanish is an MTU hole.
+    fn pod_mtu(&mut self, ov: &crate::inventory::Overlay) {
         let Some(size) = ov.mtu else { return };
         for (fnode, _) in self.agents(AgentKind::Pod) {
             for (tnode, tagent) in self

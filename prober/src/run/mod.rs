@@ -279,7 +279,10 @@ impl<R: Runtime + 'static> Pass<'_, R> {
         let mut groups: BTreeMap<AgentRef, Vec<ProbeSpec>> = BTreeMap::new();
         for p in probes {
             let mut probe = p.probe.clone();
-            if let Probe::Vxlan { nonce, .. } = &mut probe {
+            if let Probe::Vxlan { nonce, .. }
+            | Probe::Ipip { nonce, .. }
+            | Probe::Geneve { nonce, .. } = &mut probe
+            {
                 let n = nonce_for(salt, &p.id);
                 *nonce = Some(n);
                 nonces.insert(p.id.clone(), n);
@@ -483,6 +486,7 @@ async fn confirm_receipts<R: Runtime + 'static>(
         if let Some(r) = results.get_mut(&p.id) {
             confirm_vxlan(
                 r,
+                device_of(&p.probe),
                 nonces[&p.id],
                 &rcv.node,
                 seen.get(&format!("seen:{rcv}")),
@@ -497,10 +501,20 @@ async fn confirm_receipts<R: Runtime + 'static>(
     interrupted
 }
 
-/// Turns a "sent" VXLAN result into what the receiver saw: decapsulated on its VXLAN device
+/// The receiver's device a crafted probe must reach to count as decapsulated, for messages.
+fn device_of(p: &Probe) -> &'static str {
+    match p {
+        Probe::Ipip { .. } => "tunnel device (IP-in-IP)",
+        Probe::Geneve { .. } => "tunnel device (Geneve)",
+        _ => "VXLAN device",
+    }
+}
+
+/// Turns a "sent" VXLAN, Geneve or IP-in-IP result into what the receiver saw: decapsulated on its VXLAN device
 /// (`ok`), only on its NIC (dropped by the host), or nowhere (dropped on the way).
 fn confirm_vxlan(
     r: &mut ProbeResult,
+    device: &str,
     nonce: u32,
     node: &str,
     answer: Option<&ProbeResult>,
@@ -545,7 +559,7 @@ fn confirm_vxlan(
     } else if !outer.is_empty() {
         r.outcome = Outcome::Timeout;
         r.detail = format!(
-            "reached {node}'s {} but never its VXLAN device: dropped by {node} itself (its firewall, or a VNI/port mismatch)",
+            "reached {node}'s {} but never its {device}: dropped by {node} itself (its firewall, or a VNI/port mismatch)",
             outer.join(",")
         );
     } else {
@@ -588,7 +602,14 @@ mod tests {
             receipt_port: probe_proto::Port::new(9917),
         };
         let mut r = sent();
-        confirm_vxlan(&mut r, 7, "n2", None, Some(&"agent gone".to_string()));
+        confirm_vxlan(
+            &mut r,
+            "VXLAN device",
+            7,
+            "n2",
+            None,
+            Some(&"agent gone".to_string()),
+        );
         let gone = "agent gone".to_string();
         let record = record_for(&p, Some(r.clone()), None, Some(&gone), false);
         assert_eq!(record.unknown, Some(Unknown::AgentFailed));
@@ -635,6 +656,7 @@ mod tests {
         let mut r = sent();
         confirm_vxlan(
             &mut r,
+            "VXLAN device",
             7,
             "n2",
             Some(&seen(&[("eth0", false), ("flannel.1", true)])),
@@ -642,15 +664,29 @@ mod tests {
         );
         assert_eq!(r.outcome, Outcome::Ok, "{}", r.detail);
         let mut r = sent();
-        confirm_vxlan(&mut r, 7, "n2", Some(&seen(&[("eth0", false)])), None);
+        confirm_vxlan(
+            &mut r,
+            "VXLAN device",
+            7,
+            "n2",
+            Some(&seen(&[("eth0", false)])),
+            None,
+        );
         assert_eq!(r.outcome, Outcome::Timeout);
         assert!(r.detail.contains("dropped by n2 itself"), "{}", r.detail);
         let mut r = sent();
-        confirm_vxlan(&mut r, 7, "n2", Some(&seen(&[])), None);
+        confirm_vxlan(&mut r, "VXLAN device", 7, "n2", Some(&seen(&[])), None);
         assert_eq!(r.outcome, Outcome::Timeout);
         assert!(r.detail.contains("never reached n2"), "{}", r.detail);
         let mut r = sent();
-        confirm_vxlan(&mut r, 7, "n2", None, Some(&"agent gone".to_string()));
+        confirm_vxlan(
+            &mut r,
+            "VXLAN device",
+            7,
+            "n2",
+            None,
+            Some(&"agent gone".to_string()),
+        );
         assert_eq!(r.outcome, Outcome::Error);
         assert!(r.detail.contains("agent gone"));
     }
