@@ -144,3 +144,61 @@ impl<'a> Builder<'a> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Filter, plan};
+    use super::*;
+    use crate::testutil::inventory;
+
+    #[test]
+    fn ipip_is_never_a_udp_probe_and_geneve_uses_its_port() {
+        let mut inv = inventory(3, 1, "calico");
+        if let Some(ov) = inv.cluster.overlay.as_mut() {
+            ov.mode = "ipip".into();
+            ov.port = 0;
+            ov.vni = 0;
+        }
+        let probes = plan(&inv, &Filter::default());
+        let crafted: Vec<_> = probes
+            .iter()
+            .filter(|p| p.path == PathClass::Overlay && p.to.agent == Some(AgentKind::Host))
+            .collect();
+        assert_eq!(crafted.len(), 6, "one per ordered pair");
+        for p in &crafted {
+            assert!(matches!(p.probe, Probe::Ipip { .. }), "{p:?}");
+            assert_eq!((p.to.protocol, p.to.port), (Protocol::Ipip, None));
+            assert!(
+                p.id.ends_with(":ipip") && p.receipt_port.is_some(),
+                "{}",
+                p.id
+            );
+        }
+        assert!(
+            !probes.iter().any(|p| matches!(p.probe, Probe::Vxlan { .. })
+                || (p.path == PathClass::Overlay && p.to.port == Some(0))),
+            "no VXLAN or port-0 probe for IP-in-IP"
+        );
+        if let Some(ov) = inv.cluster.overlay.as_mut() {
+            ov.mode = "geneve".into();
+            ov.port = 6081;
+            ov.vni = 2;
+        }
+        let probes = plan(&inv, &Filter::default());
+        let g = probes
+            .iter()
+            .find(|p| p.id == "overlay:n1/host->n2/host:geneve/6081")
+            .unwrap();
+        assert!(
+            matches!(g.probe, Probe::Geneve { port, vni, .. } if port.get() == 6081 && vni.get() == 2),
+            "{g:?}"
+        );
+        // WireGuard has no crafted probe yet: the pods' MTU probes remain.
+        if let Some(ov) = inv.cluster.overlay.as_mut() {
+            ov.mode = "wireguard".into();
+        }
+        let probes = plan(&inv, &Filter::default());
+        assert!(probes.iter().all(|p| p.path != PathClass::Overlay
+            || matches!(p.probe, Probe::Mtu { .. } | Probe::Vtep { .. })));
+    }
+}
