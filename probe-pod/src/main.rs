@@ -47,6 +47,9 @@ struct TunnelArgs {
     /// Geneve's VNI.
     #[arg(long, default_value_t = 2)]
     vni: u32,
+    /// Geneve's UDP port (the `WireGuard` port for the lab's plaintext `WireGuard` stand-in).
+    #[arg(long, default_value_t = probe_pod::proto::DEFAULT_GENEVE_PORT)]
+    port: u16,
     /// NETWORK/PREFIX=ADDRESS: the peer at ADDRESS owns the pod network NETWORK/PREFIX.
     #[arg(long = "peer", value_delimiter = ',')]
     peers: Vec<probe_pod::net::tunnel::Peer>,
@@ -142,7 +145,10 @@ fn tunnel_cmd(t: &TunnelArgs) -> ExitCode {
     use probe_pod::net::tunnel::{Encap, run};
     let encap = match t.mode {
         TunnelMode::Ipip => Encap::Ipip,
-        TunnelMode::Geneve => Encap::Geneve { vni: t.vni },
+        TunnelMode::Geneve => Encap::Geneve {
+            vni: t.vni,
+            port: t.port,
+        },
     };
     tracing::info!(device = %t.device, peers = t.peers.len(), "tunnel running");
     match run(&t.device, encap, t.peers.clone()) {

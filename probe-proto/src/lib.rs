@@ -23,6 +23,8 @@ pub const DEFAULT_AGENT_PORT: u16 = 9917;
 pub const DEFAULT_VXLAN_PORT: u16 = 8472;
 /// Geneve's IANA port, which Cilium uses.
 pub const DEFAULT_GENEVE_PORT: u16 = 6081;
+/// `WireGuard`'s usual port (Calico's and flannel's).
+pub const DEFAULT_WIREGUARD_PORT: u16 = 51820;
 /// The four bytes that open every probe payload (TCP echo, UDP echo, ICMP echo, crafted VXLAN).
 pub const MAGIC: [u8; 4] = *b"PRB1";
 /// The magic of the crafted VXLAN probe's inner packet, distinct from `MAGIC` so the sniffer's
@@ -251,6 +253,17 @@ pub enum Probe {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         inner_destination: Option<Ipv4Addr>,
     },
+    /// A datagram carrying a nonce to a peer's `WireGuard` port (51820/51821 for Calico and flannel,
+    /// 51871 for Cilium). Without the keys only its arrival on the peer's NIC can be confirmed
+    /// (by the peer agent's sniffer); `WireGuard` itself ignores it (no valid message type).
+    #[serde(rename_all = "camelCase")]
+    Wireguard {
+        address: Ipv4Addr,
+        #[serde(default = "default_wireguard_port")]
+        port: Port,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        nonce: Option<u32>,
+    },
     /// Read the node's own configuration under `root` (its `/`, mounted read-only): CNI
     /// kubeconfigs and their tokens (claims only, never the token), the kubelet's API server,
     /// resolv.conf; and, with `apiCheck`, ask each kubeconfig's server whether it accepts the
@@ -285,6 +298,10 @@ fn default_vxlan_port() -> Port {
     Port::new(DEFAULT_VXLAN_PORT).expect("non-zero")
 }
 
+fn default_wireguard_port() -> Port {
+    Port::new(DEFAULT_WIREGUARD_PORT).expect("non-zero")
+}
+
 fn default_geneve_port() -> Port {
     Port::new(DEFAULT_GENEVE_PORT).expect("non-zero")
 }
@@ -308,6 +325,7 @@ impl Probe {
             Self::Vxlan { .. } => "vxlan",
             Self::Ipip { .. } => "ipip",
             Self::Geneve { .. } => "geneve",
+            Self::Wireguard { .. } => "wireguard",
             Self::Seen { .. } => "seen",
             Self::Node { .. } => "node",
         }
@@ -812,6 +830,11 @@ mod tests {
                 nonce: Some(9),
                 inner_source: None,
                 inner_destination: Some(v4("10.244.2.0")),
+            },
+            Probe::Wireguard {
+                address: v4("192.168.56.11"),
+                port: p(51871),
+                nonce: Some(10),
             },
             Probe::Seen {
                 since_ms: 5,

@@ -106,7 +106,8 @@ pub(crate) fn check_spec(i: usize, spec: &ProbeSpec) -> Result<(), PlanError> {
         | Probe::Vtep { address }
         | Probe::Vxlan { address, .. }
         | Probe::Ipip { address, .. }
-        | Probe::Geneve { address, .. } => {
+        | Probe::Geneve { address, .. }
+        | Probe::Wireguard { address, .. } => {
             target(i, "address", IpAddr::V4(*address))?;
         }
         Probe::Mtu { address, size } => {

@@ -5,7 +5,10 @@ use socket2::SockFilter;
 
 use crate::proto::VXLAN_MAGIC;
 
-use super::encap::{GENEVE_MAGIC_OFFSET, GENEVE_PORT, IPIP_MAGIC_OFFSET, IPPROTO_IPIP};
+use super::encap::{
+    GENEVE_MAGIC_OFFSET, GENEVE_PORT, IPIP_MAGIC_OFFSET, IPPROTO_IPIP, WIREGUARD_MAGIC_OFFSET,
+    WIREGUARD_PORTS,
+};
 use super::packet::{ICMP_MAGIC_OFFSET, VXLAN_MAGIC_OFFSET};
 
 const LD_H_ABS: u16 = 0x28;
@@ -87,6 +90,9 @@ pub fn sniffer_program(ports: &[u16]) -> Vec<Insn> {
     ];
     // Geneve's header is as long as VXLAN's: its magic sits at the same offset.
     debug_assert_eq!(GENEVE_MAGIC_OFFSET, VXLAN_MAGIC_OFFSET);
+    for &port in &WIREGUARD_PORTS {
+        p.push(Ins::Jump(JEQ_K, u32::from(port), To("wg_magic"), Next));
+    }
     for &port in ports.iter().chain(&[GENEVE_PORT]) {
         p.push(Ins::Jump(JEQ_K, u32::from(port), To("udp_magic"), Next));
     }
@@ -94,6 +100,9 @@ pub fn sniffer_program(ports: &[u16]) -> Vec<Insn> {
         Ins::Jump(JEQ_K, 0, To("drop"), To("drop")), // no port matched
         Ins::Label("udp_magic"),
         Ins::Stmt(LD_W_IND, VXLAN_MAGIC_OFFSET),
+        Ins::Jump(JEQ_K, magic, To("accept"), To("drop")),
+        Ins::Label("wg_magic"),
+        Ins::Stmt(LD_W_IND, WIREGUARD_MAGIC_OFFSET),
         Ins::Jump(JEQ_K, magic, To("accept"), To("drop")),
         Ins::Label("ipip"),
         Ins::Stmt(LD_W_IND, IPIP_MAGIC_OFFSET),
@@ -241,6 +250,11 @@ mod tests {
         assert_eq!(run(&prog, &ipv4(17, 0, &udp)), 0xffff, "geneve");
         udp[2..4].copy_from_slice(&6082u16.to_be_bytes());
         assert_eq!(run(&prog, &ipv4(17, 0, &udp)), 0, "not the geneve port");
+        let mut wg = vec![0x9c, 0x40, 0xca, 0x9f, 0, 0, 0, 0];
+        wg.extend_from_slice(&crate::net::encap::wireguard_payload(5));
+        assert_eq!(run(&prog, &ipv4(17, 0, &wg)), 0xffff, "wireguard 51871");
+        wg[8] = 1;
+        assert_eq!(run(&prog, &ipv4(17, 0, &wg)), 0, "real wireguard traffic");
         // What the kernel delivers on the tunnel device after decapsulation.
         assert_eq!(run(&prog, &inner), 0xffff, "decapsulated");
     }

@@ -15,6 +15,11 @@ use crate::proto::VXLAN_MAGIC;
 
 /// IP protocol number of IP-in-IP (RFC 2003).
 pub const IPPROTO_IPIP: u8 = 4;
+/// `WireGuard`'s ports: Calico's and flannel's (IPv4, IPv6) and Cilium's.
+pub const WIREGUARD_PORTS: [u16; 3] = [51820, 51821, 51871];
+/// Offset of the probe magic in a `WireGuard`-port datagram from the start of the UDP header.
+#[allow(clippy::cast_possible_truncation)]
+pub const WIREGUARD_MAGIC_OFFSET: u32 = UDP_HEADER as u32;
 /// Geneve's IANA port (Cilium's).
 pub const GENEVE_PORT: u16 = crate::proto::DEFAULT_GENEVE_PORT;
 const IPV4_HEADER: usize = 20;
@@ -141,8 +146,32 @@ pub fn inner_nonce(ip_packet: &[u8]) -> Option<u32> {
     ]))
 }
 
+/// The payload of a `WireGuard`-port probe: `VXLAN_MAGIC`, the nonce, zeros. Its first byte is no
+/// `WireGuard` message type (1-4), so a `WireGuard` device drops it.
+#[must_use]
+pub fn wireguard_payload(nonce: u32) -> Vec<u8> {
+    let mut p = vec![0u8; 32];
+    p[..4].copy_from_slice(&VXLAN_MAGIC);
+    p[4..8].copy_from_slice(&nonce.to_be_bytes());
+    p
+}
+
+/// The nonce of a `WireGuard`-port probe's UDP payload.
+#[must_use]
+pub fn wireguard_nonce(udp_payload: &[u8]) -> Option<u32> {
+    if udp_payload.len() < PAYLOAD_HEADER || udp_payload[..4] != VXLAN_MAGIC {
+        return None;
+    }
+    Some(u32::from_be_bytes([
+        udp_payload[4],
+        udp_payload[5],
+        udp_payload[6],
+        udp_payload[7],
+    ]))
+}
+
 /// The nonce of a crafted tunnel probe in a captured outer IPv4 packet: IP protocol 4, or UDP to
-/// the Geneve port.
+/// the Geneve port or a `WireGuard` port.
 #[must_use]
 pub fn outer_nonce(ip_packet: &[u8]) -> Option<u32> {
     let ip = Ipv4Packet::new(ip_packet)?;
@@ -151,6 +180,9 @@ pub fn outer_nonce(ip_packet: &[u8]) -> Option<u32> {
         IPPROTO_IPIP => inner_nonce(l4),
         17 => {
             let udp = UdpPacket::new(l4)?;
+            if WIREGUARD_PORTS.contains(&udp.get_destination()) {
+                return wireguard_nonce(udp.payload());
+            }
             if udp.get_destination() != GENEVE_PORT {
                 return None;
             }
@@ -221,6 +253,22 @@ mod tests {
         g[0] = 0x41; // version 1
         assert_eq!(geneve_inner(&g), None);
         assert_eq!(geneve_inner(&[0, 0, 0x08]), None, "truncated");
+    }
+
+    #[test]
+    fn wireguard_port_probes_carry_the_nonce_after_the_udp_header() {
+        for port in WIREGUARD_PORTS {
+            let mut udp = vec![0x9c, 0x40, 0, 0, 0, 0, 0, 0];
+            udp[2..4].copy_from_slice(&port.to_be_bytes());
+            udp.extend_from_slice(&wireguard_payload(7));
+            let pkt = outer(17, &udp);
+            assert_eq!(outer_nonce(&pkt), Some(7), "{port}");
+            assert_eq!(&pkt[20 + WIREGUARD_MAGIC_OFFSET as usize..][..4], b"PRBV");
+        }
+        // A real WireGuard handshake initiation (type 1) is not ours.
+        let mut udp = vec![0x9c, 0x40, 0xca, 0x6c, 0, 0, 0, 0, 1, 0, 0, 0];
+        udp.extend_from_slice(&[0; 144]);
+        assert_eq!(outer_nonce(&outer(17, &udp)), None);
     }
 
     #[test]

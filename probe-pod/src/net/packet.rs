@@ -172,7 +172,9 @@ pub fn parse_captured(ip_packet: &[u8], vxlan_ports: &[u16]) -> Option<Captured>
         // IP-in-IP, or Geneve (UDP 6081): the crafted tunnel probes as seen on the underlay.
         IpNextHeaderProtocols::Ipv4 => (super::encap::outer_nonce(ip_packet)?, false),
         IpNextHeaderProtocols::Udp
-            if UdpPacket::new(l4)?.get_destination() == super::encap::GENEVE_PORT =>
+            if UdpPacket::new(l4)?.get_destination() == super::encap::GENEVE_PORT
+                || super::encap::WIREGUARD_PORTS
+                    .contains(&UdpPacket::new(l4)?.get_destination()) =>
         {
             (super::encap::outer_nonce(ip_packet)?, false)
         }

@@ -13,13 +13,18 @@ use std::sync::Arc;
 use nix::sys::socket::SockaddrIn;
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
-use super::encap::{GENEVE_PORT, IPPROTO_IPIP, geneve_inner, geneve_ip};
+use super::encap::{IPPROTO_IPIP, geneve_inner, geneve_ip};
 
 /// The encapsulation the tunnel speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Encap {
     Ipip,
-    Geneve { vni: u32 },
+    /// Geneve framing on `port`: 6081, or the `WireGuard` port for the lab's plaintext stand-in
+    /// of an encrypted overlay.
+    Geneve {
+        vni: u32,
+        port: u16,
+    },
 }
 
 /// A peer: the pod network behind it and its underlay address.
@@ -98,9 +103,9 @@ fn underlay(encap: Encap) -> io::Result<Socket> {
             Type::RAW,
             Some(Protocol::from(i32::from(IPPROTO_IPIP))),
         ),
-        Encap::Geneve { .. } => {
+        Encap::Geneve { port, .. } => {
             let s = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
-            s.bind(&SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, GENEVE_PORT).into())?;
+            s.bind(&SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port).into())?;
             Ok(s)
         }
     }
@@ -137,9 +142,9 @@ fn encapsulate(mut tun: &File, sock: &Socket, encap: Encap, peers: &[Peer]) -> i
         };
         let sent = match encap {
             Encap::Ipip => sock.send_to(pkt, &SockAddr::from(SocketAddrV4::new(peer.address, 0))),
-            Encap::Geneve { vni } => sock.send_to(
+            Encap::Geneve { vni, port } => sock.send_to(
                 &geneve_ip(vni, pkt),
-                &SockAddr::from(SocketAddrV4::new(peer.address, GENEVE_PORT)),
+                &SockAddr::from(SocketAddrV4::new(peer.address, port)),
             ),
         };
         // A full queue or an unreachable peer loses this packet, as a kernel tunnel would.

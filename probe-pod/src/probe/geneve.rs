@@ -51,8 +51,8 @@ pub async fn probe(id: &str, probe: &Probe, deadline: Instant) -> ProbeResult {
     r
 }
 
-/// Sends the datagram and lingers for an ICMP error.
-async fn send(
+/// Sends the datagram and lingers for an ICMP error (also the `WireGuard`-port probe's send).
+pub(super) async fn send(
     id: &str,
     what: &str,
     addr: SocketAddr,

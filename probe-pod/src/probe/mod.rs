@@ -12,6 +12,7 @@ pub mod tcp;
 pub mod tls;
 pub mod udp;
 pub mod vxlan;
+pub mod wireguard;
 
 use std::time::Duration;
 
@@ -87,6 +88,7 @@ pub async fn run(spec: &ProbeSpec, deadline: Instant) -> ProbeResult {
             Probe::Vxlan { .. } => vxlan::probe(id, &spec.probe, deadline).await,
             Probe::Ipip { .. } => ipip::probe(id, &spec.probe),
             Probe::Geneve { .. } => geneve::probe(id, &spec.probe, deadline).await,
+            Probe::Wireguard { .. } => wireguard::probe(id, &spec.probe, deadline).await,
             Probe::Node { root, api_check } => node::probe(id, root, *api_check, deadline).await,
             Probe::Seen {
                 since_ms,

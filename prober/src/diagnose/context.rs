@@ -92,6 +92,7 @@ impl<'a> Ctx<'a> {
         let overlay_name = match mode {
             Some("ipip") => "IP-in-IP",
             Some("geneve") => "Geneve",
+            Some("wireguard") => "WireGuard",
             _ => "VXLAN",
         };
         let overlay_port = inv
@@ -99,7 +100,7 @@ impl<'a> Ctx<'a> {
             .overlay
             .as_ref()
             .and_then(|o| match o.mode.as_str() {
-                "vxlan" | "geneve" => Some(o.port),
+                "vxlan" | "geneve" | "wireguard" => Some(o.port),
                 "ipip" => Some(IPIP_PORT),
                 _ => None,
             });

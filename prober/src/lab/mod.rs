@@ -261,12 +261,15 @@ impl Lab {
             (l.router_ns.clone(), "udp", 53),
             (l.dns_pod.ns.clone(), "udp", 53),
         ];
-        let geneve = self.scenario.overlay().0 == scenario::OverlayMode::Geneve;
+        let udp_tunnel = matches!(
+            self.scenario.overlay().0,
+            scenario::OverlayMode::Geneve | scenario::OverlayMode::Wireguard
+        );
         for n in &l.nodes {
             pending.push((n.ns.clone(), "tcp", AGENT_PORT));
-            if geneve {
-                // The user-space Geneve tunnel's socket.
-                pending.push((n.ns.clone(), "udp", probe_proto::DEFAULT_GENEVE_PORT));
+            if udp_tunnel {
+                // The user-space tunnel's socket.
+                pending.push((n.ns.clone(), "udp", self.scenario.overlay().1));
             }
             if n.control_plane {
                 pending.push((n.ns.clone(), "tcp", API_PORT));

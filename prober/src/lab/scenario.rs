@@ -109,6 +109,9 @@ pub enum OverlayMode {
     Vxlan,
     Ipip,
     Geneve,
+    /// The `WireGuard` port carrying the lab's tunnel in plaintext (no keys, no encryption): what
+    /// the firewalls see is real UDP 51820.
+    Wireguard,
 }
 
 impl OverlayMode {
@@ -119,6 +122,7 @@ impl OverlayMode {
             Self::Vxlan => "vxlan",
             Self::Ipip => "ipip",
             Self::Geneve => "geneve",
+            Self::Wireguard => "wireguard",
         }
     }
 }
@@ -134,6 +138,7 @@ impl Scenario {
                 match mode {
                     OverlayMode::Vxlan => port.unwrap_or(8472),
                     OverlayMode::Geneve => port.unwrap_or(6081),
+                    OverlayMode::Wireguard => port.unwrap_or(51820),
                     OverlayMode::Ipip => 0,
                 },
             ),

@@ -17,7 +17,9 @@ impl<'a> Builder<'a> {
         };
         // Crafted probes exist for these encapsulations; IP-in-IP has no port (never a UDP
         // probe), WireGuard and native routing have no crafted probe.
-        if !matches!(ov.mode.as_str(), "vxlan" | "ipip" | "geneve") {
+        if !matches!(ov.mode.as_str(), "vxlan" | "ipip" | "geneve" | "wireguard")
+            || ov.port == 0 && ov.mode != "ipip"
+        {
             return self.pod_mtu(&ov);
         }
         for (fnode, _) in self.agents(AgentKind::Host) {
@@ -47,43 +49,8 @@ impl<'a> Builder<'a> {
                     },
                 );
                 let inner_source = fnode.vtep.as_ref().map(|v| v.address);
-                let (protocol, port, probe) = match ov.mode.as_str() {
-                    "ipip" => (
-                        Protocol::Ipip,
-                        None,
-                        Probe::Ipip {
-                            address: tnode.address,
-                            nonce: None,
-                            inner_source,
-                            inner_destination: Some(vtep.address),
-                        },
-                    ),
-                    "geneve" => (
-                        Protocol::Udp,
-                        Some(ov.port),
-                        Probe::Geneve {
-                            address: tnode.address,
-                            port: port(ov.port),
-                            vni: Vni::new(ov.vni).unwrap_or_default(),
-                            nonce: None,
-                            inner_source,
-                            inner_destination: Some(vtep.address),
-                        },
-                    ),
-                    _ => (
-                        Protocol::Udp,
-                        Some(ov.port),
-                        Probe::Vxlan {
-                            address: tnode.address,
-                            port: port(ov.port),
-                            vni: Vni::new(ov.vni).unwrap_or_default(),
-                            nonce: None,
-                            inner_source,
-                            inner_destination: Some(vtep.address),
-                            destination_mac: Some(MacAddr(vtep.mac.0)),
-                        },
-                    ),
-                };
+                let (protocol, port, probe) =
+                    crafted(&ov, tnode.address, inner_source, vtep.address, vtep.mac);
                 let vx_target = Target {
                     node: Some(tnode.name.clone()),
                     agent: Some(AgentKind::Host),
@@ -145,6 +112,63 @@ impl<'a> Builder<'a> {
     }
 }
 
+/// The crafted probe for the overlay's encapsulation to a peer at `address` whose tunnel
+/// endpoint is `vtep`: its target's protocol and port (none for IP-in-IP) and the probe.
+fn crafted(
+    ov: &crate::inventory::Overlay,
+    address: std::net::Ipv4Addr,
+    inner_source: Option<std::net::Ipv4Addr>,
+    vtep: std::net::Ipv4Addr,
+    mac: MacAddr,
+) -> (Protocol, Option<u16>, Probe) {
+    match ov.mode.as_str() {
+        "ipip" => (
+            Protocol::Ipip,
+            None,
+            Probe::Ipip {
+                address,
+                nonce: None,
+                inner_source,
+                inner_destination: Some(vtep),
+            },
+        ),
+        "wireguard" => (
+            Protocol::Udp,
+            Some(ov.port),
+            Probe::Wireguard {
+                address,
+                port: port(ov.port),
+                nonce: None,
+            },
+        ),
+        "geneve" => (
+            Protocol::Udp,
+            Some(ov.port),
+            Probe::Geneve {
+                address,
+                port: port(ov.port),
+                vni: Vni::new(ov.vni).unwrap_or_default(),
+                nonce: None,
+                inner_source,
+                inner_destination: Some(vtep),
+            },
+        ),
+        _ => (
+            Protocol::Udp,
+            Some(ov.port),
+            Probe::Vxlan {
+                address,
+                port: port(ov.port),
+                vni: Vni::new(ov.vni).unwrap_or_default(),
+                nonce: None,
+                inner_source,
+                inner_destination: Some(vtep),
+                destination_mac: Some(MacAddr(mac.0)),
+            },
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::{Filter, plan};
@@ -193,9 +217,21 @@ mod tests {
             matches!(g.probe, Probe::Geneve { port, vni, .. } if port.get() == 6081 && vni.get() == 2),
             "{g:?}"
         );
-        // WireGuard has no crafted probe yet: the pods' MTU probes remain.
+        // WireGuard: a datagram to its port, confirmed at the NIC.
         if let Some(ov) = inv.cluster.overlay.as_mut() {
             ov.mode = "wireguard".into();
+            ov.port = 51871;
+        }
+        let probes = plan(&inv, &Filter::default());
+        assert!(
+            probes
+                .iter()
+                .any(|p| p.id == "overlay:n1/host->n2/host:wireguard/51871"
+                    && matches!(p.probe, Probe::Wireguard { .. }))
+        );
+        // No crafted probe without an encapsulation: the pods' MTU probes remain.
+        if let Some(ov) = inv.cluster.overlay.as_mut() {
+            ov.mode = "none".into();
         }
         let probes = plan(&inv, &Filter::default());
         assert!(probes.iter().all(|p| p.path != PathClass::Overlay

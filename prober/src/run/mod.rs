@@ -281,7 +281,8 @@ impl<R: Runtime + 'static> Pass<'_, R> {
             let mut probe = p.probe.clone();
             if let Probe::Vxlan { nonce, .. }
             | Probe::Ipip { nonce, .. }
-            | Probe::Geneve { nonce, .. } = &mut probe
+            | Probe::Geneve { nonce, .. }
+            | Probe::Wireguard { nonce, .. } = &mut probe
             {
                 let n = nonce_for(salt, &p.id);
                 *nonce = Some(n);
@@ -506,6 +507,8 @@ fn device_of(p: &Probe) -> &'static str {
     match p {
         Probe::Ipip { .. } => "tunnel device (IP-in-IP)",
         Probe::Geneve { .. } => "tunnel device (Geneve)",
+        // Without the keys nothing is decapsulated: arrival on the NIC is the receipt.
+        Probe::Wireguard { .. } => "",
         _ => "VXLAN device",
     }
 }
@@ -550,7 +553,12 @@ fn confirm_vxlan(
     inner.sort_unstable();
     inner.dedup();
     r.seen = Some(sightings.into_iter().cloned().collect());
-    if !inner.is_empty() {
+    if device.is_empty() && !outer.is_empty() {
+        r.detail = format!(
+            "arrived on {node}'s {} (WireGuard port: arrival on the NIC is all that can be confirmed without its keys)",
+            outer.join(",")
+        );
+    } else if !inner.is_empty() {
         r.detail = format!(
             "{node} received it on {} and decapsulated it on {}",
             outer.join(","),

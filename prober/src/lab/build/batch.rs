@@ -100,7 +100,7 @@ pub(super) fn node_setup(s: &Scenario, l: &Layout, n: &LabNode) -> NsSetup {
         }
         // This kernel may have no ipip or geneve device: a TUN device whose packets the lab's
         // tunnel process (`probe-pod tunnel`) carries as real IP protocol 4 or UDP 6081 packets.
-        OverlayMode::Ipip | OverlayMode::Geneve => {
+        OverlayMode::Ipip | OverlayMode::Geneve | OverlayMode::Wireguard => {
             c.push(format!("tuntap add dev {device} mode tun"));
             c.push(format!("link set {device} mtu {TUNNEL_MTU}"));
         }
@@ -176,6 +176,9 @@ pub fn overlay_device(s: &Scenario) -> &'static str {
         (OverlayMode::Vxlan, _) => "flannel.1",
         (OverlayMode::Ipip, _) => "tunl0",
         (OverlayMode::Geneve, _) => "cilium_geneve",
+        (OverlayMode::Wireguard, Cni::Cilium) => "cilium_wg0",
+        (OverlayMode::Wireguard, Cni::Calico) => "wireguard.cali",
+        (OverlayMode::Wireguard, _) => "flannel-wg",
     }
 }
 

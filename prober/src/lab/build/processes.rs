@@ -44,7 +44,7 @@ fn tunnel(s: &Scenario, l: &Layout, n: &LabNode, agent: &str) -> Option<Process>
     let mode = match s.overlay().0 {
         OverlayMode::Vxlan => return None,
         OverlayMode::Ipip => "ipip",
-        OverlayMode::Geneve => "geneve",
+        OverlayMode::Geneve | OverlayMode::Wireguard => "geneve",
     };
     let peers: Vec<String> = l
         .nodes
@@ -63,6 +63,8 @@ fn tunnel(s: &Scenario, l: &Layout, n: &LabNode, agent: &str) -> Option<Process>
             mode.into(),
             "--vni".into(),
             super::vni(s).to_string(),
+            "--port".into(),
+            s.overlay().1.to_string(),
             "--peer".into(),
             peers.join(","),
         ],

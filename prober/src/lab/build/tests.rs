@@ -355,6 +355,8 @@ fn ipip_and_geneve_are_a_tun_device_and_a_tunnel_process() {
             "ipip",
             "--vni",
             "0",
+            "--port",
+            "0",
             "--peer",
             "10.244.2.0/24=192.168.56.11,10.244.3.0/24=192.168.57.12"
         ]
