@@ -31,6 +31,34 @@ enum Command {
     /// Run a plan (JSON) and print one JSON result per line to stdout as each probe finishes.
     /// Exits 0 when the plan ran, whatever the outcomes; 2 when the plan is invalid.
     Probe(ProbeArgs),
+    /// The lab's user-space tunnel: carries what the node routes into a TUN device as real
+    /// IP-in-IP or Geneve packets (for kernels without those devices). Runs until killed.
+    #[command(hide = true)]
+    Tunnel(TunnelArgs),
+}
+
+#[derive(clap::Args)]
+struct TunnelArgs {
+    /// The TUN device (created or attached to).
+    #[arg(long)]
+    device: String,
+    #[arg(long, value_enum)]
+    mode: TunnelMode,
+    /// Geneve's VNI.
+    #[arg(long, default_value_t = 2)]
+    vni: u32,
+    /// Geneve's UDP port (the `WireGuard` port for the lab's plaintext `WireGuard` stand-in).
+    #[arg(long, default_value_t = probe_pod::proto::DEFAULT_GENEVE_PORT)]
+    port: u16,
+    /// NETWORK/PREFIX=ADDRESS: the peer at ADDRESS owns the pod network NETWORK/PREFIX.
+    #[arg(long = "peer", value_delimiter = ',')]
+    peers: Vec<probe_pod::net::tunnel::Peer>,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum TunnelMode {
+    Ipip,
+    Geneve,
 }
 
 #[derive(clap::Args)]
@@ -103,6 +131,9 @@ fn main() -> ExitCode {
         )
         .with_ansi(false)
         .init();
+    if let Command::Tunnel(t) = &cli.command {
+        return tunnel_cmd(t);
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -118,8 +149,29 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Serve(args) => serve_cmd(args).await,
             Command::Probe(args) => probe_cmd(&args).await,
+            Command::Tunnel(_) => unreachable!("run before the runtime starts"),
         }
     })
+}
+
+/// Blocking threads, no async runtime: the tunnel only forwards packets.
+fn tunnel_cmd(t: &TunnelArgs) -> ExitCode {
+    use probe_pod::net::tunnel::{Encap, run};
+    let encap = match t.mode {
+        TunnelMode::Ipip => Encap::Ipip,
+        TunnelMode::Geneve => Encap::Geneve {
+            vni: t.vni,
+            port: t.port,
+        },
+    };
+    tracing::info!(device = %t.device, peers = t.peers.len(), "tunnel running");
+    match run(&t.device, encap, t.peers.clone()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("probe-pod tunnel {}: {e}", t.device);
+            ExitCode::from(1)
+        }
+    }
 }
 
 async fn serve_cmd(args: ServeArgs) -> ExitCode {

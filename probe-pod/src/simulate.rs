@@ -41,7 +41,10 @@ pub fn answer(spec: &ProbeSpec, now_ms: u64) -> ProbeResult {
             r.http_status = Some(200);
         }
         // A crafted datagram has no round trip; the receiver's sniffer confirms it.
-        Probe::Vxlan { nonce, .. } => r.nonce = Some(nonce.unwrap_or(0)),
+        Probe::Vxlan { nonce, .. }
+        | Probe::Ipip { nonce, .. }
+        | Probe::Geneve { nonce, .. }
+        | Probe::Wireguard { nonce, .. } => r.nonce = Some(nonce.unwrap_or(0)),
         // The sniffer saw every nonce asked for, on the underlay and decapsulated.
         Probe::Seen { nonces, .. } => {
             let seen = nonces.iter().flatten().flat_map(|&nonce| {

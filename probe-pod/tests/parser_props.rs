@@ -261,6 +261,39 @@ proptest! {
         }
     }
 
+    /// Mutated crafted IP-in-IP packets and Geneve datagrams never panic and never yield a nonce
+    /// that was not in them; arbitrary Geneve payloads never panic either.
+    #[test]
+    fn mutated_ipip_and_geneve_packets(
+        geneve in any::<bool>(),
+        flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 0..6),
+        cut in any::<usize>(),
+        junk in proptest::collection::vec(any::<u8>(), 0..100),
+    ) {
+        use probe_pod::net::encap::{geneve_datagram, geneve_inner, outer_nonce, probe_ipv4};
+        let inner = probe_ipv4("10.244.1.0".parse().unwrap(), "10.244.2.0".parse().unwrap(), 0xdead_beef);
+        let mut pkt = vec![0x45, 0, 0, 0, 0, 0, 0, 0, 64, 4, 0, 0, 192, 168, 0, 1, 192, 168, 0, 2];
+        if geneve {
+            pkt[9] = 17;
+            pkt.extend_from_slice(&[0x9c, 0x40, 0x17, 0xc1, 0, 0, 0, 0]);
+            pkt.extend_from_slice(&geneve_datagram(2, [2, 0, 0, 0, 0, 1], [2; 6], &inner));
+        } else {
+            pkt.extend_from_slice(&inner);
+        }
+        for (at, v) in flips {
+            let n = pkt.len();
+            pkt[at % n] = v;
+        }
+        pkt.truncate(cut % (pkt.len() + 1));
+        for nonce in [outer_nonce(&pkt), parse_captured(&pkt, &[8472]).map(|c| c.nonce)].into_iter().flatten() {
+            let n = nonce.to_be_bytes();
+            prop_assert!(pkt.windows(4).any(|w| w == n));
+        }
+        if let Some(i) = geneve_inner(&junk) {
+            prop_assert!(i.len() < junk.len());
+        }
+    }
+
     /// Whatever the kernel queues, classification is total and its text short.
     #[test]
     fn icmp_error_queue_classification(

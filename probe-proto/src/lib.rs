@@ -21,6 +21,10 @@ pub use limits::{
 pub const DEFAULT_AGENT_PORT: u16 = 9917;
 /// The port the kernel's VXLAN device of flannel and cilium owns.
 pub const DEFAULT_VXLAN_PORT: u16 = 8472;
+/// Geneve's IANA port, which Cilium uses.
+pub const DEFAULT_GENEVE_PORT: u16 = 6081;
+/// `WireGuard`'s usual port (Calico's and flannel's).
+pub const DEFAULT_WIREGUARD_PORT: u16 = 51820;
 /// The four bytes that open every probe payload (TCP echo, UDP echo, ICMP echo, crafted VXLAN).
 pub const MAGIC: [u8; 4] = *b"PRB1";
 /// The magic of the crafted VXLAN probe's inner packet, distinct from `MAGIC` so the sniffer's
@@ -220,6 +224,46 @@ pub enum Probe {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         destination_mac: Option<MacAddr>,
     },
+    /// A crafted IP-in-IP packet (outer IP protocol 4, inner IPv4/ICMP echo carrying a nonce)
+    /// sent to a peer host, as Calico's `tunl0` sends them. Receipt is confirmed by the peer
+    /// agent's sniffer (`seen`): on its NIC, then decapsulated on its tunnel device.
+    #[serde(rename_all = "camelCase")]
+    Ipip {
+        address: Ipv4Addr,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        nonce: Option<u32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        inner_source: Option<Ipv4Addr>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        inner_destination: Option<Ipv4Addr>,
+    },
+    /// A crafted Geneve datagram (inner Ethernet/IPv4/ICMP echo carrying a nonce) sent to a peer's
+    /// Geneve port (UDP 6081, Cilium's). Receipt is confirmed by the peer agent's sniffer.
+    #[serde(rename_all = "camelCase")]
+    Geneve {
+        address: Ipv4Addr,
+        #[serde(default = "default_geneve_port")]
+        port: Port,
+        #[serde(default)]
+        vni: Vni,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        nonce: Option<u32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        inner_source: Option<Ipv4Addr>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        inner_destination: Option<Ipv4Addr>,
+    },
+    /// A datagram carrying a nonce to a peer's `WireGuard` port (51820/51821 for Calico and flannel,
+    /// 51871 for Cilium). Without the keys only its arrival on the peer's NIC can be confirmed
+    /// (by the peer agent's sniffer); `WireGuard` itself ignores it (no valid message type).
+    #[serde(rename_all = "camelCase")]
+    Wireguard {
+        address: Ipv4Addr,
+        #[serde(default = "default_wireguard_port")]
+        port: Port,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        nonce: Option<u32>,
+    },
     /// Read the node's own configuration under `root` (its `/`, mounted read-only): CNI
     /// kubeconfigs and their tokens (claims only, never the token), the kubelet's API server,
     /// resolv.conf; and, with `apiCheck`, ask each kubeconfig's server whether it accepts the
@@ -257,6 +301,14 @@ fn default_vxlan_port() -> Port {
     Port::new(DEFAULT_VXLAN_PORT).expect("non-zero")
 }
 
+fn default_wireguard_port() -> Port {
+    Port::new(DEFAULT_WIREGUARD_PORT).expect("non-zero")
+}
+
+fn default_geneve_port() -> Port {
+    Port::new(DEFAULT_GENEVE_PORT).expect("non-zero")
+}
+
 fn default_agent_port() -> Port {
     Port::new(DEFAULT_AGENT_PORT).expect("non-zero")
 }
@@ -274,6 +326,9 @@ impl Probe {
             Self::Tls { .. } => "tls",
             Self::Dns { .. } => "dns",
             Self::Vxlan { .. } => "vxlan",
+            Self::Ipip { .. } => "ipip",
+            Self::Geneve { .. } => "geneve",
+            Self::Wireguard { .. } => "wireguard",
             Self::Seen { .. } => "seen",
             Self::Node { .. } => "node",
         }
@@ -843,6 +898,25 @@ mod tests {
                 inner_destination: Some(v4("10.244.2.0")),
                 destination_mac: Some(MacAddr([2, 0, 0, 0, 0, 1])),
             },
+            Probe::Ipip {
+                address: v4("192.168.56.11"),
+                nonce: Some(8),
+                inner_source: Some(v4("10.244.1.0")),
+                inner_destination: Some(v4("10.244.2.0")),
+            },
+            Probe::Geneve {
+                address: v4("192.168.56.11"),
+                port: p(6081),
+                vni: Vni::new(2).unwrap(),
+                nonce: Some(9),
+                inner_source: None,
+                inner_destination: Some(v4("10.244.2.0")),
+            },
+            Probe::Wireguard {
+                address: v4("192.168.56.11"),
+                port: p(51871),
+                nonce: Some(10),
+            },
             Probe::Seen {
                 since_ms: 5,
                 nonces: Some(vec![7]),
@@ -1025,6 +1099,13 @@ mod tests {
                 plan(
                     r#""deadlineMs":1000,"#,
                     r#"{"id":"a","kind":"vxlan","address":"224.0.0.1"}"#,
+                ),
+                "`probes[0].address`",
+            ),
+            (
+                plan(
+                    r#""deadlineMs":1000,"#,
+                    r#"{"id":"a","kind":"ipip","address":"0.0.0.0"}"#,
                 ),
                 "`probes[0].address`",
             ),

@@ -102,7 +102,12 @@ pub(crate) fn check_spec(i: usize, spec: &ProbeSpec) -> Result<(), PlanError> {
         Probe::Tcp { address, .. } | Probe::Udp { address, .. } => {
             target(i, "address", *address)?;
         }
-        Probe::Icmp { address } | Probe::Vtep { address } | Probe::Vxlan { address, .. } => {
+        Probe::Icmp { address }
+        | Probe::Vtep { address }
+        | Probe::Vxlan { address, .. }
+        | Probe::Ipip { address, .. }
+        | Probe::Geneve { address, .. }
+        | Probe::Wireguard { address, .. } => {
             target(i, "address", IpAddr::V4(*address))?;
         }
         Probe::Mtu { address, size } => {

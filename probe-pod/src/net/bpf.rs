@@ -5,6 +5,10 @@ use socket2::SockFilter;
 
 use crate::proto::{MAGIC, VXLAN_MAGIC};
 
+use super::encap::{
+    GENEVE_MAGIC_OFFSET, GENEVE_PORT, IPIP_MAGIC_OFFSET, IPPROTO_IPIP, WIREGUARD_MAGIC_OFFSET,
+    WIREGUARD_PORTS,
+};
 use super::packet::{ICMP_MAGIC_OFFSET, VXLAN_MAGIC_OFFSET};
 
 const LD_H_ABS: u16 = 0x28;
@@ -78,11 +82,12 @@ fn assemble(prog: &[Ins]) -> Vec<Insn> {
 }
 
 /// For a cooked (`SOCK_DGRAM`, `ETH_P_IP`) packet socket, whose data starts at the IPv4 header:
-/// accept crafted VXLAN datagrams to one of `ports` and decapsulated probe ICMP echoes, both
-/// recognised by the probe magic at a fixed offset; plain UDP probe datagrams (and their echoes),
-/// recognised by the probe magic at the start of the payload; and TCP segments with SYN set to or
-/// from one of `tcp_ports` (a probe's SYN, the receiver's SYN-ACK). Everything else is dropped in
-/// the kernel, so a busy node's ordinary traffic never reaches user space.
+/// accept crafted VXLAN datagrams to one of `ports`, crafted Geneve datagrams (UDP 6081),
+/// WireGuard-port probes and IP-in-IP packets, and decapsulated probe ICMP echoes, all recognised
+/// by the probe magic at a fixed offset; plain UDP probe datagrams (and their echoes), recognised
+/// by the probe magic at the start of the payload; and TCP segments with SYN set to or from one of
+/// `tcp_ports` (a probe's SYN, the receiver's SYN-ACK). Everything else is dropped in the kernel,
+/// so a busy node's ordinary traffic never reaches user space.
 #[must_use]
 pub fn sniffer_program(ports: &[u16], tcp_ports: &[u16]) -> Vec<Insn> {
     use Target::{Next, To};
@@ -98,19 +103,31 @@ pub fn sniffer_program(ports: &[u16], tcp_ports: &[u16]) -> Vec<Insn> {
         Ins::Stmt(LD_B_ABS, 9),
         Ins::Jump(JEQ_K, 1, To("icmp"), Next),
         Ins::Jump(JEQ_K, 6, To("tcp"), Next),
+        Ins::Jump(JEQ_K, u32::from(IPPROTO_IPIP), To("ipip"), Next),
         Ins::Jump(JEQ_K, 17, Next, To("drop")),
         // A plain UDP probe: the payload starts with the probe magic.
         Ins::Stmt(LD_W_IND, UDP_HEADER),
         Ins::Jump(JEQ_K, u32::from_be_bytes(MAGIC), To("accept"), Next),
         Ins::Stmt(LD_H_IND, 2),
     ];
-    for &port in ports {
+    // Geneve's header is as long as VXLAN's: its magic sits at the same offset.
+    debug_assert_eq!(GENEVE_MAGIC_OFFSET, VXLAN_MAGIC_OFFSET);
+    for &port in &WIREGUARD_PORTS {
+        p.push(Ins::Jump(JEQ_K, u32::from(port), To("wg_magic"), Next));
+    }
+    for &port in ports.iter().chain(&[GENEVE_PORT]) {
         p.push(Ins::Jump(JEQ_K, u32::from(port), To("udp_magic"), Next));
     }
     p.extend([
         Ins::Jump(JEQ_K, 0, To("drop"), To("drop")), // no port matched
         Ins::Label("udp_magic"),
         Ins::Stmt(LD_W_IND, VXLAN_MAGIC_OFFSET),
+        Ins::Jump(JEQ_K, magic, To("accept"), To("drop")),
+        Ins::Label("wg_magic"),
+        Ins::Stmt(LD_W_IND, WIREGUARD_MAGIC_OFFSET),
+        Ins::Jump(JEQ_K, magic, To("accept"), To("drop")),
+        Ins::Label("ipip"),
+        Ins::Stmt(LD_W_IND, IPIP_MAGIC_OFFSET),
         Ins::Jump(JEQ_K, magic, To("accept"), To("drop")),
         Ins::Label("icmp"),
         Ins::Stmt(LD_W_IND, ICMP_MAGIC_OFFSET),
@@ -305,6 +322,33 @@ mod tests {
             0xffff
         );
         assert_eq!(run(&big, &udp(9917, &probe_payload(5, 16))), 0xffff);
+    }
+
+    #[test]
+    fn sniffer_accepts_crafted_ipip_and_geneve() {
+        use crate::net::encap::{geneve_datagram, probe_ipv4};
+        let prog = sniffer_program(&[8472], &[]);
+        let inner = probe_ipv4(
+            Ipv4Addr::new(10, 244, 1, 0),
+            Ipv4Addr::new(10, 244, 2, 0),
+            5,
+        );
+        assert_eq!(run(&prog, &ipv4(4, 0, &inner)), 0xffff, "ipip");
+        let mut plain = inner.clone();
+        plain[28] = b'X';
+        assert_eq!(run(&prog, &ipv4(4, 0, &plain)), 0, "other ipip traffic");
+        let mut udp = vec![0x9c, 0x40, 0x17, 0xc1, 0, 0, 0, 0];
+        udp.extend_from_slice(&geneve_datagram(1, [2, 0, 0, 0, 0, 1], [2; 6], &inner));
+        assert_eq!(run(&prog, &ipv4(17, 0, &udp)), 0xffff, "geneve");
+        udp[2..4].copy_from_slice(&6082u16.to_be_bytes());
+        assert_eq!(run(&prog, &ipv4(17, 0, &udp)), 0, "not the geneve port");
+        let mut wg = vec![0x9c, 0x40, 0xca, 0x9f, 0, 0, 0, 0];
+        wg.extend_from_slice(&crate::net::encap::wireguard_payload(5));
+        assert_eq!(run(&prog, &ipv4(17, 0, &wg)), 0xffff, "wireguard 51871");
+        wg[8] = 1;
+        assert_eq!(run(&prog, &ipv4(17, 0, &wg)), 0, "real wireguard traffic");
+        // What the kernel delivers on the tunnel device after decapsulation.
+        assert_eq!(run(&prog, &inner), 0xffff, "decapsulated");
     }
 
     #[test]

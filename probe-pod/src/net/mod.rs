@@ -1,11 +1,13 @@
 //! The only place with raw sockets, error-queue parsing, packet crafting and `unsafe`.
 
 pub mod bpf;
+pub mod encap;
 pub mod errqueue;
 pub mod flow;
 pub mod icmp;
 pub mod packet;
 pub mod sniff;
+pub mod tunnel;
 
 pub use crate::util::{random_u32, unix_ms};
 

@@ -160,8 +160,8 @@ pub struct Captured {
 }
 
 /// Finds a probe nonce in a captured IPv4 packet: either a crafted VXLAN datagram on one of
-/// `vxlan_ports` (as seen on the underlay) or the decapsulated inner ICMP echo (as seen on the
-/// VXLAN device).
+/// `vxlan_ports`, Geneve datagram or IP-in-IP packet (as seen on the underlay) or the
+/// decapsulated inner ICMP echo (as seen on the tunnel device).
 #[must_use]
 pub fn parse_captured(ip_packet: &[u8], vxlan_ports: &[u16]) -> Option<Captured> {
     let ip = Ipv4Packet::new(ip_packet)?;
@@ -169,6 +169,15 @@ pub fn parse_captured(ip_packet: &[u8], vxlan_ports: &[u16]) -> Option<Captured>
     let start = usize::from(ip.get_header_length()) * 4;
     let l4 = ip_packet.get(start..)?;
     let (nonce, decapsulated) = match ip.get_next_level_protocol() {
+        // IP-in-IP, or Geneve (UDP 6081): the crafted tunnel probes as seen on the underlay.
+        IpNextHeaderProtocols::Ipv4 => (super::encap::outer_nonce(ip_packet)?, false),
+        IpNextHeaderProtocols::Udp
+            if UdpPacket::new(l4)?.get_destination() == super::encap::GENEVE_PORT
+                || super::encap::WIREGUARD_PORTS
+                    .contains(&UdpPacket::new(l4)?.get_destination()) =>
+        {
+            (super::encap::outer_nonce(ip_packet)?, false)
+        }
         IpNextHeaderProtocols::Udp => {
             let udp = UdpPacket::new(l4)?;
             if !vxlan_ports.contains(&udp.get_destination()) {

@@ -1,6 +1,6 @@
 //! `AF_PACKET` capture of probe nonces on every interface of the namespace, filtered in the kernel by
-//! a BPF program: a crafted VXLAN datagram seen on the underlay but not on the VXLAN device means
-//! the host's own stack (its firewall, or a VNI mismatch) dropped it.
+//! a BPF program: a crafted VXLAN, Geneve or IP-in-IP packet seen on the underlay but not on the
+//! tunnel device means the host's own stack (its firewall, or a VNI mismatch) dropped it.
 
 use std::collections::HashMap;
 use std::io;
@@ -118,7 +118,9 @@ impl Sniffer {
     }
 }
 
-/// Names of VXLAN devices in this namespace (sysfs `DEVTYPE=vxlan`).
+/// Names of overlay tunnel devices in this namespace: VXLAN and Geneve devices (sysfs `DEVTYPE`),
+/// IP-in-IP devices (link type 768, `ARPHRD_TUNNEL`), and Calico's `tunl0` by name (the lab's
+/// user-space stand-in for it is a TUN device).
 #[must_use]
 pub fn vxlan_devices() -> Vec<String> {
     let Ok(dir) = std::fs::read_dir("/sys/class/net") else {
@@ -127,8 +129,13 @@ pub fn vxlan_devices() -> Vec<String> {
     let mut out: Vec<String> = dir
         .filter_map(Result::ok)
         .filter(|e| {
-            std::fs::read_to_string(e.path().join("uevent"))
-                .is_ok_and(|u| u.lines().any(|l| l == "DEVTYPE=vxlan"))
+            let tunnel_type = std::fs::read_to_string(e.path().join("uevent")).is_ok_and(|u| {
+                u.lines()
+                    .any(|l| l == "DEVTYPE=vxlan" || l == "DEVTYPE=geneve")
+            });
+            let ipip =
+                std::fs::read_to_string(e.path().join("type")).is_ok_and(|t| t.trim() == "768");
+            tunnel_type || ipip || e.file_name() == "tunl0"
         })
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();

@@ -2,8 +2,10 @@
 //! an `Outcome`; only a probe that could not run at all is `error`.
 
 pub mod dns;
+pub mod geneve;
 pub mod httpdate;
 pub mod icmp;
+pub mod ipip;
 pub mod kubeconfig;
 pub mod node;
 pub mod seen;
@@ -11,6 +13,7 @@ pub mod tcp;
 pub mod tls;
 pub mod udp;
 pub mod vxlan;
+pub mod wireguard;
 
 use std::time::Duration;
 
@@ -84,6 +87,9 @@ pub async fn run(spec: &ProbeSpec, deadline: Instant) -> ProbeResult {
             Probe::Tls { .. } => tls::probe(id, &spec.probe, deadline).await,
             Probe::Dns { .. } => dns::probe(id, &spec.probe, deadline).await,
             Probe::Vxlan { .. } => vxlan::probe(id, &spec.probe, deadline).await,
+            Probe::Ipip { .. } => ipip::probe(id, &spec.probe),
+            Probe::Geneve { .. } => geneve::probe(id, &spec.probe, deadline).await,
+            Probe::Wireguard { .. } => wireguard::probe(id, &spec.probe, deadline).await,
             Probe::Node { root, api_check } => node::probe(id, root, *api_check, deadline).await,
             Probe::Seen {
                 since_ms,

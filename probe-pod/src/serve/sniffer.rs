@@ -99,7 +99,7 @@ fn joined(ports: &[u16]) -> String {
 }
 
 /// Starts the sniffer when asked to (or, with `Auto`, when it has TCP ports to watch or finds a
-/// VXLAN device, and holds the capability). Returns a description of what it sniffs, or `None`
+/// tunnel device, and holds the capability). Returns a description of what it sniffs, or `None`
 /// when it does not run.
 pub fn start(
     mode: SniffMode,
@@ -119,7 +119,7 @@ pub fn start(
             return Ok(None);
         }
         Err(e) if mode == SniffMode::Auto => {
-            tracing::warn!(error = %e, "VXLAN device present but no packet socket; sniffer off");
+            tracing::warn!(error = %e, "tunnel device present but no packet socket; sniffer off");
             return Ok(None);
         }
         Err(e) => return Err(ServeError::Sniffer(e)),
@@ -127,7 +127,8 @@ pub fn start(
     let watched = &tcp_ports[..tcp_ports.len().min(crate::net::bpf::MAX_TCP_PORTS)];
     let _ = sightings.1.set(watched.to_vec());
     let what = format!(
-        "all interfaces, udp {} and probe datagrams, tcp SYNs to {} (vxlan devices: {})",
+        "all interfaces, udp {} and probe datagrams, geneve 6081, wireguard ports, ip protocol \
+         4, tcp SYNs to {} (tunnel devices: {})",
         joined(ports),
         joined(watched),
         if devices.is_empty() {

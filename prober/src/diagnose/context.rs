@@ -9,13 +9,27 @@ use crate::model::{AgentKind, PathClass, Protocol, ResultRecord};
 
 use super::finding::Finding;
 
-/// A directed underlay port between two nodes (indices into the inventory's nodes).
+/// A directed underlay port between two nodes (indices into the inventory's nodes). IP-in-IP,
+/// which has no port, is `udp: false` with port [`IPIP_PORT`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(super) struct Link {
     pub(super) from: u32,
     pub(super) to: u32,
     pub(super) udp: bool,
     pub(super) port: u16,
+}
+
+/// The `port` of an IP-in-IP link (IP protocol 4 has no ports; TCP port 0 is never probed).
+pub(super) const IPIP_PORT: u16 = 0;
+
+impl Link {
+    pub(super) fn protocol(&self) -> Protocol {
+        match (self.udp, self.port) {
+            (true, _) => Protocol::Udp,
+            (false, IPIP_PORT) => Protocol::Ipip,
+            (false, _) => Protocol::Tcp,
+        }
+    }
 }
 
 pub(super) struct Ctx<'a> {
@@ -26,7 +40,12 @@ pub(super) struct Ctx<'a> {
     pub(super) api_backends: Vec<(u32, u16)>,
     /// Nodes of the DNS endpoints.
     pub(super) dns_backends: Vec<u32>,
+    /// The overlay's encapsulation as a link's protocol and port: UDP for VXLAN and Geneve,
+    /// IP-in-IP as `udp: false` and [`IPIP_PORT`]; `None` without a crafted-probe overlay.
     pub(super) overlay_port: Option<u16>,
+    pub(super) overlay_udp: bool,
+    /// `VXLAN`, `Geneve` or `IP-in-IP`, for sentences.
+    pub(super) overlay_name: &'static str,
     /// Result indices already explained (as evidence or consequence).
     pub(super) explained: HashSet<usize>,
 }
@@ -69,12 +88,22 @@ impl<'a> Ctx<'a> {
                     .and_then(|i| u32::try_from(i).ok())
             })
             .collect();
+        let mode = inv.cluster.overlay.as_ref().map(|o| o.mode.as_str());
+        let overlay_name = match mode {
+            Some("ipip") => "IP-in-IP",
+            Some("geneve") => "Geneve",
+            Some("wireguard") => "WireGuard",
+            _ => "VXLAN",
+        };
         let overlay_port = inv
             .cluster
             .overlay
             .as_ref()
-            .filter(|o| o.mode == "vxlan")
-            .map(|o| o.port);
+            .and_then(|o| match o.mode.as_str() {
+                "vxlan" | "geneve" | "wireguard" => Some(o.port),
+                "ipip" => Some(IPIP_PORT),
+                _ => None,
+            });
         Self {
             inv,
             results,
@@ -82,6 +111,8 @@ impl<'a> Ctx<'a> {
             api_backends,
             dns_backends,
             overlay_port,
+            overlay_udp: mode != Some("ipip"),
+            overlay_name,
             explained: HashSet::new(),
         }
     }
@@ -98,8 +129,9 @@ impl<'a> Ctx<'a> {
         &self.inv.nodes[i as usize].name
     }
 
+    /// A crafted encapsulation probe (VXLAN, Geneve or IP-in-IP) to a peer host.
     pub(super) fn is_vxlan(r: &ResultRecord) -> bool {
-        r.path == PathClass::Overlay && r.to.protocol == Protocol::Udp
+        r.path == PathClass::Overlay && matches!(r.to.protocol, Protocol::Udp | Protocol::Ipip)
     }
 
     pub(super) fn is_mtu(r: &ResultRecord) -> bool {
@@ -127,8 +159,11 @@ impl<'a> Ctx<'a> {
             PathClass::Overlay if Self::is_vxlan(r) => Some(Link {
                 from,
                 to,
-                udp: true,
-                port: r.to.port?,
+                udp: r.to.protocol == Protocol::Udp,
+                port: match r.to.protocol {
+                    Protocol::Ipip => IPIP_PORT,
+                    _ => r.to.port?,
+                },
             }),
             _ => None,
         }
@@ -139,13 +174,13 @@ impl<'a> Ctx<'a> {
             out.push(Link {
                 from: a,
                 to: b,
-                udp: true,
+                udp: self.overlay_udp,
                 port,
             });
             out.push(Link {
                 from: b,
                 to: a,
-                udp: true,
+                udp: self.overlay_udp,
                 port,
             });
         }
@@ -169,7 +204,7 @@ impl<'a> Ctx<'a> {
                             out.push(Link {
                                 from: a,
                                 to: b,
-                                udp: true,
+                                udp: self.overlay_udp,
                                 port,
                             });
                         }

@@ -315,21 +315,41 @@ fn gap_finding(
     reverse_ok: bool,
     ev: &[usize],
 ) -> Finding {
-    let proto = if udp { Protocol::Udp } else { Protocol::Tcp };
+    let proto = Link {
+        from: 0,
+        to: 0,
+        udp,
+        port,
+    }
+    .protocol();
     let (fn_, tn) = (list(ctx, from), list(ctx, to));
     // A side that is a whole zone is named by its zone.
     let side = |nodes: &[u32], names: &[String]| match whole_zone(ctx, nodes) {
         Some(z) => format!("zone {z} ({})", names_text(names)),
         None => names_text(names),
     };
-    let what = if udp && ctx.overlay_port == Some(port) {
-        " (the overlay's VXLAN port)"
+    let overlay = udp == ctx.overlay_udp && ctx.overlay_port == Some(port);
+    let what = if overlay && udp {
+        format!(" (the overlay's {} port)", ctx.overlay_name)
     } else if !udp && ctx.api_backends.iter().any(|(_, p)| *p == port) {
-        " (the API server)"
+        " (the API server)".into()
     } else if !udp && port == 10250 {
-        " (the kubelet)"
+        " (the kubelet)".into()
     } else {
-        ""
+        String::new()
+    };
+    // IP-in-IP has no port: its name stands where `proto/port` would.
+    let what = if proto == Protocol::Ipip {
+        format!(
+            "IP-in-IP (IP protocol 4{})",
+            if overlay {
+                ", the overlay's encapsulation"
+            } else {
+                ""
+            }
+        )
+    } else {
+        format!("{proto}/{port}{what}")
     };
     let summary = if both && from == to {
         let scope = if from.len() == ctx.inv.nodes.len() {
@@ -337,10 +357,10 @@ fn gap_finding(
         } else {
             format!("between every pair of {}", names_text(&fn_))
         };
-        format!("{proto}/{port}{what} is blocked {scope}, in both directions")
+        format!("{what} is blocked {scope}, in both directions")
     } else if both {
         format!(
-            "{proto}/{port}{what} is blocked between {} and {}, in both directions",
+            "{what} is blocked between {} and {}, in both directions",
             side(from, &fn_),
             side(to, &tn)
         )
@@ -351,14 +371,14 @@ fn gap_finding(
             ""
         };
         format!(
-            "{proto}/{port}{what} is blocked from {} to {}{rev}",
+            "{what} is blocked from {} to {}{rev}",
             side(from, &fn_),
             side(to, &tn)
         )
     };
     let mut f = Finding::new(Kind::FirewallGap, Severity::Error, summary);
     f.protocol = Some(proto);
-    f.port = Some(port);
+    f.port = (proto != Protocol::Ipip).then_some(port);
     f.from = fn_;
     f.to = tn;
     f.direction = Some(if both {

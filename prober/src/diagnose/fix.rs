@@ -38,10 +38,45 @@ fn zones(inv: &Inventory, from: &[u32], to: &[u32]) -> String {
     }
 }
 
+/// What a fix line calls the traffic: `udp/8472`, or `IP protocol 4 (IP-in-IP)`.
+fn traffic(proto: Protocol, port: u16) -> String {
+    if proto == Protocol::Ipip {
+        "IP protocol 4 (IP-in-IP)".into()
+    } else {
+        format!("{proto}/{port}")
+    }
+}
+
+/// The rules one receiving host needs to accept IP protocol 4 from `srcs`.
+fn ipip_host_rules(name: &str, src: &[String]) -> Vec<String> {
+    let rich: Vec<String> = src
+        .iter()
+        .map(|a| format!("firewall-cmd --permanent --add-rich-rule='rule family=\"ipv4\" source address=\"{a}\" protocol value=\"ipip\" accept'"))
+        .collect();
+    vec![
+        format!(
+            "on {name} (nftables): nft insert rule inet filter input ip saddr {{ {} }} ip protocol 4 accept",
+            src.join(", ")
+        ),
+        format!(
+            "on {name} (iptables): iptables -I INPUT -p 4 -s {} -j ACCEPT",
+            src.join(",")
+        ),
+        // The rich-rule form of `--add-protocol=ipip`, restricted to the same sources.
+        format!(
+            "on {name} (firewalld): {} && firewall-cmd --reload",
+            rich.join(" && ")
+        ),
+    ]
+}
+
 /// The rules one receiving host needs to accept `proto`/`port` from `srcs`.
 fn host_rules(inv: &Inventory, recv: u32, srcs: &[u32], proto: Protocol, port: u16) -> Vec<String> {
     let name = &inv.nodes[recv as usize].name;
     let src = addrs(inv, srcs);
+    if proto == Protocol::Ipip {
+        return ipip_host_rules(name, &src);
+    }
     let rich: Vec<String> = src
         .iter()
         .map(|a| format!("firewall-cmd --permanent --add-rich-rule='rule family=\"ipv4\" source address=\"{a}\" port port=\"{port}\" protocol=\"{proto}\" accept'"))
@@ -80,13 +115,17 @@ fn lines(
     }
     if network || unknown {
         fix.push(format!(
-            "{}on the firewall, router or security group{}: allow {proto}/{port} from {} to {}{}",
+            "{}on the firewall, router or security group{}: allow {} from {} to {}{}",
             if unknown { "network side: " } else { "" },
             zones(inv, from, to),
+            traffic(proto, port),
             addrs(inv, from).join(", "),
             addrs(inv, to).join(", "),
             if both { " and back" } else { "" }
         ));
+        if proto == Protocol::Ipip {
+            fix.push("in a cloud security group IP-in-IP is no TCP or UDP port, so \"all TCP\" and \"all UDP\" rules do not cover it: add a rule for protocol number 4 (AWS: custom protocol 4; GCP: protocol \"ipip\"; Azure does not carry IP-in-IP at all, use VXLAN there) with the same sources".into());
+        }
     }
     let mut receivers: Vec<(u32, Vec<u32>)> = to.iter().map(|&t| (t, from.to_vec())).collect();
     if both {
@@ -141,7 +180,10 @@ pub(super) fn firewall(
 /// Rewrites every firewall gap's fix for the place its packets died, once `where` is known.
 pub(super) fn place(ctx: &Ctx<'_>, findings: &mut [Finding]) {
     for f in findings.iter_mut().filter(|f| f.kind == Kind::FirewallGap) {
-        let (Some(proto), Some(port)) = (f.protocol, f.port) else {
+        let (Some(proto), Some(port)) = (
+            f.protocol,
+            f.port.or((f.protocol == Some(Protocol::Ipip)).then_some(0)),
+        ) else {
             continue;
         };
         let idx = |names: &[String]| -> Option<Vec<u32>> {
@@ -290,6 +332,53 @@ mod tests {
                 .iter()
                 .any(|l| l.starts_with("host side: on n1 (nftables)")),
             "{unknown:#?}"
+        );
+    }
+
+    #[test]
+    fn ipip_fixes_name_protocol_4_with_the_same_sources() {
+        let inv = inventory(3, 1, "calico");
+        let (from, to) = (vec![0u32], vec![2u32]);
+        let host = lines(
+            &inv,
+            Protocol::Ipip,
+            0,
+            (&from, &to),
+            false,
+            &[Where::Host("n3".into())],
+        );
+        let src = addrs(&inv, &from)[0].clone();
+        assert_eq!(host.len(), 3, "{host:#?}");
+        assert!(
+            host[0].ends_with(&format!("ip saddr {{ {src} }} ip protocol 4 accept")),
+            "{host:#?}"
+        );
+        assert!(
+            host[1].contains(&format!("-p 4 -s {src} -j ACCEPT")),
+            "{host:#?}"
+        );
+        assert!(
+            host[2].contains(&format!(
+                "source address=\"{src}\" protocol value=\"ipip\" accept"
+            )),
+            "{host:#?}"
+        );
+        assert!(!host.iter().any(|l| l.contains("dport")), "{host:#?}");
+        let net = lines(
+            &inv,
+            Protocol::Ipip,
+            0,
+            (&from, &to),
+            true,
+            &[Where::Network],
+        );
+        assert!(
+            net[0].contains("allow IP protocol 4 (IP-in-IP) from"),
+            "{net:#?}"
+        );
+        assert!(
+            net[1].contains("security group") && net[1].contains("protocol number 4"),
+            "{net:#?}"
         );
     }
 }

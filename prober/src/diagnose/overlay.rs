@@ -1,4 +1,5 @@
-//! The overlay and its MTU: pod traffic that fails although the VXLAN port is open both ways,
+//! The overlay and its MTU: pod traffic that fails although the encapsulation (VXLAN, Geneve or
+//! IP-in-IP) gets through both ways,
 //! and full-size packets that vanish while small ones pass.
 
 use std::collections::{BTreeSet, HashSet};
@@ -97,12 +98,19 @@ pub(super) fn overlay_and_mtu(
             Kind::Overlay,
             Severity::Error,
             format!(
-                "overlay traffic fails although udp/{port} is open both ways (VXLAN receipts confirmed){}: routes, fdb or neighbour entries for the VXLAN device are missing or wrong",
+                "overlay traffic fails although {} is open both ways ({} receipts confirmed){}: routes, fdb or neighbour entries for the {} device are missing or wrong",
+                if ctx.overlay_udp {
+                    format!("udp/{port}")
+                } else {
+                    "IP protocol 4".into()
+                },
+                ctx.overlay_name,
                 if names.is_empty() {
                     String::new()
                 } else {
                     format!(" on {}", names_text(&names))
-                }
+                },
+                ctx.overlay_name,
             ),
         );
         f.fix.push("compare `ip route`, `bridge fdb show dev flannel.1` and `ip neigh show dev flannel.1` on the nodes involved with the other nodes; restart the CNI agent there".into());

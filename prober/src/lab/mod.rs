@@ -264,8 +264,16 @@ impl Lab {
             (l.router_ns.clone(), "udp", 53),
             (l.dns_pod.ns.clone(), "udp", 53),
         ];
+        let udp_tunnel = matches!(
+            self.scenario.overlay().0,
+            scenario::OverlayMode::Geneve | scenario::OverlayMode::Wireguard
+        );
         for n in &l.nodes {
             pending.push((n.ns.clone(), "tcp", AGENT_PORT));
+            if udp_tunnel {
+                // The user-space tunnel's socket.
+                pending.push((n.ns.clone(), "udp", self.scenario.overlay().1));
+            }
             if n.control_plane {
                 pending.push((n.ns.clone(), "tcp", API_PORT));
             }

@@ -29,9 +29,13 @@ pub struct Scenario {
     /// The node whose pod network hosts the cluster DNS pod.
     #[serde(default = "default_dns_node")]
     pub dns_node: String,
-    /// The CNI the inventory reports (the data path is always flannel-style VXLAN).
+    /// The CNI the inventory reports.
     #[serde(default = "default_cni")]
     pub cni: Cni,
+    /// The encapsulation the lab builds and the inventory reports: flannel's VXLAN on 8472 when
+    /// absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overlay: Option<LabOverlay>,
     #[serde(default)]
     pub components: Vec<Component>,
     #[serde(default)]
@@ -99,6 +103,59 @@ fn default_cni() -> Cni {
 impl Default for Scenario {
     fn default() -> Self {
         serde_saphyr::from_str("{}").expect("an empty scenario is valid")
+    }
+}
+
+/// The lab's overlay: kernel VXLAN (on `port`, 8472 by default), or a user-space tunnel standing
+/// in for the devices this kind of kernel may lack: IP-in-IP (IP protocol 4) or Geneve (UDP 6081).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LabOverlay {
+    pub mode: OverlayMode,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OverlayMode {
+    Vxlan,
+    Ipip,
+    Geneve,
+    /// The `WireGuard` port carrying the lab's tunnel in plaintext (no keys, no encryption): what
+    /// the firewalls see is real UDP 51820.
+    Wireguard,
+}
+
+impl OverlayMode {
+    /// The inventory's `cluster.overlay.mode`.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Vxlan => "vxlan",
+            Self::Ipip => "ipip",
+            Self::Geneve => "geneve",
+            Self::Wireguard => "wireguard",
+        }
+    }
+}
+
+impl Scenario {
+    /// The overlay's mode and its port (0 for IP-in-IP, which has none).
+    #[must_use]
+    pub fn overlay(&self) -> (OverlayMode, u16) {
+        match self.overlay {
+            None => (OverlayMode::Vxlan, 8472),
+            Some(LabOverlay { mode, port }) => (
+                mode,
+                match mode {
+                    OverlayMode::Vxlan => port.unwrap_or(8472),
+                    OverlayMode::Geneve => port.unwrap_or(6081),
+                    OverlayMode::Wireguard => port.unwrap_or(51820),
+                    OverlayMode::Ipip => 0,
+                },
+            ),
+        }
     }
 }
 
@@ -396,7 +453,7 @@ pub enum InvalidScenario {
     },
     #[error("{field}: {node:?} is in two zones")]
     TwoZones { field: String, node: String },
-    #[error("{field}: icmp has no ports")]
+    #[error("{field}: icmp and ipip have no ports")]
     IcmpPort { field: String },
     #[error("{field}: name the nodes on at least one side")]
     NoSide { field: String },
@@ -539,7 +596,7 @@ impl Scenario {
                     for n in to {
                         known(n, field("to"))?;
                     }
-                    if *protocol == Protocol::Icmp && port.is_some() {
+                    if matches!(protocol, Protocol::Icmp | Protocol::Ipip) && port.is_some() {
                         return Err(InvalidScenario::IcmpPort {
                             field: field("port"),
                         });

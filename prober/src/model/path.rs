@@ -78,6 +78,8 @@ pub enum Protocol {
     Tcp,
     Udp,
     Icmp,
+    /// IP-in-IP: IP protocol 4, which has no ports (Calico's default encapsulation).
+    Ipip,
 }
 
 impl Protocol {
@@ -87,6 +89,7 @@ impl Protocol {
             Self::Tcp => "tcp",
             Self::Udp => "udp",
             Self::Icmp => "icmp",
+            Self::Ipip => "ipip",
         }
     }
 }

@@ -1,5 +1,5 @@
-//! The overlay: each peer's VTEP, a crafted VXLAN datagram the receiver's sniffer confirms, and
-//! full-size packets between pods for MTU holes.
+//! The overlay: each peer's VTEP, a crafted VXLAN or Geneve datagram or IP-in-IP packet the
+//! receiver's sniffer confirms, and full-size packets between pods for MTU holes.
 
 use std::net::IpAddr;
 
@@ -15,8 +15,12 @@ impl<'a> Builder<'a> {
         let Some(ov) = inv.cluster.overlay.clone() else {
             return;
         };
-        if ov.mode != "vxlan" {
-            return;
+        // Crafted probes exist for these encapsulations; IP-in-IP has no port (never a UDP
+        // probe), WireGuard and native routing have no crafted probe.
+        if !matches!(ov.mode.as_str(), "vxlan" | "ipip" | "geneve" | "wireguard")
+            || ov.port == 0 && ov.mode != "ipip"
+        {
+            return self.pod_mtu(&ov);
         }
         for (fnode, _) in self.agents(AgentKind::Host) {
             for tnode in inv.nodes.iter().filter(|t| t.name != fnode.name) {
@@ -44,37 +48,34 @@ impl<'a> Builder<'a> {
                         address: vtep.address,
                     },
                 );
+                let inner_source = fnode.vtep.as_ref().map(|v| v.address);
+                let (protocol, port, probe) =
+                    crafted(&ov, tnode.address, inner_source, vtep.address, vtep.mac);
                 let vx_target = Target {
                     node: Some(tnode.name.clone()),
                     agent: Some(AgentKind::Host),
                     service: None,
                     address: IpAddr::V4(tnode.address),
-                    port: Some(ov.port),
-                    protocol: Protocol::Udp,
+                    port,
+                    protocol,
                 };
-                let probe = Probe::Vxlan {
-                    address: tnode.address,
-                    port: port(ov.port),
-                    vni: Vni::new(ov.vni).unwrap_or_default(),
-                    nonce: None,
-                    inner_source: fnode.vtep.as_ref().map(|v| v.address),
-                    inner_destination: Some(vtep.address),
-                    destination_mac: Some(MacAddr(vtep.mac.0)),
+                let kind = match port {
+                    Some(p) => format!("{}/{p}", ov.mode),
+                    None => ov.mode.clone(),
                 };
                 let receipt_port = tnode.agents.host.as_ref().and_then(|a| Port::new(a.port));
-                if let Some(p) = self.push(
-                    PathClass::Overlay,
-                    from,
-                    vx_target,
-                    &label,
-                    &format!("vxlan/{}", ov.port),
-                    probe,
-                ) {
+                if let Some(p) =
+                    self.push(PathClass::Overlay, from, vx_target, &label, &kind, probe)
+                {
                     p.receipt_port = receipt_port;
                 }
             }
         }
-        // Full-size packets between pods: small ones passing while these vanish is an MTU hole.
+        self.pod_mtu(&ov);
+    }
+
+    /// Full-size packets between pods: small ones passing while these vanish is an MTU hole.
+    fn pod_mtu(&mut self, ov: &crate::inventory::Overlay) {
         let Some(size) = ov.mtu else { return };
         for (fnode, _) in self.agents(AgentKind::Pod) {
             for (tnode, tagent) in self
@@ -108,5 +109,132 @@ impl<'a> Builder<'a> {
                 );
             }
         }
+    }
+}
+
+/// The crafted probe for the overlay's encapsulation to a peer at `address` whose tunnel
+/// endpoint is `vtep`: its target's protocol and port (none for IP-in-IP) and the probe.
+fn crafted(
+    ov: &crate::inventory::Overlay,
+    address: std::net::Ipv4Addr,
+    inner_source: Option<std::net::Ipv4Addr>,
+    vtep: std::net::Ipv4Addr,
+    mac: MacAddr,
+) -> (Protocol, Option<u16>, Probe) {
+    match ov.mode.as_str() {
+        "ipip" => (
+            Protocol::Ipip,
+            None,
+            Probe::Ipip {
+                address,
+                nonce: None,
+                inner_source,
+                inner_destination: Some(vtep),
+            },
+        ),
+        "wireguard" => (
+            Protocol::Udp,
+            Some(ov.port),
+            Probe::Wireguard {
+                address,
+                port: port(ov.port),
+                nonce: None,
+            },
+        ),
+        "geneve" => (
+            Protocol::Udp,
+            Some(ov.port),
+            Probe::Geneve {
+                address,
+                port: port(ov.port),
+                vni: Vni::new(ov.vni).unwrap_or_default(),
+                nonce: None,
+                inner_source,
+                inner_destination: Some(vtep),
+            },
+        ),
+        _ => (
+            Protocol::Udp,
+            Some(ov.port),
+            Probe::Vxlan {
+                address,
+                port: port(ov.port),
+                vni: Vni::new(ov.vni).unwrap_or_default(),
+                nonce: None,
+                inner_source,
+                inner_destination: Some(vtep),
+                destination_mac: Some(MacAddr(mac.0)),
+            },
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Filter, plan};
+    use super::*;
+    use crate::testutil::inventory;
+
+    #[test]
+    fn ipip_is_never_a_udp_probe_and_geneve_uses_its_port() {
+        let mut inv = inventory(3, 1, "calico");
+        if let Some(ov) = inv.cluster.overlay.as_mut() {
+            ov.mode = "ipip".into();
+            ov.port = 0;
+            ov.vni = 0;
+        }
+        let probes = plan(&inv, &Filter::default());
+        let crafted: Vec<_> = probes
+            .iter()
+            .filter(|p| p.path == PathClass::Overlay && p.to.agent == Some(AgentKind::Host))
+            .collect();
+        assert_eq!(crafted.len(), 6, "one per ordered pair");
+        for p in &crafted {
+            assert!(matches!(p.probe, Probe::Ipip { .. }), "{p:?}");
+            assert_eq!((p.to.protocol, p.to.port), (Protocol::Ipip, None));
+            assert!(
+                p.id.ends_with(":ipip") && p.receipt_port.is_some(),
+                "{}",
+                p.id
+            );
+        }
+        assert!(
+            !probes.iter().any(|p| matches!(p.probe, Probe::Vxlan { .. })
+                || (p.path == PathClass::Overlay && p.to.port == Some(0))),
+            "no VXLAN or port-0 probe for IP-in-IP"
+        );
+        if let Some(ov) = inv.cluster.overlay.as_mut() {
+            ov.mode = "geneve".into();
+            ov.port = 6081;
+            ov.vni = 2;
+        }
+        let probes = plan(&inv, &Filter::default());
+        let g = probes
+            .iter()
+            .find(|p| p.id == "overlay:n1/host->n2/host:geneve/6081")
+            .unwrap();
+        assert!(
+            matches!(g.probe, Probe::Geneve { port, vni, .. } if port.get() == 6081 && vni.get() == 2),
+            "{g:?}"
+        );
+        // WireGuard: a datagram to its port, confirmed at the NIC.
+        if let Some(ov) = inv.cluster.overlay.as_mut() {
+            ov.mode = "wireguard".into();
+            ov.port = 51871;
+        }
+        let probes = plan(&inv, &Filter::default());
+        assert!(
+            probes
+                .iter()
+                .any(|p| p.id == "overlay:n1/host->n2/host:wireguard/51871"
+                    && matches!(p.probe, Probe::Wireguard { .. }))
+        );
+        // No crafted probe without an encapsulation: the pods' MTU probes remain.
+        if let Some(ov) = inv.cluster.overlay.as_mut() {
+            ov.mode = "none".into();
+        }
+        let probes = plan(&inv, &Filter::default());
+        assert!(probes.iter().all(|p| p.path != PathClass::Overlay
+            || matches!(p.probe, Probe::Mtu { .. } | Probe::Vtep { .. })));
     }
 }

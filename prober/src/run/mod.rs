@@ -309,7 +309,11 @@ impl<R: Runtime + 'static> Pass<'_, R> {
                 .into_iter()
                 .map(|p| {
                     let mut probe = p.probe.clone();
-                    if let Probe::Vxlan { nonce, .. } = &mut probe {
+                    if let Probe::Vxlan { nonce, .. }
+                    | Probe::Ipip { nonce, .. }
+                    | Probe::Geneve { nonce, .. }
+                    | Probe::Wireguard { nonce, .. } = &mut probe
+                    {
                         *nonce = Some(nonce_for(salt, &p.id));
                     }
                     ProbeSpec {
@@ -499,6 +503,7 @@ async fn confirm_receipts<R: Runtime + 'static>(
         if let Some(r) = results.get_mut(&p.id) {
             confirm_vxlan(
                 r,
+                device_of(&p.probe),
                 nonce_for(salt, &p.id),
                 &rcv.node,
                 seen.get(&format!("seen:{rcv}")),
@@ -513,10 +518,22 @@ async fn confirm_receipts<R: Runtime + 'static>(
     interrupted
 }
 
-/// Turns a "sent" VXLAN result into what the receiver saw: decapsulated on its VXLAN device
+/// The receiver's device a crafted probe must reach to count as decapsulated, for messages.
+fn device_of(p: &Probe) -> &'static str {
+    match p {
+        Probe::Ipip { .. } => "tunnel device (IP-in-IP)",
+        Probe::Geneve { .. } => "tunnel device (Geneve)",
+        // Without the keys nothing is decapsulated: arrival on the NIC is the receipt.
+        Probe::Wireguard { .. } => "",
+        _ => "VXLAN device",
+    }
+}
+
+/// Turns a "sent" VXLAN, Geneve or IP-in-IP result into what the receiver saw: decapsulated on its VXLAN device
 /// (`ok`), only on its NIC (dropped by the host), or nowhere (dropped on the way).
 fn confirm_vxlan(
     r: &mut ProbeResult,
+    device: &str,
     nonce: u32,
     node: &str,
     answer: Option<&ProbeResult>,
@@ -552,7 +569,14 @@ fn confirm_vxlan(
     inner.sort_unstable();
     inner.dedup();
     r.seen = Some(sightings.into_iter().cloned().collect());
-    if !inner.is_empty() {
+    if device.is_empty() && !outer.is_empty() {
+        // A WireGuard port: arrival on the NIC is all there is to confirm.
+        r.receipt = Some(Receipt::Delivered);
+        r.detail = format!(
+            "arrived on {node}'s {} (WireGuard port: arrival on the NIC is all that can be confirmed without its keys)",
+            outer.join(",")
+        );
+    } else if !inner.is_empty() {
         r.receipt = Some(Receipt::Delivered);
         r.detail = format!(
             "{node} received it on {} and decapsulated it on {}",
@@ -563,7 +587,7 @@ fn confirm_vxlan(
         r.outcome = Outcome::Timeout;
         r.receipt = Some(Receipt::HostDropped);
         r.detail = format!(
-            "reached {node}'s {} but never its VXLAN device: dropped by {node} itself (its firewall, or a VNI/port mismatch)",
+            "reached {node}'s {} but never its {device}: dropped by {node} itself (its firewall, or a VNI/port mismatch)",
             outer.join(",")
         );
     } else {
@@ -607,7 +631,14 @@ mod tests {
             receipt_port: probe_proto::Port::new(9917),
         };
         let mut r = sent();
-        confirm_vxlan(&mut r, 7, "n2", None, Some(&"agent gone".to_string()));
+        confirm_vxlan(
+            &mut r,
+            "VXLAN device",
+            7,
+            "n2",
+            None,
+            Some(&"agent gone".to_string()),
+        );
         let gone = "agent gone".to_string();
         let record = record_for(p.clone(), Some(r.clone()), None, Some(&gone), false);
         assert_eq!(record.unknown, Some(Unknown::AgentFailed));
@@ -657,6 +688,7 @@ mod tests {
         let mut r = sent();
         confirm_vxlan(
             &mut r,
+            "VXLAN device",
             7,
             "n2",
             Some(&seen(&[("eth0", false), ("flannel.1", true)])),
@@ -664,15 +696,29 @@ mod tests {
         );
         assert_eq!(r.outcome, Outcome::Ok, "{}", r.detail);
         let mut r = sent();
-        confirm_vxlan(&mut r, 7, "n2", Some(&seen(&[("eth0", false)])), None);
+        confirm_vxlan(
+            &mut r,
+            "VXLAN device",
+            7,
+            "n2",
+            Some(&seen(&[("eth0", false)])),
+            None,
+        );
         assert_eq!(r.outcome, Outcome::Timeout);
         assert!(r.detail.contains("dropped by n2 itself"), "{}", r.detail);
         let mut r = sent();
-        confirm_vxlan(&mut r, 7, "n2", Some(&seen(&[])), None);
+        confirm_vxlan(&mut r, "VXLAN device", 7, "n2", Some(&seen(&[])), None);
         assert_eq!(r.outcome, Outcome::Timeout);
         assert!(r.detail.contains("never reached n2"), "{}", r.detail);
         let mut r = sent();
-        confirm_vxlan(&mut r, 7, "n2", None, Some(&"agent gone".to_string()));
+        confirm_vxlan(
+            &mut r,
+            "VXLAN device",
+            7,
+            "n2",
+            None,
+            Some(&"agent gone".to_string()),
+        );
         assert_eq!(r.outcome, Outcome::Error);
         assert!(r.detail.contains("agent gone"));
     }

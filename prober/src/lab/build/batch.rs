@@ -1,11 +1,12 @@
 //! The `ip -batch` and `bridge -batch` lines of each namespace: the router's and switches' links,
-//! and each node's VXLAN device, pod bridge, pods, and what flanneld programs for its peers.
+//! and each node's overlay device (kernel VXLAN or a TUN device for the lab's tunnel), pod bridge, pods, and what flanneld programs for its peers.
 
 use std::net::Ipv4Addr;
 
 use super::layout::zone_router;
-use super::{LabNode, Layout, OVERLAY_MTU, Pod, VXLAN_PORT, nat};
-use crate::lab::scenario::{Fault, Scenario};
+use super::{LabNode, Layout, OVERLAY_MTU, Pod, TUNNEL_MTU, nat};
+use crate::inventory::Cni;
+use crate::lab::scenario::{Fault, OverlayMode, Scenario};
 
 /// What to run in one namespace, phase by phase.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -85,13 +86,27 @@ pub(super) fn node_setup(s: &Scenario, l: &Layout, n: &LabNode) -> NsSetup {
     c.push("link set eth0 up".into());
     c.push(format!("addr add {}/24 dev eth0", n.address));
     c.push(format!("route add default via {}", n.gateway()));
-    c.push(format!(
-        "link add flannel.1 address {} type vxlan id 1 local {} dev eth0 dstport {VXLAN_PORT} nolearning",
-        n.mac, n.address
-    ));
-    c.push(format!("link set flannel.1 mtu {OVERLAY_MTU}"));
-    c.push(format!("addr add {}/32 dev flannel.1", n.vtep));
-    c.push("link set flannel.1 up".into());
+    let device = overlay_device(s);
+    let (mode, port) = s.overlay();
+    match mode {
+        OverlayMode::Vxlan => {
+            c.push(format!(
+                "link add {device} address {} type vxlan id {} local {} dev eth0 dstport {port} nolearning",
+                n.mac,
+                vni(s),
+                n.address
+            ));
+            c.push(format!("link set {device} mtu {OVERLAY_MTU}"));
+        }
+        // This kernel may have no ipip or geneve device: a TUN device whose packets the lab's
+        // tunnel process (`probe-pod tunnel`) carries as real IP protocol 4 or UDP 6081 packets.
+        OverlayMode::Ipip | OverlayMode::Geneve | OverlayMode::Wireguard => {
+            c.push(format!("tuntap add dev {device} mode tun"));
+            c.push(format!("link set {device} mtu {TUNNEL_MTU}"));
+        }
+    }
+    c.push(format!("addr add {}/32 dev {device}", n.vtep));
+    c.push(format!("link set {device} up"));
     c.push("link add cni0 type bridge".into());
     c.push(format!("link set cni0 mtu {OVERLAY_MTU}"));
     c.push(format!(
@@ -113,18 +128,24 @@ pub(super) fn node_setup(s: &Scenario, l: &Layout, n: &LabNode) -> NsSetup {
             p.host_if
         ));
     }
-    // What flanneld programs for every other node: route, permanent neighbour, fdb entry.
     for peer in l.nodes.iter().filter(|p| p.name != n.name) {
+        if mode != OverlayMode::Vxlan {
+            // The tunnel process picks the peer by the inner destination.
+            st.config
+                .push(format!("route add {} dev {device}", peer.pod_cidr));
+            continue;
+        }
+        // What flanneld programs for every other node: route, permanent neighbour, fdb entry.
         st.config.push(format!(
-            "route add {} via {} dev flannel.1 onlink",
+            "route add {} via {} dev {device} onlink",
             peer.pod_cidr, peer.vtep
         ));
         st.config.push(format!(
-            "neigh add {} lladdr {} dev flannel.1 nud permanent",
+            "neigh add {} lladdr {} dev {device} nud permanent",
             peer.vtep, peer.mac
         ));
         st.fdb.push(format!(
-            "fdb append {} dev flannel.1 dst {}",
+            "fdb append {} dev {device} dst {}",
             peer.mac, peer.address
         ));
     }
@@ -134,6 +155,31 @@ pub(super) fn node_setup(s: &Scenario, l: &Layout, n: &LabNode) -> NsSetup {
         .any(|f| matches!(f, Fault::KubeProxyMissing { node } if *node == n.name));
     st.nft = nat::node_nat(l, n, kube_proxy);
     st
+}
+
+/// The VXLAN network identifier: Calico's 4096, flannel's 1.
+#[must_use]
+pub fn vni(s: &Scenario) -> u32 {
+    match (s.overlay().0, s.cni) {
+        (OverlayMode::Ipip, _) => 0,
+        (_, Cni::Calico) => 4096,
+        _ => 1,
+    }
+}
+
+/// The overlay device's name, as the CNI the scenario names calls it.
+#[must_use]
+pub fn overlay_device(s: &Scenario) -> &'static str {
+    match (s.overlay().0, s.cni) {
+        (OverlayMode::Vxlan, Cni::Calico) => "vxlan.calico",
+        (OverlayMode::Vxlan, Cni::Cilium) => "cilium_vxlan",
+        (OverlayMode::Vxlan, _) => "flannel.1",
+        (OverlayMode::Ipip, _) => "tunl0",
+        (OverlayMode::Geneve, _) => "cilium_geneve",
+        (OverlayMode::Wireguard, Cni::Cilium) => "cilium_wg0",
+        (OverlayMode::Wireguard, Cni::Calico) => "wireguard.cali",
+        (OverlayMode::Wireguard, _) => "flannel-wg",
+    }
 }
 
 pub(super) fn pod_setup(p: &Pod, n: &LabNode) -> NsSetup {

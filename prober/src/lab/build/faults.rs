@@ -11,6 +11,7 @@ use crate::model::{Direction, Protocol};
 fn proto_match(protocol: Protocol, port: Option<&Ports>) -> String {
     match (protocol, port) {
         (Protocol::Icmp, _) => "meta l4proto icmp".into(),
+        (Protocol::Ipip, _) => "ip protocol 4".into(),
         (Protocol::Tcp, Some(p)) => format!("tcp dport {}", p.nft()),
         (Protocol::Udp, Some(p)) => format!("udp dport {}", p.nft()),
         (Protocol::Tcp, None) => "meta l4proto tcp".into(),

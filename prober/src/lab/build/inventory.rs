@@ -2,9 +2,7 @@
 
 use std::net::SocketAddr;
 
-use super::{
-    AGENT_PORT, API_SERVICE, DNS_SERVICE, Layout, OVERLAY_MTU, POD_CIDR, SERVICE_CIDR, VXLAN_PORT,
-};
+use super::{AGENT_PORT, API_SERVICE, DNS_SERVICE, Layout, OVERLAY_MTU, POD_CIDR, SERVICE_CIDR};
 use crate::inventory::Cidr;
 use crate::lab::scenario::Scenario;
 
@@ -26,7 +24,12 @@ pub fn inventory(s: &Scenario, l: &Layout) -> crate::inventory::Inventory {
             cni: s.cni,
             pod_cidr: cidr(POD_CIDR),
             service_cidr: cidr(SERVICE_CIDR),
-            overlay: Some(Overlay { mode: "vxlan".into(), port: VXLAN_PORT, vni: 1, mtu: Some(OVERLAY_MTU) }),
+            overlay: Some(Overlay {
+                mode: s.overlay().0.as_str().into(),
+                port: s.overlay().1,
+                vni: super::vni(s),
+                mtu: Some(OVERLAY_MTU),
+            }),
             api: Api { service: SocketAddr::from((API_SERVICE, 443)), endpoints: l.api_endpoints() },
             dns: Some(Dns {
                 service: SocketAddr::from((DNS_SERVICE, 53)),

@@ -15,16 +15,18 @@ use std::net::Ipv4Addr;
 
 use crate::lab::scenario::Scenario;
 
-pub use batch::NsSetup;
+pub use batch::{NsSetup, overlay_device, vni};
 pub use hostfiles::{HostFiles, Tokens, host_files};
 pub use inventory::inventory;
 pub use layout::{LabNode, Layout, Pod, layout};
 pub use processes::{Process, processes};
 
-pub const VXLAN_PORT: u16 = 8472;
 pub const AGENT_PORT: u16 = 9917;
 pub const API_PORT: u16 = 6443;
 pub const OVERLAY_MTU: u16 = 1450;
+/// The lab tunnel device's MTU: room for the outer headers of Geneve (36 bytes, IPv4 inner) and
+/// IP-in-IP (20) on a 1500-byte underlay.
+pub const TUNNEL_MTU: u16 = 1460;
 pub const API_SERVICE: Ipv4Addr = Ipv4Addr::new(10, 96, 0, 1);
 pub const DNS_SERVICE: Ipv4Addr = Ipv4Addr::new(10, 96, 0, 10);
 pub const POD_CIDR: &str = "10.244.0.0/16";

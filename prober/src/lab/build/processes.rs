@@ -3,8 +3,8 @@
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 
-use super::{API_PORT, API_SERVICE, DNS_SERVICE, Layout};
-use crate::lab::scenario::{Fault, Scenario};
+use super::{API_PORT, API_SERVICE, DNS_SERVICE, LabNode, Layout};
+use crate::lab::scenario::{Fault, OverlayMode, Scenario};
 
 /// A long-running program the lab starts in one of its namespaces.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,6 +36,40 @@ fn dnsmasq(listen: Ipv4Addr, extra: &[String]) -> Vec<String> {
     v.push(format!("--listen-address={listen}"));
     v.extend(extra.iter().cloned());
     v
+}
+
+/// The user-space tunnel of a node whose overlay this kernel has no device for: IP-in-IP or
+/// Geneve to every other node, by their pod networks.
+fn tunnel(s: &Scenario, l: &Layout, n: &LabNode, agent: &str) -> Option<Process> {
+    let mode = match s.overlay().0 {
+        OverlayMode::Vxlan => return None,
+        OverlayMode::Ipip => "ipip",
+        OverlayMode::Geneve | OverlayMode::Wireguard => "geneve",
+    };
+    let peers: Vec<String> = l
+        .nodes
+        .iter()
+        .filter(|p| p.name != n.name)
+        .map(|p| format!("{}={}", p.pod_cidr, p.address))
+        .collect();
+    Some(Process {
+        ns: n.ns.clone(),
+        argv: vec![
+            agent.to_string(),
+            "tunnel".into(),
+            "--device".into(),
+            super::overlay_device(s).into(),
+            "--mode".into(),
+            mode.into(),
+            "--vni".into(),
+            super::vni(s).to_string(),
+            "--port".into(),
+            s.overlay().1.to_string(),
+            "--peer".into(),
+            peers.join(","),
+        ],
+        what: "tunnel",
+    })
 }
 
 /// The servers and agents of the lab: the "external" resolver on the router, the cluster DNS pod,
@@ -102,14 +136,20 @@ pub fn processes(s: &Scenario, l: &Layout, agent: &Path, prober: &Path) -> Vec<P
             .filter(|&&p| p != API_PORT)
             .map(u16::to_string)
             .collect();
+        let mut argv = vec![
+            agent.clone(),
+            "serve".into(),
+            "--extra-tcp-port".into(),
+            list.join(","),
+        ];
+        if let Some(t) = tunnel(s, l, n, &agent) {
+            // The TUN device is no kernel tunnel the sniffer would recognise by its type.
+            argv.extend(["--sniff".into(), "always".into()]);
+            out.push(t);
+        }
         out.push(Process {
             ns: n.ns.clone(),
-            argv: vec![
-                agent.clone(),
-                "serve".into(),
-                "--extra-tcp-port".into(),
-                list.join(","),
-            ],
+            argv,
             what: "host-agent",
         });
         for p in &n.pods {

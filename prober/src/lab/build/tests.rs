@@ -286,3 +286,101 @@ fn inventory_describes_the_lab() {
     let back: crate::inventory::Inventory = serde_saphyr::from_str(&yaml).unwrap();
     assert_eq!(back, inv, "{yaml}");
 }
+
+#[test]
+fn calico_vxlan_uses_its_port_vni_and_device() {
+    let (_, st) = lab("{cni: calico, overlay: {mode: vxlan, port: 4789}}");
+    let n1 = ns(&st, "plab-t-n1");
+    for line in [
+        "link add vxlan.calico address 02:00:0a:f4:01:00 type vxlan id 4096 local 192.168.56.10 dev eth0 dstport 4789 nolearning",
+        "route add 10.244.2.0/24 via 10.244.2.0 dev vxlan.calico onlink",
+    ] {
+        assert!(
+            n1.config.contains(&line.to_string()),
+            "n1 lacks {line:?}: {:#?}",
+            n1.config
+        );
+    }
+    let s = Scenario::parse("{cni: calico, overlay: {mode: vxlan, port: 4789}}").unwrap();
+    let l = layout(&s, "plab-t-", Path::new("/state"));
+    let ov = inventory(&s, &l).cluster.overlay.unwrap();
+    assert_eq!((ov.mode.as_str(), ov.port, ov.vni), ("vxlan", 4789, 4096));
+}
+
+#[test]
+fn ipip_and_geneve_are_a_tun_device_and_a_tunnel_process() {
+    let yaml = "{cni: calico, overlay: {mode: ipip}, zones: [{name: a, nodes: [n1, n2]}, {name: b, nodes: [n3]}], \
+                faults: [{kind: firewall, action: drop, protocol: ipip, from: [n3], direction: both}]}";
+    let (_, st) = lab(yaml);
+    let n1 = ns(&st, "plab-t-n1");
+    for line in [
+        "tuntap add dev tunl0 mode tun",
+        "addr add 10.244.1.0/32 dev tunl0",
+        "route add 10.244.3.0/24 dev tunl0",
+    ] {
+        assert!(
+            n1.config.contains(&line.to_string()),
+            "n1 lacks {line:?}: {:#?}",
+            n1.config
+        );
+    }
+    assert!(n1.fdb.is_empty() && !n1.config.iter().any(|l| l.contains("vxlan")));
+    let rt = &ns(&st, "plab-t-rt").nft;
+    assert!(
+        rt.contains("ip saddr 192.168.57.12 ip daddr 192.168.56.10 ip protocol 4 drop"),
+        "{rt}"
+    );
+    assert_eq!(rt.matches("ip protocol 4 drop").count(), 4, "{rt}");
+    let s = Scenario::parse(yaml).unwrap();
+    let l = layout(&s, "plab-t-", Path::new("/state"));
+    let ov = inventory(&s, &l).cluster.overlay.unwrap();
+    assert_eq!((ov.mode.as_str(), ov.port), ("ipip", 0));
+    let procs = processes(
+        &s,
+        &l,
+        Path::new("/bin/probe-pod"),
+        Path::new("/bin/prober"),
+    );
+    let t1 = procs
+        .iter()
+        .find(|p| p.what == "tunnel" && p.ns == "plab-t-n1")
+        .unwrap();
+    assert_eq!(
+        t1.argv[1..],
+        [
+            "tunnel",
+            "--device",
+            "tunl0",
+            "--mode",
+            "ipip",
+            "--vni",
+            "0",
+            "--port",
+            "0",
+            "--peer",
+            "10.244.2.0/24=192.168.56.11,10.244.3.0/24=192.168.57.12"
+        ]
+    );
+    let host = procs
+        .iter()
+        .find(|p| p.what == "host-agent" && p.ns == "plab-t-n1")
+        .unwrap();
+    assert!(host.argv.ends_with(&["--sniff".into(), "always".into()]));
+    // Geneve: the same, on UDP 6081.
+    let s = Scenario::parse("{cni: cilium, overlay: {mode: geneve}}").unwrap();
+    assert_eq!(s.overlay().1, 6081);
+    let l = layout(&s, "plab-t-", Path::new("/state"));
+    let procs = processes(
+        &s,
+        &l,
+        Path::new("/bin/probe-pod"),
+        Path::new("/bin/prober"),
+    );
+    assert_eq!(procs.iter().filter(|p| p.what == "tunnel").count(), 3);
+    assert!(
+        Scenario::parse(
+            "faults: [{kind: firewall, action: drop, protocol: ipip, port: 4, from: [n1]}]"
+        )
+        .is_err()
+    );
+}
