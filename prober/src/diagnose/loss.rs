@@ -4,8 +4,9 @@
 
 use std::collections::BTreeMap;
 
-use super::context::{Ctx, names_text};
+use super::context::{Ctx, failed, names_text};
 use super::finding::{Finding, Kind, Severity};
+use crate::model::PathClass;
 
 /// A node is named when the loss on its paths is at least this many times the loss elsewhere.
 const CONCENTRATION: f64 = 2.0;
@@ -96,6 +97,26 @@ pub(super) fn loss(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
         lossy.len(),
         percent(lost_all, total_all),
     );
+    // A path that failed every attempt between two nodes whose other probes of the same kind got
+    // through, in a run that loses packets, is the loss's too (three lost tries in a row is
+    // rare, not impossible): its consequence, never a cause of its own. Gaps, refusals and the
+    // other rules have claimed theirs before this runs.
+    let mut worked: std::collections::HashSet<(PathClass, u32, u32)> = Default::default();
+    for r in ctx.results.iter().filter(|r| r.result.outcome.is_ok()) {
+        if let (Some(a), Some(b)) = (ctx.from(r), ctx.to(r)) {
+            worked.insert((r.path, a, b));
+        }
+    }
+    let stray: Vec<usize> = ctx
+        .results
+        .iter()
+        .enumerate()
+        .filter(|(i, r)| failed(r) && !ctx.explained.contains(i))
+        .filter(|(_, r)| {
+            matches!((ctx.from(r), ctx.to(r)), (Some(a), Some(b)) if worked.contains(&(r.path, a, b)))
+        })
+        .map(|(i, _)| i)
+        .collect();
     let mut f = Finding::new(Kind::Loss, Severity::Warning, summary);
     f.state = Some("intermittent".into());
     f.fix.push(format!(
@@ -103,5 +124,5 @@ pub(super) fn loss(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
         names_text(&nodes)
     ));
     f.nodes = nodes;
-    ctx.emit(findings, f, &lossy, &[]);
+    ctx.emit(findings, f, &lossy, &stray);
 }

@@ -20,6 +20,9 @@ pub(super) fn overlay_and_mtu(
     // VXLAN receipts confirmed (decapsulated) per direction.
     let mut vxlan_ok: HashSet<(u32, u32)> = HashSet::new();
     let mut small_ok: HashSet<(u32, u32)> = HashSet::new();
+    // Pairs the overlay carried some probe between: a lone failure there is not a broken route
+    // (a missing route or fdb entry fails every probe of the pair); under loss it is the loss's.
+    let mut carried: HashSet<(u32, u32)> = HashSet::new();
     for r in ctx.results {
         let (Some(a), Some(b)) = (ctx.from(r), ctx.to(r)) else {
             continue;
@@ -29,6 +32,12 @@ pub(super) fn overlay_and_mtu(
         }
         if r.path == PathClass::PodToPod && r.result.outcome.is_ok() {
             small_ok.insert((a, b));
+        }
+        if matches!(r.path, PathClass::PodToPod | PathClass::NodeToPod)
+            && !Ctx::is_mtu(r)
+            && r.result.outcome.is_ok()
+        {
+            carried.insert((a, b));
         }
     }
     let mut mtu: Vec<usize> = Vec::new();
@@ -49,7 +58,11 @@ pub(super) fn overlay_and_mtu(
         ) && !Ctx::is_vxlan(r);
         if Ctx::is_mtu(r) && r.result.outcome == Outcome::Timeout && small_ok.contains(&(a, b)) {
             mtu.push(i);
-        } else if overlay_path && vxlan_ok.contains(&(a, b)) && vxlan_ok.contains(&(b, a)) {
+        } else if overlay_path
+            && vxlan_ok.contains(&(a, b))
+            && vxlan_ok.contains(&(b, a))
+            && !carried.contains(&(a, b))
+        {
             overlay.push(i);
         }
     }

@@ -237,7 +237,7 @@ pub async fn run_owned<R: Runtime + 'static>(
             // probe's receipt only adds where it died): no clone for every other probe.
             let receiver = p
                 .receipt_port
-                .filter(|_| matches!(p.probe, Probe::Vxlan { .. }))
+                .filter(|_| crafted(&p.probe))
                 .and_then(|_| p.to.node.clone())
                 .and_then(|node| {
                     failed.get(&AgentRef {
@@ -341,9 +341,7 @@ impl<R: Runtime + 'static> Pass<'_, R> {
         });
         let (mut results, mut failed, mut interrupted) =
             fan_out(self.runtime, plans, self.cfg.concurrency, progress, cancel).await;
-        let vxlan = probes
-            .iter()
-            .any(|p| matches!(p.probe, Probe::Vxlan { .. }));
+        let vxlan = probes.iter().any(|p| crafted(&p.probe));
         if !interrupted && vxlan {
             interrupted |= confirm_receipts(
                 probes,
@@ -459,7 +457,7 @@ async fn confirm_receipts<R: Runtime + 'static>(
     failed_agents: &mut BTreeMap<AgentRef, String>,
     cancel: &mut (impl Future<Output = ()> + Unpin),
 ) -> bool {
-    let is_vxlan = |p: &PlannedProbe| matches!(p.probe, Probe::Vxlan { .. });
+    let is_vxlan = |p: &PlannedProbe| crafted(&p.probe);
     let sent = |p: &&&PlannedProbe| {
         is_vxlan(p) && results.get(&p.id).is_some_and(|r| r.outcome == Outcome::Ok)
     };
@@ -516,6 +514,14 @@ async fn confirm_receipts<R: Runtime + 'static>(
         failed_agents.entry(agent).or_insert(why);
     }
     interrupted
+}
+
+/// A crafted datagram: its outcome is what the receiver's sniffer saw of its nonce.
+fn crafted(p: &Probe) -> bool {
+    matches!(
+        p,
+        Probe::Vxlan { .. } | Probe::Ipip { .. } | Probe::Geneve { .. } | Probe::Wireguard { .. }
+    )
 }
 
 /// The receiver's device a crafted probe must reach to count as decapsulated, for messages.
