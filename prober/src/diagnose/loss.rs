@@ -101,7 +101,8 @@ pub(super) fn loss(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
     // through, in a run that loses packets, is the loss's too (three lost tries in a row is
     // rare, not impossible): its consequence, never a cause of its own. Gaps, refusals and the
     // other rules have claimed theirs before this runs.
-    let mut worked: std::collections::HashSet<(PathClass, u32, u32)> = Default::default();
+    let mut worked: std::collections::HashSet<(PathClass, u32, u32)> =
+        std::collections::HashSet::new();
     for r in ctx.results.iter().filter(|r| r.result.outcome.is_ok()) {
         if let (Some(a), Some(b)) = (ctx.from(r), ctx.to(r)) {
             worked.insert((r.path, a, b));

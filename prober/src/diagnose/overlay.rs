@@ -11,35 +11,51 @@ use crate::model::PathClass;
 use super::context::{Ctx, Link, failed, list, names_text};
 use super::finding::{Finding, Kind, Severity};
 
+/// What got through, per direction (from, to).
+struct Seen {
+    /// Crafted overlay datagrams confirmed decapsulated.
+    vxlan_ok: HashSet<(u32, u32)>,
+    /// Small pod-to-pod packets.
+    small_ok: HashSet<(u32, u32)>,
+    /// Pairs the overlay carried some probe between: a lone failure there is not a broken route
+    /// (a missing route or fdb entry fails every probe of the pair); under loss it is the loss's.
+    carried: HashSet<(u32, u32)>,
+}
+
+fn seen(ctx: &Ctx<'_>) -> Seen {
+    let mut s = Seen {
+        vxlan_ok: HashSet::new(),
+        small_ok: HashSet::new(),
+        carried: HashSet::new(),
+    };
+    for r in ctx.results.iter().filter(|r| r.result.outcome.is_ok()) {
+        let (Some(a), Some(b)) = (ctx.from(r), ctx.to(r)) else {
+            continue;
+        };
+        if Ctx::is_vxlan(r) {
+            s.vxlan_ok.insert((a, b));
+        }
+        if r.path == PathClass::PodToPod {
+            s.small_ok.insert((a, b));
+        }
+        if matches!(r.path, PathClass::PodToPod | PathClass::NodeToPod) && !Ctx::is_mtu(r) {
+            s.carried.insert((a, b));
+        }
+    }
+    s
+}
+
 pub(super) fn overlay_and_mtu(
     ctx: &mut Ctx<'_>,
     findings: &mut Vec<Finding>,
     blocked: &HashSet<Link>,
 ) {
     let Some(port) = ctx.overlay_port else { return };
-    // VXLAN receipts confirmed (decapsulated) per direction.
-    let mut vxlan_ok: HashSet<(u32, u32)> = HashSet::new();
-    let mut small_ok: HashSet<(u32, u32)> = HashSet::new();
-    // Pairs the overlay carried some probe between: a lone failure there is not a broken route
-    // (a missing route or fdb entry fails every probe of the pair); under loss it is the loss's.
-    let mut carried: HashSet<(u32, u32)> = HashSet::new();
-    for r in ctx.results {
-        let (Some(a), Some(b)) = (ctx.from(r), ctx.to(r)) else {
-            continue;
-        };
-        if Ctx::is_vxlan(r) && r.result.outcome.is_ok() {
-            vxlan_ok.insert((a, b));
-        }
-        if r.path == PathClass::PodToPod && r.result.outcome.is_ok() {
-            small_ok.insert((a, b));
-        }
-        if matches!(r.path, PathClass::PodToPod | PathClass::NodeToPod)
-            && !Ctx::is_mtu(r)
-            && r.result.outcome.is_ok()
-        {
-            carried.insert((a, b));
-        }
-    }
+    let Seen {
+        vxlan_ok,
+        small_ok,
+        carried,
+    } = seen(ctx);
     let mut mtu: Vec<usize> = Vec::new();
     let mut overlay: Vec<usize> = Vec::new();
     for (i, r) in ctx.results.iter().enumerate() {
