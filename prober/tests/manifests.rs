@@ -103,8 +103,9 @@ fn the_rbac_is_printed_and_named_in_help() {
         .unwrap();
     assert!(out.status.success());
     let want = std::fs::read_to_string(root().join("deploy/base/rbac.yaml")).unwrap();
-    assert_eq!(String::from_utf8_lossy(&out.stdout), want);
-    assert!(want.contains("kind: ClusterRole"));
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(printed, want);
+    assert!(printed.contains("kind: ClusterRole"), "{printed}");
 }
 
 /// The small mistakes of a first hour, each refused with exit 2 and what would have been right:

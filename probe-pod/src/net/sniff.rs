@@ -74,7 +74,12 @@ impl Sniffer {
             let outgoing = addr.pkttype() == PACKET_OUTGOING;
             // Crafted VXLAN probes count only arriving; TCP and UDP probes also by the answer
             // leaving, which tells "the host dropped it" from "its answer was lost".
-            let (captured, flow) = match parse_captured(pkt, &self.ports).filter(|_| !outgoing) {
+            let crafted = if outgoing {
+                None
+            } else {
+                parse_captured(pkt, &self.ports)
+            };
+            let (captured, flow) = match crafted {
                 Some(c) => (c, None),
                 None => match parse_flow(pkt, outgoing, &self.tcp_ports) {
                     Some(f) => (

@@ -285,7 +285,7 @@ fn finish(
         },
     });
     if let Some(path) = &probe.save {
-        std::fs::write(path, report.to_json() + "\n").map_err(|e| {
+        report.save_json(path).map_err(|e| {
             CliError::Environment(format!("--save: cannot write {}: {e}", path.display()))
         })?;
     }

@@ -138,6 +138,15 @@ impl<'a> Ctx<'a> {
         r.path == PathClass::Overlay && r.to.agent == Some(AgentKind::Pod)
     }
 
+    /// Nodes whose pod agent got anything through: their pod network works.
+    pub(super) fn pods_ok(&self) -> HashSet<u32> {
+        self.results
+            .iter()
+            .filter(|r| r.from.agent == AgentKind::Pod && r.result.outcome.is_ok())
+            .filter_map(|r| self.from(r))
+            .collect()
+    }
+
     /// The underlay port a result measures directly, if it does. A pod's probe to another
     /// host leaves masqueraded as its node, so it measures that node's underlay too — when the
     /// pod's own network is known to work (`pods_ok`).

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use probe_proto::{Outcome, Receipt};
 
-use crate::model::{AgentKind, Direction, PathClass, Protocol};
+use crate::model::{Direction, PathClass, Protocol};
 
 use super::context::{Ctx, Link, failed, list, names_text};
 use super::finding::{Finding, Kind, Severity, Where};
@@ -16,13 +16,7 @@ use super::fix;
 pub(super) fn firewall_gaps(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) -> HashSet<Link> {
     let mut measured: BTreeMap<Link, Vec<usize>> = BTreeMap::new();
     let mut reachable: HashSet<(u32, u32)> = HashSet::new();
-    // Nodes whose pod agent got anything through: its pod network works.
-    let pods_ok: HashSet<u32> = ctx
-        .results
-        .iter()
-        .filter(|r| r.from.agent == AgentKind::Pod && r.result.outcome.is_ok())
-        .filter_map(|r| ctx.from(r))
-        .collect();
+    let pods_ok = ctx.pods_ok();
     for (i, r) in ctx.results.iter().enumerate() {
         if ctx.explained.contains(&i) {
             continue;

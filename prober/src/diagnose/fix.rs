@@ -29,6 +29,7 @@ fn zones(inv: &Inventory, from: &[u32], to: &[u32]) -> String {
             .iter()
             .filter_map(|&n| inv.nodes[n as usize].zone.as_deref())
             .collect();
+        z.sort_unstable();
         z.dedup();
         (z.len() == 1 && ns.iter().all(|&n| inv.nodes[n as usize].zone.is_some())).then(|| z[0])
     };

@@ -16,12 +16,9 @@ use super::finding::{Finding, Kind, Severity};
 pub(super) fn prober_port(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
     // Hosts that reach each other on anything but the prober's port, and pods whose network
     // works at all: a failure to the agent's port is only the port's when both hold.
+    let pods_ok = ctx.pods_ok();
     let mut reachable: HashSet<(u32, u32)> = HashSet::new();
-    let mut pods_ok: HashSet<u32> = HashSet::new();
     for r in ctx.results.iter().filter(|r| r.result.outcome.is_ok()) {
-        if r.from.agent == AgentKind::Pod {
-            pods_ok.extend(ctx.from(r));
-        }
         if !to_host_agent(r)
             && let (Some(a), Some(b)) = (ctx.from(r), ctx.to(r))
         {

@@ -7,9 +7,12 @@
 
 use std::io::Write;
 use std::net::Ipv4Addr;
+use std::num::{NonZeroU32, NonZeroU64};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+use probe_proto::{Plan, Probe, ProbeSpec};
 
 use super::build::Layout;
 
@@ -19,8 +22,7 @@ const ECHO_TIMEOUT_MS: u64 = 1000;
 const DEADLINE: Duration = Duration::from_secs(5);
 
 /// Who pings whom: (namespace, addresses).
-#[must_use]
-pub fn pairs(l: &Layout) -> Vec<(String, Vec<Ipv4Addr>)> {
+fn pairs(l: &Layout) -> Vec<(String, Vec<Ipv4Addr>)> {
     let pods: Vec<(&str, Ipv4Addr)> = l
         .nodes
         .iter()
@@ -48,25 +50,29 @@ pub fn pairs(l: &Layout) -> Vec<(String, Vec<Ipv4Addr>)> {
     out
 }
 
-/// The plan: one ICMP echo to each address.
+/// The plan: one ICMP echo to each address, in the agent's own wire types.
 fn plan(to: &[Ipv4Addr]) -> String {
-    let probes: Vec<serde_json::Value> = to
-        .iter()
-        .enumerate()
-        .map(|(i, a)| serde_json::json!({"id": format!("warm-{i}"), "kind": "icmp", "address": a}))
-        .collect();
-    serde_json::json!({
-        "deadlineMs": ECHO_TIMEOUT_MS * 2,
-        "probeTimeoutMs": ECHO_TIMEOUT_MS,
-        "probes": probes,
-    })
-    .to_string()
+    let ms = |v: u64| NonZeroU64::new(v).expect("non-zero constant");
+    let plan = Plan {
+        deadline_ms: ms(ECHO_TIMEOUT_MS * 2),
+        concurrency: NonZeroU32::new(64).expect("non-zero constant"),
+        probe_timeout_ms: ms(ECHO_TIMEOUT_MS),
+        probes: to
+            .iter()
+            .enumerate()
+            .map(|(i, &address)| ProbeSpec {
+                id: format!("warm-{i}"),
+                timeout_ms: None,
+                probe: Probe::Icmp { address },
+            })
+            .collect(),
+    };
+    serde_json::to_string(&plan).unwrap_or_default()
 }
 
-/// Warms every path of `l` at once; returns how many warming runs did not finish cleanly.
-pub fn warm(l: &Layout, agent_bin: &Path) -> usize {
+/// Warms every path of `l` at once. Best effort: a run that cannot start or finish is let go.
+pub fn warm(l: &Layout, agent_bin: &Path) {
     let mut children: Vec<Child> = Vec::new();
-    let mut failed = 0;
     for (ns, to) in pairs(l) {
         if to.is_empty() {
             continue;
@@ -79,35 +85,27 @@ pub fn warm(l: &Layout, agent_bin: &Path) -> usize {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn();
-        match child {
-            Ok(mut c) => {
-                if let Some(mut stdin) = c.stdin.take() {
-                    let _ = stdin.write_all(plan(&to).as_bytes());
-                }
-                children.push(c);
+        if let Ok(mut c) = child {
+            if let Some(mut stdin) = c.stdin.take() {
+                let _ = stdin.write_all(plan(&to).as_bytes());
             }
-            Err(_) => failed += 1,
+            children.push(c);
         }
     }
     let deadline = Instant::now() + DEADLINE;
     for mut c in children {
         loop {
             match c.try_wait() {
-                Ok(Some(s)) => {
-                    failed += usize::from(!s.success());
-                    break;
-                }
+                Ok(Some(_)) => break,
                 Ok(None) if Instant::now() < deadline => {
                     std::thread::sleep(Duration::from_millis(20));
                 }
                 _ => {
                     let _ = c.kill();
                     let _ = c.wait();
-                    failed += 1;
                     break;
                 }
             }
         }
     }
-    failed
 }

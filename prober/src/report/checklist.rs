@@ -24,10 +24,7 @@ fn cell(peer: &str, r: &ResultRecord) -> String {
     if r.result.outcome.is_ok() {
         format!("{peer} ok")
     } else {
-        let outcome = serde_json::to_value(r.result.outcome)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_uppercase))
-            .unwrap_or_default();
+        let outcome = r.result.outcome.as_str().to_uppercase();
         format!("{peer} {outcome} ({})", r.result.detail)
     }
 }

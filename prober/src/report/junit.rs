@@ -78,11 +78,7 @@ pub fn render(report: &Report) -> String {
     {
         by_path.entry(r.path).or_default().push(r);
     }
-    let errors = report
-        .findings
-        .iter()
-        .filter(|f| f.severity == crate::diagnose::Severity::Error)
-        .count();
+    let errors = report.error_findings();
     let probes: usize = by_path.values().map(Vec::len).sum();
     let unexplained = by_path.values().flatten().filter(|r| r.is_failed()).count();
     let skipped = report.summary.counts.unknown;

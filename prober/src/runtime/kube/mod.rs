@@ -102,10 +102,7 @@ pub async fn client(
                         message: e.to_string(),
                     }
                 } else {
-                    ConnectError::Config {
-                        source_name: source_name.clone(),
-                        message: e.to_string(),
-                    }
+                    config_err(&source_name)(&e)
                 }
             })?;
             (config, source_name)
