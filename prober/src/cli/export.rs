@@ -225,8 +225,7 @@ fn log_line(
     let mut kinds: Vec<String> = report
         .findings
         .iter()
-        .filter_map(|f| serde_json::to_value(f.kind).ok())
-        .filter_map(|v| v.as_str().map(String::from))
+        .map(|f| prober::report::kebab(f.kind))
         .collect();
     kinds.dedup();
     let level = if exit_code == EXIT_OK {

@@ -171,10 +171,7 @@ fn severity(s: Severity) -> &'static str {
 
 /// `firewall-gap`.
 fn kind(f: &Finding) -> String {
-    serde_json::to_value(f.kind)
-        .ok()
-        .and_then(|v| v.as_str().map(String::from))
-        .unwrap_or_default()
+    super::kebab(f.kind)
 }
 
 /// `firewall-gap` -> `FirewallGap`.

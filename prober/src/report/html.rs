@@ -57,13 +57,6 @@ table.list th,table.list td{border:1px solid #ddd;padding:.15rem .5rem;text-alig
 .muted{color:#666}
 ";
 
-fn kebab<T: serde::Serialize>(v: T) -> String {
-    serde_json::to_value(v)
-        .ok()
-        .and_then(|v| v.as_str().map(String::from))
-        .unwrap_or_default()
-}
-
 /// The grid column of a result: the destination node, or the Service for service paths.
 fn column(r: &ResultRecord) -> String {
     match (r.path, &r.to.node, r.to.service.as_deref()) {
@@ -175,7 +168,7 @@ fn finding(out: &mut String, f: &Finding) {
         Severity::Error => "error",
         Severity::Warning => "warning",
     };
-    let kind = kebab(f.kind);
+    let kind = super::kebab(f.kind);
     let _ = write!(
         out,
         "<article class=\"finding {sev}\" data-kind=\"{kind}\"><h3><span class=\"sev\">{sev}</span> \

@@ -27,10 +27,7 @@ pub(super) fn escape(s: &str) -> String {
 
 /// The finding's test case: failing when it is an error, its probes and fix as output.
 fn finding_case(out: &mut String, f: &crate::diagnose::Finding) {
-    let kind = serde_json::to_value(f.kind)
-        .ok()
-        .and_then(|v| v.as_str().map(String::from))
-        .unwrap_or_default();
+    let kind = super::kebab(f.kind);
     let _ = write!(
         out,
         "    <testcase classname=\"prober.findings\" name=\"{}\" time=\"0\">",

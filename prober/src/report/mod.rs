@@ -25,6 +25,15 @@ pub use html::render as html;
 pub use junit::render as junit;
 pub use table::{Style, render as table, wrap};
 
+/// A value's name as the report writes it (`firewall-gap`, `error`): its serde string.
+#[must_use]
+pub fn kebab<T: serde::Serialize>(v: T) -> String {
+    serde_json::to_value(v)
+        .ok()
+        .and_then(|v| v.as_str().map(String::from))
+        .unwrap_or_default()
+}
+
 pub const SCHEMA: &str = "prober.report/v1";
 
 /// A saved report that cannot be read.

@@ -34,13 +34,6 @@ const KINDS: [Kind; 15] = [
     Kind::Unexplained,
 ];
 
-fn kebab<T: serde::Serialize>(v: T) -> String {
-    serde_json::to_value(v)
-        .ok()
-        .and_then(|v| v.as_str().map(String::from))
-        .unwrap_or_default()
-}
-
 /// A label value: backslash, double quote and newline escaped.
 fn escape(v: &str) -> String {
     v.replace('\\', r"\\")
@@ -179,7 +172,7 @@ fn findings(out: &mut Out, report: &Report) {
     let mut findings: BTreeMap<(String, &'static str), u64> = BTreeMap::new();
     for k in KINDS {
         for s in ["error", "warning"] {
-            findings.insert((kebab(k), s), 0);
+            findings.insert((super::kebab(k), s), 0);
         }
     }
     for f in &report.findings {
@@ -187,7 +180,7 @@ fn findings(out: &mut Out, report: &Report) {
             Severity::Error => "error",
             Severity::Warning => "warning",
         };
-        *findings.entry((kebab(f.kind), s)).or_default() += 1;
+        *findings.entry((super::kebab(f.kind), s)).or_default() += 1;
     }
     out.head(
         "prober_findings",

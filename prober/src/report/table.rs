@@ -396,10 +396,7 @@ fn cap_rich_rules(line: &str) -> String {
 
 /// The finding's kind as the report writes it (`firewall-gap`).
 fn kind_text(f: &crate::diagnose::Finding) -> String {
-    serde_json::to_value(f.kind)
-        .ok()
-        .and_then(|v| v.as_str().map(String::from))
-        .unwrap_or_default()
+    super::kebab(f.kind)
 }
 
 /// `[error] firewall-gap: summary`, wrapped, the tag painted.
