@@ -2,7 +2,7 @@
 //! then the VXLAN receipts are collected from the receivers' sniffers. Exactly one result per
 //! planned probe, whatever happens: an agent that cannot run leaves its probes unknown, not failed.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::num::{NonZeroU32, NonZeroU64};
@@ -14,7 +14,7 @@ use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinSet;
 
 use crate::model::{AgentKind, AgentRef, AgentStatus, ResultRecord, Unknown};
-use crate::plan::{PlannedProbe, by_agent};
+use crate::plan::PlannedProbe;
 
 pub mod preflight;
 mod receipts;
@@ -106,25 +106,21 @@ fn nonce_for(run_salt: u32, id: &str) -> u32 {
     })
 }
 
-/// Runs plans on many agents at once; returns results by id and the agents that failed. Each plan
-/// is made only when its agent's turn comes (`concurrency` at a time), so the plans of a large
-/// cluster are never all in memory at once.
+/// Runs plans on many agents at once; hands every result to `sink` as it comes and returns the
+/// agents that failed. Each plan is made only when its agent's turn comes (`concurrency` at a
+/// time), so the plans of a large cluster are never all in memory at once.
 async fn fan_out<R: Runtime + 'static>(
     runtime: &Arc<R>,
     plans: impl Iterator<Item = (AgentRef, Plan)>,
     concurrency: usize,
     progress: &dyn Progress,
     cancel: &mut (impl Future<Output = ()> + Unpin),
-) -> (
-    HashMap<String, ProbeResult>,
-    BTreeMap<AgentRef, String>,
-    bool,
-) {
+    mut sink: impl FnMut(ProbeResult),
+) -> (BTreeMap<AgentRef, String>, bool) {
     let (tx, mut rx) = mpsc::channel::<ProbeResult>(4096);
     let sem = Arc::new(Semaphore::new(concurrency.max(1)));
     let mut plans = plans.peekable();
     let mut tasks = JoinSet::new();
-    let mut results = HashMap::new();
     let mut failed = BTreeMap::new();
     let mut interrupted = false;
     loop {
@@ -137,7 +133,7 @@ async fn fan_out<R: Runtime + 'static>(
             biased;
             Some(r) = rx.recv() => {
                 progress.done(1);
-                results.insert(r.id.clone(), r);
+                sink(r);
             }
             permit = sem.clone().acquire_owned(), if more => {
                 let Ok(permit) = permit else { continue };
@@ -167,9 +163,66 @@ async fn fan_out<R: Runtime + 'static>(
     drop(tasks);
     while let Ok(r) = rx.try_recv() {
         progress.done(1);
-        results.insert(r.id.clone(), r);
+        sink(r);
     }
-    (results, failed, interrupted)
+    (failed, interrupted)
+}
+
+/// [`fan_out`] for the few answers of one question per agent (`seen`, receipts): by id.
+async fn fan_out_by_id<R: Runtime + 'static>(
+    runtime: &Arc<R>,
+    plans: impl Iterator<Item = (AgentRef, Plan)>,
+    concurrency: usize,
+    cancel: &mut (impl Future<Output = ()> + Unpin),
+) -> PassOutput {
+    let mut answers = HashMap::new();
+    let (failed, interrupted) = fan_out(runtime, plans, concurrency, &(), cancel, |r| {
+        answers.insert(r.id.clone(), r);
+    })
+    .await;
+    (answers, failed, interrupted)
+}
+
+/// Where a pass puts the results of planned probes, by their index in the plan: a slot per probe
+/// for the whole matrix, a map for the few a retry runs.
+pub(crate) trait Store {
+    fn put(&mut self, i: usize, r: ProbeResult);
+    fn result(&self, i: usize) -> Option<&ProbeResult>;
+    fn result_mut(&mut self, i: usize) -> Option<&mut ProbeResult>;
+}
+
+impl Store for Vec<Option<ProbeResult>> {
+    fn put(&mut self, i: usize, r: ProbeResult) {
+        if let Some(slot) = self.as_mut_slice().get_mut(i) {
+            *slot = Some(r);
+        }
+    }
+    fn result(&self, i: usize) -> Option<&ProbeResult> {
+        self.as_slice().get(i)?.as_ref()
+    }
+    fn result_mut(&mut self, i: usize) -> Option<&mut ProbeResult> {
+        self.as_mut_slice().get_mut(i)?.as_mut()
+    }
+}
+
+impl Store for HashMap<usize, ProbeResult> {
+    fn put(&mut self, i: usize, r: ProbeResult) {
+        self.insert(i, r);
+    }
+    fn result(&self, i: usize) -> Option<&ProbeResult> {
+        self.get(&i)
+    }
+    fn result_mut(&mut self, i: usize) -> Option<&mut ProbeResult> {
+        self.get_mut(&i)
+    }
+}
+
+/// The plan's indices sorted by id, so an agent's answer finds its probe without a map keyed by
+/// a copy of every id (4 bytes a probe instead of a hash table of strings).
+fn sorted_by_id(planned: &[PlannedProbe]) -> Vec<u32> {
+    let mut order: Vec<u32> = (0..u32::try_from(planned.len()).unwrap_or(u32::MAX)).collect();
+    order.sort_unstable_by(|&a, &b| planned[a as usize].id.cmp(&planned[b as usize].id));
+    order
 }
 
 /// Runs the matrix. `cancel` resolving (Ctrl-C) stops it with what was gathered.
@@ -186,7 +239,7 @@ pub async fn run<R: Runtime + 'static>(
 /// [`run`], consuming the plan: each result's record takes its planned probe's names instead of
 /// copying them, so a large matrix is not held twice.
 pub async fn run_owned<R: Runtime + 'static>(
-    planned: Vec<PlannedProbe>,
+    mut planned: Vec<PlannedProbe>,
     runtime: Arc<R>,
     cfg: &RunConfig,
     progress: &dyn Progress,
@@ -196,61 +249,48 @@ pub async fn run_owned<R: Runtime + 'static>(
     let since = probe_proto::util::unix_ms().saturating_sub(5000);
     let salt = u32::try_from(since & 0xffff_ffff).unwrap_or(0) ^ std::process::id().rotate_left(16);
     let mut cancel = Box::pin(cancel);
-    let agents_planned: Vec<AgentRef> = by_agent(&planned).keys().cloned().collect();
+    // The planner grew it by doubling: up to half of it is room nobody will use.
+    planned.shrink_to_fit();
+    let agents_planned: Vec<AgentRef> = planned
+        .iter()
+        .map(|p| &p.from)
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .cloned()
+        .collect();
     let checks = cfg
         .responders
         .keys()
         .filter(|a| agents_planned.contains(a))
         .count();
     progress.planned((planned.len() + checks) as u64);
-    let all: Vec<&PlannedProbe> = planned.iter().collect();
+    let order = sorted_by_id(&planned);
     let first = Pass {
         runtime: &runtime,
         cfg,
         salt,
         since,
+        planned: &planned,
+        order: &order,
     };
-    let (mut results, mut failed, mut interrupted) =
-        first.run(&all, 0, progress, &mut cancel).await;
-    let dead = dead_responders(cfg, &mut results, &mut failed);
+    // One slot per planned probe: an answer goes straight to its probe's place.
+    let mut results: Vec<Option<ProbeResult>> = Vec::new();
+    results.resize_with(planned.len(), || None);
+    let all: Vec<usize> = (0..planned.len()).collect();
+    let (mut others, mut failed, mut interrupted) = first
+        .run(&all, 0, progress, &mut cancel, &mut results)
+        .await;
+    drop(all);
+    let dead = dead_responders(cfg, &mut others, &mut failed);
+    drop(others);
     if !interrupted && cfg.retries > 0 {
-        interrupted |= retry::confirm_failures(&first, &planned, &mut results, &mut cancel).await;
+        interrupted |= retry::confirm_failures(&first, &mut results, &mut cancel).await;
     }
     if !interrupted {
-        interrupted |= receipts::collect(&first, &planned, &mut results, &mut cancel).await;
+        interrupted |= receipts::collect(&first, &mut results, &mut cancel).await;
     }
-
-    let records = planned
-        .into_iter()
-        .map(|p| {
-            if let Some(why) = to_dead_responder(&p, &dead) {
-                return ResultRecord::unknown(
-                    p.path,
-                    p.from,
-                    p.to,
-                    p.id,
-                    Unknown::AgentFailed,
-                    why,
-                );
-            }
-            // Only crafted datagrams need their receiver to have an outcome at all (a TCP or UDP
-            // probe's receipt only adds where it died): no clone for every other probe.
-            let receiver = p
-                .receipt_port
-                .filter(|_| crafted(&p.probe))
-                .and_then(|_| p.to.node.clone())
-                .and_then(|node| {
-                    failed.get(&AgentRef {
-                        node,
-                        agent: AgentKind::Host,
-                    })
-                });
-            let result = results.remove(&p.id);
-            let agent_failed = failed.get(&p.from);
-            record_for(p, result, agent_failed, receiver, interrupted)
-        })
-        .collect();
-    drop(results);
+    drop(order);
+    let records = into_records(planned, results, &dead, &failed, interrupted);
     let agents = agents_planned
         .into_iter()
         .map(|a| {
@@ -271,6 +311,57 @@ pub async fn run_owned<R: Runtime + 'static>(
     }
 }
 
+/// The report's records, made from the plan and its results, from the back, giving the plan's
+/// memory back as it goes, so a large matrix is never held as plan, results and records at once.
+fn into_records(
+    mut planned: Vec<PlannedProbe>,
+    mut results: Vec<Option<ProbeResult>>,
+    dead: &BTreeMap<AgentRef, SocketAddr>,
+    failed: &BTreeMap<AgentRef, String>,
+    interrupted: bool,
+) -> Vec<ResultRecord> {
+    /// Records made between two returns of memory.
+    const CHUNK: usize = 1 << 16;
+    let mut records = Vec::with_capacity(planned.len());
+    while let Some(p) = planned.pop() {
+        let result = results.pop().flatten();
+        records.push(record_of(p, result, dead, failed, interrupted));
+        if planned.len().is_multiple_of(CHUNK) {
+            planned.shrink_to_fit();
+            results.shrink_to_fit();
+        }
+    }
+    records.reverse();
+    records
+}
+
+/// One planned probe's record.
+fn record_of(
+    p: PlannedProbe,
+    result: Option<ProbeResult>,
+    dead: &BTreeMap<AgentRef, SocketAddr>,
+    failed: &BTreeMap<AgentRef, String>,
+    interrupted: bool,
+) -> ResultRecord {
+    if let Some(why) = to_dead_responder(&p, dead) {
+        return ResultRecord::unknown(p.path, p.from, p.to, p.id, Unknown::AgentFailed, why);
+    }
+    // Only crafted datagrams need their receiver to have an outcome at all (a TCP or UDP
+    // probe's receipt only adds where it died): no clone for every other probe.
+    let receiver = p
+        .receipt_port
+        .filter(|_| crafted(&p.probe))
+        .and_then(|_| p.to.node.clone())
+        .and_then(|node| {
+            failed.get(&AgentRef {
+                node,
+                agent: AgentKind::Host,
+            })
+        });
+    let agent_failed = failed.get(&p.from);
+    record_for(p, result, agent_failed, receiver, interrupted)
+}
+
 /// One pass over some of the planned probes: their plans fanned out to their agents, then the
 /// VXLAN receipts collected. The first pass runs everything; retries run what failed.
 pub(crate) struct Pass<'a, R> {
@@ -278,36 +369,80 @@ pub(crate) struct Pass<'a, R> {
     cfg: &'a RunConfig,
     salt: u32,
     since: u64,
+    /// The whole plan; passes name its probes by index.
+    planned: &'a [PlannedProbe],
+    /// The plan's indices sorted by id ([`sorted_by_id`]).
+    order: &'a [u32],
 }
 
-/// What a pass produced: results by id, the agents that failed, and whether it was interrupted.
+/// What a pass produced besides its probes' results: the other answers by id (the responder
+/// checks), the agents that failed, and whether it was interrupted.
 pub(crate) type PassOutput = (
     HashMap<String, ProbeResult>,
     BTreeMap<AgentRef, String>,
     bool,
 );
 
+/// What one receiver's sniffer is asked: the nonces of datagrams and the flows of SYNs sent to it.
+pub(crate) struct Ask {
+    port: Port,
+    nonces: Vec<u32>,
+    flows: Option<Vec<probe_proto::Flow>>,
+}
+
+impl Ask {
+    /// A question through the receiver's agent on `port`; `flows` is `None` when SYNs are not
+    /// asked about at all.
+    pub(crate) fn new(port: Port, flows: Option<Vec<probe_proto::Flow>>) -> Self {
+        Self {
+            port,
+            nonces: Vec::new(),
+            flows,
+        }
+    }
+
+    pub(crate) fn nonce(&mut self, n: u32) {
+        self.nonces.push(n);
+    }
+
+    pub(crate) fn flow(&mut self, f: probe_proto::Flow) {
+        self.flows.get_or_insert_with(Vec::new).push(f);
+    }
+}
+
 impl<R: Runtime + 'static> Pass<'_, R> {
-    /// Runs `probes` as attempt number `attempt` (0 for the first): every VXLAN probe gets a
-    /// nonce of its own per attempt, so a receipt always belongs to exactly one send.
-    pub(crate) async fn run(
+    /// The index of the planned probe with this id.
+    fn find(&self, id: &str) -> Option<usize> {
+        let k = self
+            .order
+            .binary_search_by(|&i| self.planned[i as usize].id.as_str().cmp(id))
+            .ok()?;
+        Some(self.order[k] as usize)
+    }
+
+    /// Runs the planned probes `subset` (indices) as attempt number `attempt` (0 for the first),
+    /// putting their results in `store`: every crafted probe gets a nonce of its own per attempt,
+    /// so a receipt always belongs to exactly one send.
+    pub(crate) async fn run<S: Store>(
         &self,
-        probes: &[&PlannedProbe],
+        subset: &[usize],
         attempt: u32,
         progress: &dyn Progress,
         cancel: &mut (impl Future<Output = ()> + Unpin),
+        store: &mut S,
     ) -> PassOutput {
         let salt = self.salt ^ attempt.wrapping_mul(0x9e37_79b9);
-        let mut groups: BTreeMap<&AgentRef, Vec<&PlannedProbe>> = BTreeMap::new();
-        for p in probes {
-            groups.entry(&p.from).or_default().push(p);
+        let mut groups: BTreeMap<&AgentRef, Vec<usize>> = BTreeMap::new();
+        for &i in subset {
+            groups.entry(&self.planned[i].from).or_default().push(i);
         }
         let cfg = self.cfg;
         // Each agent's plan is made when its turn comes (fan_out), from borrowed probes.
         let plans = groups.into_iter().map(|(agent, probes)| {
             let mut specs: Vec<ProbeSpec> = probes
                 .into_iter()
-                .map(|p| {
+                .map(|i| {
+                    let p = &self.planned[i];
                     let mut probe = p.probe.clone();
                     if let Probe::Vxlan { nonce, .. }
                     | Probe::Ipip { nonce, .. }
@@ -339,23 +474,121 @@ impl<R: Runtime + 'static> Pass<'_, R> {
             }
             (agent.clone(), plan_for(specs, cfg))
         });
-        let (mut results, mut failed, mut interrupted) =
-            fan_out(self.runtime, plans, self.cfg.concurrency, progress, cancel).await;
-        let vxlan = probes.iter().any(|p| crafted(&p.probe));
+        let mut others = HashMap::new();
+        let (mut failed, mut interrupted) = fan_out(
+            self.runtime,
+            plans,
+            self.cfg.concurrency,
+            progress,
+            cancel,
+            |r| match self.find(&r.id) {
+                Some(i) => store.put(i, r),
+                None => {
+                    others.insert(r.id.clone(), r);
+                }
+            },
+        )
+        .await;
+        let vxlan = subset.iter().any(|&i| crafted(&self.planned[i].probe));
         if !interrupted && vxlan {
-            interrupted |= confirm_receipts(
-                probes,
-                self.runtime,
-                self.cfg,
-                salt,
-                self.since,
-                &mut results,
-                &mut failed,
-                cancel,
-            )
-            .await;
+            interrupted |= self
+                .confirm_receipts(subset, salt, store, &mut failed, cancel)
+                .await;
         }
-        (results, failed, interrupted)
+        (others, failed, interrupted)
+    }
+
+    /// Asks each receiver's sniffer, through its own agent's port, what it saw of what was sent
+    /// to it: one `seen` question per receiver. Returns the answers by receiver.
+    pub(crate) async fn ask(
+        &self,
+        asks: BTreeMap<AgentRef, Ask>,
+        cancel: &mut (impl Future<Output = ()> + Unpin),
+    ) -> (
+        BTreeMap<AgentRef, ProbeResult>,
+        BTreeMap<AgentRef, String>,
+        bool,
+    ) {
+        let receivers: Vec<AgentRef> = asks.keys().cloned().collect();
+        let plans = asks.into_iter().map(|(agent, ask)| {
+            let spec = ProbeSpec {
+                id: format!("seen:{agent}"),
+                timeout_ms: None,
+                probe: Probe::Seen {
+                    since_ms: self.since,
+                    nonces: Some(ask.nonces),
+                    flows: ask.flows,
+                    port: ask.port,
+                },
+            };
+            (agent, plan_for(vec![spec], self.cfg))
+        });
+        // Give the receivers' sniffers a moment: a datagram or the last SYN retransmission sent
+        // just now may still be in flight.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let (mut answers, failed, interrupted) =
+            fan_out_by_id(self.runtime, plans, self.cfg.concurrency, cancel).await;
+        let by_receiver = receivers
+            .into_iter()
+            .filter_map(|a| {
+                let answer = answers.remove(&format!("seen:{a}"))?;
+                Some((a, answer))
+            })
+            .collect();
+        (by_receiver, failed, interrupted)
+    }
+
+    /// Phase 2 of a pass with crafted datagrams: asks each receiver's sniffer which of our nonces
+    /// it saw, and where, and turns every "sent" result into what the receiver saw. Returns
+    /// whether it was interrupted.
+    async fn confirm_receipts<S: Store>(
+        &self,
+        subset: &[usize],
+        salt: u32,
+        store: &mut S,
+        failed_agents: &mut BTreeMap<AgentRef, String>,
+        cancel: &mut (impl Future<Output = ()> + Unpin),
+    ) -> bool {
+        let receiver = |p: &PlannedProbe| AgentRef {
+            node: p.to.node.clone().unwrap_or_default(),
+            agent: AgentKind::Host,
+        };
+        let sent: Vec<usize> = subset
+            .iter()
+            .copied()
+            .filter(|&i| {
+                crafted(&self.planned[i].probe)
+                    && store.result(i).is_some_and(|r| r.outcome == Outcome::Ok)
+            })
+            .collect();
+        let mut asks: BTreeMap<AgentRef, Ask> = BTreeMap::new();
+        for &i in &sent {
+            let p = &self.planned[i];
+            let Some(port) = p.receipt_port else { continue };
+            asks.entry(receiver(p))
+                .or_insert_with(|| Ask::new(port, None))
+                .nonce(nonce_for(salt, &p.id));
+        }
+        let (seen, failed, interrupted) = self.ask(asks, cancel).await;
+        for i in sent {
+            let p = &self.planned[i];
+            let rcv = receiver(p);
+            if let Some(r) = store.result_mut(i) {
+                confirm_vxlan(
+                    r,
+                    device_of(&p.probe),
+                    nonce_for(salt, &p.id),
+                    &rcv.node,
+                    seen.get(&rcv),
+                    failed.get(&rcv),
+                );
+            }
+        }
+        // A receiver whose agent could not be asked is a missing agent, not a failed path.
+        for (agent, why) in failed {
+            failed_agents.entry(agent).or_insert(why);
+        }
+        interrupted
     }
 }
 
@@ -442,78 +675,6 @@ fn record_for(
         ),
     };
     ResultRecord::unknown(p.path, p.from, p.to, p.id, why, detail)
-}
-
-/// Phase 2: asks each VXLAN receiver's sniffer which of our nonces it saw, and where, and turns
-/// every "sent" result into what the receiver saw. Returns whether it was interrupted.
-#[allow(clippy::too_many_arguments)] // one call site; the state of one pass, passed explicitly
-async fn confirm_receipts<R: Runtime + 'static>(
-    planned: &[&PlannedProbe],
-    runtime: &Arc<R>,
-    cfg: &RunConfig,
-    salt: u32,
-    since: u64,
-    results: &mut HashMap<String, ProbeResult>,
-    failed_agents: &mut BTreeMap<AgentRef, String>,
-    cancel: &mut (impl Future<Output = ()> + Unpin),
-) -> bool {
-    let is_vxlan = |p: &PlannedProbe| crafted(&p.probe);
-    let sent = |p: &&&PlannedProbe| {
-        is_vxlan(p) && results.get(&p.id).is_some_and(|r| r.outcome == Outcome::Ok)
-    };
-    let receiver = |p: &PlannedProbe| AgentRef {
-        node: p.to.node.clone().unwrap_or_default(),
-        agent: AgentKind::Host,
-    };
-    // The receiver's sniffer is asked through its own agent's port, as the inventory gives it.
-    let mut asks: BTreeMap<AgentRef, (Port, Vec<u32>)> = BTreeMap::new();
-    for p in planned.iter().filter(sent) {
-        let Some(port) = p.receipt_port else { continue };
-        asks.entry(receiver(p))
-            .or_insert_with(|| (port, Vec::new()))
-            .1
-            .push(nonce_for(salt, &p.id));
-    }
-    let plans: Vec<(AgentRef, Plan)> = asks
-        .into_iter()
-        .map(|(agent, (port, list))| {
-            let probe = Probe::Seen {
-                since_ms: since,
-                nonces: Some(list),
-                flows: None,
-                port,
-            };
-            let spec = ProbeSpec {
-                id: format!("seen:{agent}"),
-                timeout_ms: None,
-                probe,
-            };
-            (agent, plan_for(vec![spec], cfg))
-        })
-        .collect();
-    // Give the receivers' sniffers a moment: a datagram sent just now may still be in flight.
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let (seen, failed, interrupted) =
-        fan_out(runtime, plans.into_iter(), cfg.concurrency, &(), cancel).await;
-    let confirm: Vec<&PlannedProbe> = planned.iter().filter(sent).copied().collect();
-    for p in confirm {
-        let rcv = receiver(p);
-        if let Some(r) = results.get_mut(&p.id) {
-            confirm_vxlan(
-                r,
-                device_of(&p.probe),
-                nonce_for(salt, &p.id),
-                &rcv.node,
-                seen.get(&format!("seen:{rcv}")),
-                failed.get(&rcv),
-            );
-        }
-    }
-    // A receiver whose agent could not be asked is a missing agent, not a failed path.
-    for (agent, why) in failed {
-        failed_agents.entry(agent).or_insert(why);
-    }
-    interrupted
 }
 
 /// A crafted datagram: its outcome is what the receiver's sniffer saw of its nonce.

@@ -3,14 +3,13 @@
 //! whether the probe arrived and whether the node answered. Only probes that failed every
 //! attempt with silence are asked about, so a healthy run asks nothing.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::net::SocketAddr;
-use std::time::Duration;
 
-use probe_proto::{Flow, Outcome, Port, Probe, ProbeResult, ProbeSpec, Receipt, SightingKind};
+use probe_proto::{Flow, Outcome, Probe, ProbeResult, Receipt, SightingKind};
 
-use super::{Pass, fan_out, plan_for};
+use super::{Ask, Pass, Store};
 use crate::model::{AgentKind, AgentRef};
 use crate::plan::PlannedProbe;
 use crate::runtime::Runtime;
@@ -98,15 +97,14 @@ fn words(receipt: Receipt, node: &str, interfaces: &str) -> String {
 /// probe's own result stands. Returns whether the run was interrupted meanwhile.
 pub(super) async fn collect<R: Runtime + 'static>(
     pass: &Pass<'_, R>,
-    planned: &[PlannedProbe],
-    results: &mut HashMap<String, ProbeResult>,
+    results: &mut Vec<Option<ProbeResult>>,
     cancel: &mut (impl Future<Output = ()> + Unpin),
 ) -> bool {
-    let mut asked: Vec<(&PlannedProbe, Question)> = Vec::new();
-    let mut asks: BTreeMap<AgentRef, (Port, Vec<u32>, Vec<Flow>)> = BTreeMap::new();
-    for p in planned {
+    let mut asked: Vec<(usize, Question)> = Vec::new();
+    let mut asks: BTreeMap<AgentRef, Ask> = BTreeMap::new();
+    for (i, p) in pass.planned.iter().enumerate() {
         let (Some(r), Some(port), Some(node)) =
-            (results.get(&p.id), p.receipt_port, p.to.node.clone())
+            (results.result(i), p.receipt_port, p.to.node.clone())
         else {
             continue;
         };
@@ -116,42 +114,27 @@ pub(super) async fn collect<R: Runtime + 'static>(
                 node,
                 agent: AgentKind::Host,
             })
-            .or_insert_with(|| (port, Vec::new(), Vec::new()));
+            .or_insert_with(|| Ask::new(port, Some(Vec::new())));
         match q {
-            Question::Tcp(f) => ask.2.push(f),
-            Question::Udp(n) => ask.1.push(n),
+            Question::Tcp(f) => ask.flow(f),
+            Question::Udp(n) => ask.nonce(n),
         }
-        asked.push((p, q));
+        asked.push((i, q));
     }
     if asks.is_empty() {
         return false;
     }
-    let plans = asks.into_iter().map(|(agent, (port, nonces, flows))| {
-        let spec = ProbeSpec {
-            id: format!("receipts:{agent}"),
-            timeout_ms: None,
-            probe: Probe::Seen {
-                since_ms: pass.since,
-                nonces: Some(nonces),
-                flows: Some(flows),
-                port,
-            },
-        };
-        (agent, plan_for(vec![spec], pass.cfg))
-    });
-    // The last SYN retransmission may still be in flight.
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let (answers, _failed, interrupted) =
-        fan_out(pass.runtime, plans, pass.cfg.concurrency, &(), cancel).await;
-    for (p, q) in asked {
+    let (answers, _failed, interrupted) = pass.ask(asks, cancel).await;
+    for (i, q) in asked {
+        let p = &pass.planned[i];
         let node = p.to.node.as_deref().unwrap_or_default();
         let Some(answer) = answers
-            .get(&format!("receipts:{}", receiver(node)))
+            .get(&receiver(node))
             .filter(|a| a.outcome == Outcome::Ok)
         else {
             continue;
         };
-        let (Some(r), Some((rc, seen))) = (results.get_mut(&p.id), receipt(q, answer)) else {
+        let (Some(r), Some((rc, seen))) = (results.result_mut(i), receipt(q, answer)) else {
             continue;
         };
         let mut ifs: Vec<&str> = seen

@@ -12,7 +12,7 @@ use std::time::Duration;
 use probe_proto::{Probe, ProbeResult};
 use tokio::time::Instant;
 
-use super::Pass;
+use super::{Pass, Store};
 use crate::plan::PlannedProbe;
 use crate::runtime::Runtime;
 
@@ -76,27 +76,27 @@ struct Tally {
 /// the run was interrupted meanwhile.
 pub(super) async fn confirm_failures<R: Runtime + 'static>(
     pass: &Pass<'_, R>,
-    planned: &[PlannedProbe],
-    results: &mut HashMap<String, ProbeResult>,
+    results: &mut Vec<Option<ProbeResult>>,
     cancel: &mut (impl Future<Output = ()> + Unpin),
 ) -> bool {
-    let mut tally: HashMap<String, Tally> = results
+    let mut tally: HashMap<usize, Tally> = results
         .iter()
-        .filter(|(_, r)| !r.outcome.is_ok())
-        .map(|(id, _)| {
+        .enumerate()
+        .filter(|(_, r)| r.as_ref().is_some_and(|r| !r.outcome.is_ok()))
+        .map(|(i, _)| {
             let t = Tally {
                 attempts: 1,
                 ..Tally::default()
             };
-            (id.clone(), t)
+            (i, t)
         })
         .collect();
     if tally.is_empty() {
         return false;
     }
-    let first_failure: HashMap<String, String> = tally
+    let first_failure: HashMap<usize, String> = tally
         .keys()
-        .filter_map(|id| results.get(id).map(|r| (id.clone(), r.detail.clone())))
+        .filter_map(|&i| results.result(i).map(|r| (i, r.detail.clone())))
         .collect();
     let retries = pass.cfg.retries;
     let started = Instant::now();
@@ -104,17 +104,16 @@ pub(super) async fn confirm_failures<R: Runtime + 'static>(
     let mut icmp = IcmpBudget::new(started);
     let mut interrupted = false;
     for round in 1u32.. {
-        let pending: Vec<&PlannedProbe> = planned
+        let mut pending: Vec<usize> = tally
             .iter()
-            .filter(|p| {
-                tally
-                    .get(&p.id)
-                    .is_some_and(|t| t.ok == 0 && t.rounds < retries)
-            })
+            .filter(|(_, t)| t.ok == 0 && t.rounds < retries)
+            .map(|(&i, _)| i)
             .collect();
         if pending.is_empty() {
             break;
         }
+        // In plan order, so the ICMP budget goes to the same probes whatever the map's order.
+        pending.sort_unstable();
         let wait = if round == 1 {
             FIRST_SPACING
         } else {
@@ -131,25 +130,26 @@ pub(super) async fn confirm_failures<R: Runtime + 'static>(
             }
         }
         let now = Instant::now();
-        let batch: Vec<&PlannedProbe> = pending
+        let batch: Vec<usize> = pending
             .into_iter()
-            .filter(|p| icmp_paced(p).is_none_or(|host| icmp.take(host, now)))
+            .filter(|&i| icmp_paced(&pass.planned[i]).is_none_or(|host| icmp.take(host, now)))
             .collect();
         if batch.is_empty() {
             continue;
         }
-        let (mut got, _failed, stopped) = pass.run(&batch, round, &(), cancel).await;
-        for p in &batch {
-            let Some(t) = tally.get_mut(&p.id) else {
+        let mut got: HashMap<usize, ProbeResult> = HashMap::new();
+        let (_others, _failed, stopped) = pass.run(&batch, round, &(), cancel, &mut got).await;
+        for i in &batch {
+            let Some(t) = tally.get_mut(i) else {
                 continue;
             };
             t.rounds += 1;
             // An agent that failed this round leaves no result: not an attempt, not a success.
-            if let Some(r) = got.remove(&p.id) {
+            if let Some(r) = got.remove(i) {
                 t.attempts += 1;
                 if r.outcome.is_ok() {
                     t.ok += 1;
-                    results.insert(p.id.clone(), r);
+                    results.put(*i, r);
                 }
             }
         }
@@ -158,9 +158,9 @@ pub(super) async fn confirm_failures<R: Runtime + 'static>(
             break;
         }
     }
-    for (id, t) in tally {
-        if let Some(r) = results.get_mut(&id) {
-            record(r, t, first_failure.get(&id).map_or("", String::as_str));
+    for (i, t) in tally {
+        if let Some(r) = results.result_mut(i) {
+            record(r, t, first_failure.get(&i).map_or("", String::as_str));
         }
     }
     interrupted
@@ -262,6 +262,9 @@ mod tests {
             std::future::pending(),
         )
         .await;
+        // One record per planned probe, in the plan's order.
+        let ids: Vec<&str> = out.results.iter().map(|r| r.result.id.as_str()).collect();
+        assert_eq!(ids, ["dead", "flaky", "fine"]);
         let by: HashMap<&str, &ProbeResult> = out
             .results
             .iter()
