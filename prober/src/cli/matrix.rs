@@ -164,10 +164,7 @@ pub async fn run_matrix<R: Runtime + 'static>(
     if let Some(b) = bar {
         b.0.finish_and_clear();
     }
-    let mut report = Report::new(out, inv);
-    if let Some(s) = sampled {
-        report.sampled(s);
-    }
+    let report = Report::new_sampled(out, inv, sampled);
     if let Some(path) = &args.save {
         report.save_json(path).map_err(|e| {
             CliError::Environment(format!("--save: cannot write {}: {e}", path.display()))

@@ -48,6 +48,9 @@ pub(super) struct Ctx<'a> {
     pub(super) overlay_name: &'static str,
     /// Result indices already explained (as evidence or consequence).
     pub(super) explained: HashSet<usize>,
+    /// Only a sample of the node pairs was probed (`--sample`): claims between nodes speak for
+    /// the sampled pairs alone.
+    pub(super) sampled: bool,
 }
 
 pub(super) fn failed(r: &ResultRecord) -> bool {
@@ -114,6 +117,7 @@ impl<'a> Ctx<'a> {
             overlay_udp: mode != Some("ipip"),
             overlay_name,
             explained: HashSet::new(),
+            sampled: false,
         }
     }
 

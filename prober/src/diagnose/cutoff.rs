@@ -50,11 +50,16 @@ pub(super) fn unreachable_nodes(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) 
                     || Ctx::is_vxlan(r)
                     || (r.path == PathClass::PodToNode && ctx.to(r) == Some(x32))
             });
+        let peers = if ctx.sampled {
+            " from its sampled peers"
+        } else {
+            ""
+        };
         let mut f = Finding::new(
             Kind::Partition,
             Severity::Error,
             format!(
-                "{name} is cut off: no probe to or from it gets through on any port (the node is down, partitioned, or dropping everything)"
+                "{name} is cut off{peers}: no probe to or from it gets through on any port (the node is down, partitioned, or dropping everything)"
             ),
         );
         f.state = Some("unreachable".into());

@@ -346,10 +346,12 @@ fn gap_finding(
         format!("{proto}/{port}{what}")
     };
     let summary = if both && from == to {
-        let scope = if from.len() == ctx.inv.nodes.len() {
-            format!("everywhere: between every pair of the {} nodes", from.len())
-        } else {
-            format!("between every pair of {}", names_text(&fn_))
+        // A sample's "every pair" would claim pairs that were never probed.
+        let scope = match (from.len() == ctx.inv.nodes.len(), ctx.sampled) {
+            (true, false) => format!("everywhere: between every pair of the {} nodes", from.len()),
+            (true, true) => format!("on every sampled pair of the {} nodes", from.len()),
+            (false, false) => format!("between every pair of {}", names_text(&fn_)),
+            (false, true) => format!("between every sampled pair of {}", names_text(&fn_)),
         };
         format!("{what} is blocked {scope}, in both directions")
     } else if both {
@@ -381,14 +383,7 @@ fn gap_finding(
         Direction::One
     });
     f.where_ = gap_where(ctx, ev);
-    f.fix = fix::firewall(
-        ctx,
-        proto,
-        port,
-        from,
-        to,
-        both,
-        f.where_ == [Where::Network],
-    );
+    // Written once `where` is known: the lines go where the packets died.
+    f.fix = fix::lines(ctx.inv, proto, port, (from, to), both, &f.where_);
     f
 }

@@ -5,10 +5,9 @@
 //! fewest CIDR blocks that cover exactly them, so 99 nodes of a /24 are a handful of blocks.
 
 use crate::inventory::Inventory;
-use crate::model::{Direction, Protocol};
+use crate::model::Protocol;
 
-use super::context::Ctx;
-use super::{Finding, Kind, Where};
+use super::Where;
 
 /// The nodes' addresses, summarised exactly as CIDR blocks (a lone address stays bare).
 fn addrs(inv: &Inventory, nodes: &[u32]) -> Vec<String> {
@@ -100,7 +99,7 @@ fn host_rules(inv: &Inventory, recv: u32, srcs: &[u32], proto: Protocol, port: u
 
 /// The fix lines that open `proto`/`port` from `from` to `to` (and back when `both`), at the
 /// places `where_` names (empty: unknown).
-fn lines(
+pub(super) fn lines(
     inv: &Inventory,
     proto: Protocol,
     port: u16,
@@ -157,48 +156,6 @@ fn lines(
         ));
     }
     fix
-}
-
-/// The fix lines for a gap as its rule first sees it (`network` or unknown); [`place`] rewrites
-/// them once every rule has run and the gap's `where` is final.
-pub(super) fn firewall(
-    ctx: &Ctx<'_>,
-    proto: Protocol,
-    port: u16,
-    from: &[u32],
-    to: &[u32],
-    both: bool,
-    network: bool,
-) -> Vec<String> {
-    let where_ = if network {
-        vec![Where::Network]
-    } else {
-        Vec::new()
-    };
-    lines(ctx.inv, proto, port, (from, to), both, &where_)
-}
-
-/// Rewrites every firewall gap's fix for the place its packets died, once `where` is known.
-pub(super) fn place(ctx: &Ctx<'_>, findings: &mut [Finding]) {
-    for f in findings.iter_mut().filter(|f| f.kind == Kind::FirewallGap) {
-        let (Some(proto), Some(port)) = (
-            f.protocol,
-            f.port.or((f.protocol == Some(Protocol::Ipip)).then_some(0)),
-        ) else {
-            continue;
-        };
-        let idx = |names: &[String]| -> Option<Vec<u32>> {
-            names
-                .iter()
-                .map(|n| ctx.node.get(n.as_str()).copied())
-                .collect()
-        };
-        let (Some(from), Some(to)) = (idx(&f.from), idx(&f.to)) else {
-            continue;
-        };
-        let both = f.direction == Some(Direction::Both);
-        f.fix = lines(ctx.inv, proto, port, (&from, &to), both, &f.where_);
-    }
 }
 
 #[cfg(test)]

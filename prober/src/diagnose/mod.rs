@@ -34,7 +34,20 @@ use context::Ctx;
 /// Diagnoses a run. Findings come ordered: firewall gaps, bootstrap cycles, then the rest.
 #[must_use]
 pub fn diagnose(inv: &Inventory, results: &[ResultRecord], agents: &[AgentStatus]) -> Vec<Finding> {
+    diagnose_sampled(inv, results, agents, false)
+}
+
+/// [`diagnose`] for a run that probed only a sample of the node pairs (`--sample`): the rules
+/// word their claims between nodes for the sampled pairs alone.
+#[must_use]
+pub fn diagnose_sampled(
+    inv: &Inventory,
+    results: &[ResultRecord],
+    agents: &[AgentStatus],
+    sampled: bool,
+) -> Vec<Finding> {
     let mut ctx = Ctx::new(inv, results);
+    ctx.sampled = sampled;
     let mut findings = Vec::new();
     cutoff::unreachable_nodes(&mut ctx, &mut findings);
     prober_port::prober_port(&mut ctx, &mut findings);
@@ -48,7 +61,6 @@ pub fn diagnose(inv: &Inventory, results: &[ResultRecord], agents: &[AgentStatus
     agents::agent_missing(&mut ctx, &mut findings, agents);
     loss::loss(&mut ctx, &mut findings);
     unexplained::unexplained(&mut ctx, &mut findings);
-    fix::place(&ctx, &mut findings);
     findings
 }
 

@@ -16,7 +16,8 @@ const BETWEEN_NODES: [Kind; 5] = [
     Kind::Mtu,
 ];
 
-/// Qualifies every finding drawn from probes between nodes with what was sampled.
+/// Says on every finding drawn from probes between nodes what was sampled. The rules themselves
+/// word their claims for the sampled pairs (`diagnose_sampled`); this adds how many pairs those are.
 pub fn qualify(findings: &mut [Finding], sample: &Sampled) {
     let note = format!(
         " [sampled: {} of {} node pairs, each node with at least {} peers each way; pairs outside the sample were not probed]",
@@ -26,18 +27,6 @@ pub fn qualify(findings: &mut [Finding], sample: &Sampled) {
         .iter_mut()
         .filter(|f| BETWEEN_NODES.contains(&f.kind))
     {
-        // "everywhere" and "every pair" would claim pairs that were never probed.
-        f.summary = f
-            .summary
-            .replace(
-                "everywhere: between every pair of",
-                "on every sampled pair of",
-            )
-            .replace("between every pair of", "between every sampled pair of")
-            .replace(
-                "is cut off: no probe",
-                "is cut off from its sampled peers: no probe",
-            );
         f.summary.push_str(&note);
     }
 }
@@ -46,6 +35,8 @@ pub fn qualify(findings: &mut [Finding], sample: &Sampled) {
 mod tests {
     use super::*;
     use crate::diagnose::finding::Severity;
+    use crate::model::{AgentKind, AgentRef, PathClass, Protocol, ResultRecord, Target};
+    use probe_proto::{Outcome, ProbeResult};
 
     fn sampled() -> Sampled {
         Sampled {
@@ -58,33 +49,77 @@ mod tests {
     }
 
     #[test]
-    fn claims_between_nodes_speak_only_for_the_sampled_pairs() {
+    fn findings_between_nodes_say_what_was_sampled() {
         let mut f = vec![
-            Finding::new(
-                Kind::FirewallGap,
-                Severity::Error,
-                "udp/8472 is blocked everywhere: between every pair of the 1000 nodes, in both directions",
-            ),
-            Finding::new(
-                Kind::Partition,
-                Severity::Error,
-                "n7 is cut off: no probe to or from it gets through on any port",
-            ),
+            Finding::new(Kind::FirewallGap, Severity::Error, "udp/8472 is blocked"),
             Finding::new(Kind::Dns, Severity::Error, "cluster DNS does not answer"),
         ];
         qualify(&mut f, &sampled());
-        assert!(!f[0].summary.contains("everywhere"), "{}", f[0].summary);
         assert!(
             f[0].summary
-                .contains("on every sampled pair of the 1000 nodes")
-        );
-        assert!(f[0].summary.contains("3100 of 999000 node pairs"));
-        assert!(
-            f[1].summary.contains("cut off from its sampled peers"),
+                .ends_with("[sampled: 3100 of 999000 node pairs, each node with at least 3 peers each way; pairs outside the sample were not probed]"),
             "{}",
-            f[1].summary
+            f[0].summary
         );
         // DNS was probed from every node in full: nothing to qualify.
-        assert_eq!(f[2].summary, "cluster DNS does not answer");
+        assert_eq!(f[1].summary, "cluster DNS does not answer");
+    }
+
+    /// Every node's kubelet port is dropped from every other node.
+    fn kubelet_blocked(inv: &crate::inventory::Inventory) -> Vec<ResultRecord> {
+        let mut out = Vec::new();
+        for a in &inv.nodes {
+            for b in inv.nodes.iter().filter(|b| b.name != a.name) {
+                for (port, outcome) in [(10250, Outcome::Timeout), (9917, Outcome::Ok)] {
+                    out.push(ResultRecord {
+                        path: PathClass::NodeToNode,
+                        from: AgentRef {
+                            node: a.name.clone(),
+                            agent: AgentKind::Host,
+                        },
+                        to: Target {
+                            node: Some(b.name.clone()),
+                            agent: Some(AgentKind::Host),
+                            service: None,
+                            address: std::net::IpAddr::V4(b.address),
+                            port: Some(port),
+                            protocol: Protocol::Tcp,
+                        },
+                        unknown: None,
+                        result: ProbeResult::new(
+                            format!("{}->{}:{port}", a.name, b.name),
+                            outcome,
+                            "",
+                        ),
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn a_sampled_run_claims_only_the_sampled_pairs() {
+        let inv = crate::testutil::inventory(4, 1, "flannel");
+        let results = kubelet_blocked(&inv);
+        let full = crate::diagnose::diagnose(&inv, &results, &[]);
+        let gap = |f: &[Finding]| {
+            f.iter()
+                .find(|f| f.kind == Kind::FirewallGap)
+                .map(|f| f.summary.clone())
+                .unwrap_or_default()
+        };
+        assert!(
+            gap(&full).contains("everywhere: between every pair of the 4 nodes"),
+            "{}",
+            gap(&full)
+        );
+        let sampled = crate::diagnose::diagnose_sampled(&inv, &results, &[], true);
+        assert!(
+            gap(&sampled).contains("on every sampled pair of the 4 nodes"),
+            "{}",
+            gap(&sampled)
+        );
+        assert!(!gap(&sampled).contains("everywhere"), "{}", gap(&sampled));
     }
 }

@@ -169,8 +169,23 @@ impl Report {
     /// Builds the report of a run, with its diagnosis.
     #[must_use]
     pub fn new(run: RunOutput, inv: &Inventory) -> Self {
+        Self::new_sampled(run, inv, None)
+    }
+
+    /// [`Report::new`] for a run that probed only `sample` of the node pairs (`--sample`): says
+    /// what was sampled, and the findings between nodes speak only for the pairs probed.
+    #[must_use]
+    pub fn new_sampled(
+        run: RunOutput,
+        inv: &Inventory,
+        sample: Option<crate::plan::sample::Sampled>,
+    ) -> Self {
         let nodes = inv.nodes.len();
-        let findings = crate::diagnose::diagnose(inv, &run.results, &run.agents);
+        let mut findings =
+            crate::diagnose::diagnose_sampled(inv, &run.results, &run.agents, sample.is_some());
+        if let Some(s) = &sample {
+            crate::diagnose::sampled::qualify(&mut findings, s);
+        }
         let mut by_path: BTreeMap<PathClass, Vec<&ResultRecord>> = BTreeMap::new();
         for r in &run.results {
             by_path.entry(r.path).or_default().push(r);
@@ -221,15 +236,8 @@ impl Report {
             agents: run.agents,
             summary,
             preflight: None,
-            sample: None,
+            sample,
         }
-    }
-
-    /// Marks the report as of a sampled matrix: says what was sampled, and qualifies the findings
-    /// between nodes, which speak only for the pairs probed.
-    pub fn sampled(&mut self, sample: crate::plan::sample::Sampled) {
-        crate::diagnose::sampled::qualify(&mut self.findings, &sample);
-        self.sample = Some(sample);
     }
 
     /// Reads a saved JSON report, refusing other schemas.
