@@ -187,8 +187,15 @@ mod tests {
     use crate::net::packet::{VxlanProbe, echo_request, probe_payload, vxlan_datagram};
     use std::net::Ipv4Addr;
 
-    /// Just enough of a cBPF interpreter for the instructions above, to check the jump layout.
+    /// An IPv4 packet, as most tests send.
     fn run(prog: &[Insn], pkt: &[u8]) -> u32 {
+        run_as(prog, ETH_P_IP, pkt)
+    }
+
+    /// Just enough of a cBPF interpreter for the instructions above, to check the jump layout.
+    /// `protocol` is what the kernel answers to the ancillary protocol load: the frame's
+    /// ethertype (`skb->protocol`).
+    fn run_as(prog: &[Insn], protocol: u32, pkt: &[u8]) -> u32 {
         let (mut a, mut x, mut pc) = (0u32, 0u32, 0usize);
         let load = |off: usize, size: usize| -> Option<u32> {
             let b = pkt.get(off..off + size)?;
@@ -199,8 +206,7 @@ mod tests {
             let ku = k as usize;
             pc += 1;
             let loaded = match code {
-                // The tests' packets are all IPv4.
-                LD_H_ABS if k == SKF_AD_PROTOCOL => Some(Some(ETH_P_IP)),
+                LD_H_ABS if k == SKF_AD_PROTOCOL => Some(Some(protocol)),
                 LD_H_ABS => Some(load(ku, 2)),
                 LD_B_ABS => Some(load(ku, 1)),
                 LD_W_IND => Some(load(x as usize + ku, 4)),
@@ -270,6 +276,19 @@ mod tests {
         other[at] = b'X';
         assert_eq!(run(&prog, &other), 0);
         assert_eq!(run(&prog, &ipv4(6, 0, &[0; 20])), 0, "tcp");
+    }
+
+    #[test]
+    fn sniffer_drops_what_is_not_ipv4() {
+        const ETH_P_IPV6: u32 = 0x86dd;
+        const ETH_P_ARP: u32 = 0x0806;
+        let prog = sniffer_program(&[8472], &[10250]);
+        // Bytes the program would take as IPv4: only the frame's protocol tells them apart.
+        for pkt in [crafted(8472), tcp(40000, 10250, 0x02)] {
+            assert_eq!(run_as(&prog, ETH_P_IP, &pkt), 0xffff);
+            assert_eq!(run_as(&prog, ETH_P_IPV6, &pkt), 0, "IPv6");
+            assert_eq!(run_as(&prog, ETH_P_ARP, &pkt), 0, "ARP");
+        }
     }
 
     fn tcp(sport: u16, dport: u16, flags: u8) -> Vec<u8> {
