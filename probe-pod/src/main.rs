@@ -75,6 +75,10 @@ struct ServeArgs {
     /// VXLAN UDP ports the sniffer watches.
     #[arg(long = "vxlan-port", env = "PROBE_POD_VXLAN_PORTS", value_delimiter = ',', default_values_t = [8472u16, 4789])]
     vxlan_ports: Vec<u16>,
+    /// Geneve UDP ports the sniffer watches (a `geneve` probe's port must be one of them to be
+    /// seen arriving).
+    #[arg(long = "geneve-port", env = "PROBE_POD_GENEVE_PORTS", value_delimiter = ',', default_values_t = [probe_pod::proto::DEFAULT_GENEVE_PORT])]
+    geneve_ports: Vec<u16>,
     /// Exit by itself after this long (e.g. 90s, 30m, 2h; 0 = never): a dead-man switch so a
     /// crashed coordinator cannot leave agents running.
     #[arg(long, env = "PROBE_POD_TTL", default_value = "0", value_parser = parse_duration)]
@@ -184,6 +188,7 @@ async fn serve_cmd(args: ServeArgs) -> ExitCode {
             Sniff::Never => SniffMode::Never,
         },
         vxlan_ports: args.vxlan_ports,
+        geneve_ports: args.geneve_ports,
         ttl: (!args.ttl.is_zero()).then_some(args.ttl),
         extra_tcp_ports: args.extra_tcp_ports,
         standin_udp_ports: args.standin_udp_ports,

@@ -183,3 +183,30 @@ fn oversized_and_device_plans_fail_fast_naming_the_source() {
     );
     assert!(started.elapsed() < std::time::Duration::from_secs(20));
 }
+
+/// A reader that goes away at once (`probe-pod probe ... | head -0`) ends the result stream
+/// quietly: status 0, no panic, with and without `--simulate`.
+#[test]
+fn a_closed_stdout_ends_the_result_stream_quietly() {
+    use std::io::Write;
+    use std::process::Stdio;
+    for extra in [&[][..], &["--simulate"][..]] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let mut child = Command::new(env!("CARGO_BIN_EXE_probe-pod"))
+            .args(["probe", "--plan", "-"])
+            .args(extra)
+            .stdin(Stdio::piped())
+            .stdout(writer)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(loopback_plan(50).as_bytes()).unwrap();
+        drop(stdin);
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains("panicked"), "{extra:?}: {err}");
+        assert_eq!(out.status.code(), Some(0), "{extra:?}: {err}");
+    }
+}

@@ -255,7 +255,7 @@ fn seen_on(ns: &Ns, nonce: u32) -> Vec<String> {
 fn vtep_and_crafted_vxlan_with_sniffer() {
     let mut pair = VxlanPair::new();
     // Auto mode: a VXLAN device exists and we are root, so the sniffer starts by itself.
-    pair.n2.serve(&[]);
+    pair.n2.serve(&["--geneve-port", "6081,7081"]);
     let send = |nonce: u32| {
         json!([
             {"id": "vtep", "kind": "vtep", "address": "10.244.2.0"},
@@ -271,6 +271,14 @@ fn vtep_and_crafted_vxlan_with_sniffer() {
         ["eth0", "flannel.1"],
         "seen on the underlay and decapsulated"
     );
+
+    // Geneve on a port other than 6081 is seen when the sniffer is told that port (no Geneve
+    // device owns it here, so it arrives on the NIC only).
+    let geneve =
+        json!([{"id": "gn", "kind": "geneve", "address": N2, "port": 7081, "nonce": 3333}]);
+    let r = pair.n1.probe(&plan(1000, geneve));
+    assert_eq!(r["gn"].nonce, Some(3333), "{:?}", r["gn"]);
+    assert_eq!(seen_on(&pair.n2, 3333), ["eth0"], "geneve to 7081 seen");
 
     // The host firewall on n2 drops VXLAN: the NIC sees it, the VXLAN device never does.
     pair.n2.nft_chain("host", "input", "udp dport 8472 drop");

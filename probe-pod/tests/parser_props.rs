@@ -76,6 +76,7 @@ fn agent_on_loopback() -> u16 {
                 port,
                 sniff: probe_pod::serve::SniffMode::Never,
                 vxlan_ports: Vec::new(),
+                geneve_ports: Vec::new(),
                 ttl: None,
                 extra_tcp_ports: Vec::new(),
                 standin_udp_ports: Vec::new(),
@@ -234,7 +235,7 @@ proptest! {
         ports in proptest::collection::vec(any::<u16>(), 0..3),
         with_ip in any::<bool>(),
     ) {
-        let _ = parse_captured(&pkt, &ports);
+        let _ = parse_captured(&pkt, &ports, &ports);
         let _ = parse_echo_reply(&pkt, with_ip);
         let _ = parse_status(&pkt);
     }
@@ -255,7 +256,7 @@ proptest! {
             pkt[at % n] = v;
         }
         pkt.truncate(cut % (pkt.len() + 1));
-        if let Some(c) = parse_captured(&pkt, &[8472]) {
+        if let Some(c) = parse_captured(&pkt, &[8472], &[6081]) {
             let n = c.nonce.to_be_bytes();
             prop_assert!(pkt.windows(4).any(|w| w == n));
         }
@@ -285,7 +286,7 @@ proptest! {
             pkt[at % n] = v;
         }
         pkt.truncate(cut % (pkt.len() + 1));
-        for nonce in [outer_nonce(&pkt), parse_captured(&pkt, &[8472]).map(|c| c.nonce)].into_iter().flatten() {
+        for nonce in [outer_nonce(&pkt, &[6081]), parse_captured(&pkt, &[8472], &[6081]).map(|c| c.nonce)].into_iter().flatten() {
             let n = nonce.to_be_bytes();
             prop_assert!(pkt.windows(4).any(|w| w == n));
         }

@@ -238,7 +238,8 @@ pub enum Probe {
         inner_destination: Option<Ipv4Addr>,
     },
     /// A crafted Geneve datagram (inner Ethernet/IPv4/ICMP echo carrying a nonce) sent to a peer's
-    /// Geneve port (UDP 6081, Cilium's). Receipt is confirmed by the peer agent's sniffer.
+    /// Geneve port (UDP 6081 by default, Cilium's). Receipt is confirmed by the peer agent's
+    /// sniffer, which watches the ports it is given (`probe-pod serve --geneve-port`).
     #[serde(rename_all = "camelCase")]
     Geneve {
         address: Ipv4Addr,

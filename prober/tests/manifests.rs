@@ -383,3 +383,21 @@ fn the_agents_namespace_admits_them_and_they_stay_on_linux() {
         );
     }
 }
+
+/// A reader that goes away at once (`prober manifests | head -0`) ends the command quietly: no
+/// panic, no message, status 0.
+#[test]
+fn a_closed_stdout_ends_quietly() {
+    for args in [&["manifests"][..], &["manifests", "--rbac"][..]] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = std::process::Command::new(prober())
+            .args(args)
+            .stdout(writer)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.is_empty(), "{args:?}: {err}");
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
+    }
+}

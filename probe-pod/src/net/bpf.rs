@@ -6,8 +6,7 @@ use socket2::SockFilter;
 use crate::proto::{MAGIC, VXLAN_MAGIC};
 
 use super::encap::{
-    GENEVE_MAGIC_OFFSET, GENEVE_PORT, IPIP_MAGIC_OFFSET, IPPROTO_IPIP, WIREGUARD_MAGIC_OFFSET,
-    WIREGUARD_PORTS,
+    GENEVE_MAGIC_OFFSET, IPIP_MAGIC_OFFSET, IPPROTO_IPIP, WIREGUARD_MAGIC_OFFSET, WIREGUARD_PORTS,
 };
 use super::packet::{ICMP_MAGIC_OFFSET, VXLAN_MAGIC_OFFSET};
 
@@ -31,6 +30,9 @@ const TCP_SYN: u32 = 0x02;
 /// The most TCP ports one program watches: each costs two instructions, and every jump must
 /// stay within the 8 bits a classic BPF jump has.
 pub const MAX_TCP_PORTS: usize = 48;
+/// The most VXLAN ports, and the most Geneve ports, one program watches: one instruction each,
+/// and all within the 8-bit jump over them.
+pub const MAX_TUNNEL_PORTS: usize = 16;
 
 /// One instruction before jump targets are resolved.
 #[derive(Debug, Clone, Copy)]
@@ -82,14 +84,15 @@ fn assemble(prog: &[Ins]) -> Vec<Insn> {
 }
 
 /// For a cooked (`SOCK_DGRAM`, `ETH_P_IP`) packet socket, whose data starts at the IPv4 header:
-/// accept crafted VXLAN datagrams to one of `ports`, crafted Geneve datagrams (UDP 6081),
+/// accept crafted VXLAN datagrams to one of `vxlan_ports`, crafted Geneve datagrams to one of
+/// `geneve_ports` (each list at most `MAX_TUNNEL_PORTS`; the rest are not watched),
 /// WireGuard-port probes and IP-in-IP packets, and decapsulated probe ICMP echoes, all recognised
 /// by the probe magic at a fixed offset; plain UDP probe datagrams (and their echoes), recognised
 /// by the probe magic at the start of the payload; and TCP segments with SYN set to or from one of
 /// `tcp_ports` (a probe's SYN, the receiver's SYN-ACK). Everything else is dropped in the kernel,
 /// so a busy node's ordinary traffic never reaches user space.
 #[must_use]
-pub fn sniffer_program(ports: &[u16], tcp_ports: &[u16]) -> Vec<Insn> {
+pub fn sniffer_program(vxlan_ports: &[u16], geneve_ports: &[u16], tcp_ports: &[u16]) -> Vec<Insn> {
     use Target::{Next, To};
     let magic = u32::from_be_bytes(VXLAN_MAGIC);
     let mut p = vec![
@@ -115,7 +118,9 @@ pub fn sniffer_program(ports: &[u16], tcp_ports: &[u16]) -> Vec<Insn> {
     for &port in &WIREGUARD_PORTS {
         p.push(Ins::Jump(JEQ_K, u32::from(port), To("wg_magic"), Next));
     }
-    for &port in ports.iter().chain(&[GENEVE_PORT]) {
+    let vxlan_ports = &vxlan_ports[..vxlan_ports.len().min(MAX_TUNNEL_PORTS)];
+    let geneve_ports = &geneve_ports[..geneve_ports.len().min(MAX_TUNNEL_PORTS)];
+    for &port in vxlan_ports.iter().chain(geneve_ports) {
         p.push(Ins::Jump(JEQ_K, u32::from(port), To("udp_magic"), Next));
     }
     p.extend([
@@ -187,8 +192,15 @@ mod tests {
     use crate::net::packet::{VxlanProbe, echo_request, probe_payload, vxlan_datagram};
     use std::net::Ipv4Addr;
 
-    /// Just enough of a cBPF interpreter for the instructions above, to check the jump layout.
+    /// An IPv4 packet, as most tests send.
     fn run(prog: &[Insn], pkt: &[u8]) -> u32 {
+        run_as(prog, ETH_P_IP, pkt)
+    }
+
+    /// Just enough of a cBPF interpreter for the instructions above, to check the jump layout.
+    /// `protocol` is what the kernel answers to the ancillary protocol load: the frame's
+    /// ethertype (`skb->protocol`).
+    fn run_as(prog: &[Insn], protocol: u32, pkt: &[u8]) -> u32 {
         let (mut a, mut x, mut pc) = (0u32, 0u32, 0usize);
         let load = |off: usize, size: usize| -> Option<u32> {
             let b = pkt.get(off..off + size)?;
@@ -199,8 +211,7 @@ mod tests {
             let ku = k as usize;
             pc += 1;
             let loaded = match code {
-                // The tests' packets are all IPv4.
-                LD_H_ABS if k == SKF_AD_PROTOCOL => Some(Some(ETH_P_IP)),
+                LD_H_ABS if k == SKF_AD_PROTOCOL => Some(Some(protocol)),
                 LD_H_ABS => Some(load(ku, 2)),
                 LD_B_ABS => Some(load(ku, 1)),
                 LD_W_IND => Some(load(x as usize + ku, 4)),
@@ -246,7 +257,7 @@ mod tests {
 
     #[test]
     fn sniffer_accepts_only_probe_traffic() {
-        let prog = sniffer_program(&[8472, 4789], &[]);
+        let prog = sniffer_program(&[8472, 4789], &[6081], &[]);
         assert_eq!(run(&prog, &crafted(8472)), 0xffff);
         assert_eq!(run(&prog, &crafted(4789)), 0xffff);
         assert_eq!(run(&prog, &crafted(53)), 0, "other port");
@@ -272,6 +283,19 @@ mod tests {
         assert_eq!(run(&prog, &ipv4(6, 0, &[0; 20])), 0, "tcp");
     }
 
+    #[test]
+    fn sniffer_drops_what_is_not_ipv4() {
+        const ETH_P_IPV6: u32 = 0x86dd;
+        const ETH_P_ARP: u32 = 0x0806;
+        let prog = sniffer_program(&[8472], &[6081], &[10250]);
+        // Bytes the program would take as IPv4: only the frame's protocol tells them apart.
+        for pkt in [crafted(8472), tcp(40000, 10250, 0x02)] {
+            assert_eq!(run_as(&prog, ETH_P_IP, &pkt), 0xffff);
+            assert_eq!(run_as(&prog, ETH_P_IPV6, &pkt), 0, "IPv6");
+            assert_eq!(run_as(&prog, ETH_P_ARP, &pkt), 0, "ARP");
+        }
+    }
+
     fn tcp(sport: u16, dport: u16, flags: u8) -> Vec<u8> {
         let mut t = vec![0u8; 20];
         t[0..2].copy_from_slice(&sport.to_be_bytes());
@@ -290,7 +314,7 @@ mod tests {
 
     #[test]
     fn sniffer_takes_only_syns_of_watched_ports_and_probe_datagrams() {
-        let prog = sniffer_program(&[8472], &[10250, 9917]);
+        let prog = sniffer_program(&[8472], &[6081], &[10250, 9917]);
         assert_eq!(run(&prog, &tcp(40000, 10250, 0x02)), 0xffff, "SYN in");
         assert_eq!(run(&prog, &tcp(10250, 40000, 0x12)), 0xffff, "SYN-ACK out");
         assert_eq!(run(&prog, &tcp(40000, 9917, 0x02)), 0xffff);
@@ -312,22 +336,30 @@ mod tests {
         // The VXLAN branch still works next to it.
         assert_eq!(run(&prog, &crafted(8472)), 0xffff);
         // No TCP ports watched: no TCP at all.
-        let none = sniffer_program(&[8472], &[]);
+        let none = sniffer_program(&[8472], &[6081], &[]);
         assert_eq!(run(&none, &tcp(40000, 10250, 0x02)), 0);
-        // The most ports allowed still assemble (every jump within 8 bits).
+        // The most ports allowed still assemble (every jump within 8 bits); tunnel ports past the
+        // most are not watched.
         let many: Vec<u16> = (1..=u16::try_from(MAX_TCP_PORTS).unwrap()).collect();
-        let big = sniffer_program(&[8472, 4789], &many);
+        let past = u16::try_from(MAX_TUNNEL_PORTS).unwrap();
+        let vxlan: Vec<u16> = (20000..=20000 + past).collect();
+        let geneve: Vec<u16> = (30000..=30000 + past).collect();
+        let big = sniffer_program(&vxlan, &geneve, &many);
         assert_eq!(
             run(&big, &tcp(40000, many[MAX_TCP_PORTS - 1], 0x02)),
             0xffff
         );
         assert_eq!(run(&big, &udp(9917, &probe_payload(5, 16))), 0xffff);
+        assert_eq!(run(&big, &crafted(20000 + past - 1)), 0xffff);
+        assert_eq!(run(&big, &crafted(30000 + past - 1)), 0xffff);
+        assert_eq!(run(&big, &crafted(20000 + past)), 0, "past the most");
+        assert_eq!(run(&big, &crafted(30000 + past)), 0, "past the most");
     }
 
     #[test]
     fn sniffer_accepts_crafted_ipip_and_geneve() {
         use crate::net::encap::{geneve_datagram, probe_ipv4};
-        let prog = sniffer_program(&[8472], &[]);
+        let prog = sniffer_program(&[8472], &[6081], &[]);
         let inner = probe_ipv4(
             Ipv4Addr::new(10, 244, 1, 0),
             Ipv4Addr::new(10, 244, 2, 0),
@@ -349,6 +381,17 @@ mod tests {
         assert_eq!(run(&prog, &ipv4(17, 0, &wg)), 0, "real wireguard traffic");
         // What the kernel delivers on the tunnel device after decapsulation.
         assert_eq!(run(&prog, &inner), 0xffff, "decapsulated");
+        // Geneve on another port is taken when that port is configured, and 6081 then is not.
+        let elsewhere = sniffer_program(&[8472], &[7081], &[]);
+        udp[2..4].copy_from_slice(&7081u16.to_be_bytes());
+        assert_eq!(run(&elsewhere, &ipv4(17, 0, &udp)), 0xffff, "geneve 7081");
+        assert_eq!(run(&prog, &ipv4(17, 0, &udp)), 0, "7081 not configured");
+        udp[2..4].copy_from_slice(&6081u16.to_be_bytes());
+        assert_eq!(
+            run(&elsewhere, &ipv4(17, 0, &udp)),
+            0,
+            "6081 not configured"
+        );
     }
 
     #[test]

@@ -20,8 +20,6 @@ pub const WIREGUARD_PORTS: [u16; 3] = [51820, 51821, 51871];
 /// Offset of the probe magic in a `WireGuard`-port datagram from the start of the UDP header.
 #[allow(clippy::cast_possible_truncation)]
 pub const WIREGUARD_MAGIC_OFFSET: u32 = UDP_HEADER as u32;
-/// Geneve's IANA port (Cilium's).
-pub const GENEVE_PORT: u16 = crate::proto::DEFAULT_GENEVE_PORT;
 const IPV4_HEADER: usize = 20;
 const ICMP_HEADER: usize = 8;
 const UDP_HEADER: usize = 8;
@@ -171,9 +169,9 @@ pub fn wireguard_nonce(udp_payload: &[u8]) -> Option<u32> {
 }
 
 /// The nonce of a crafted tunnel probe in a captured outer IPv4 packet: IP protocol 4, or UDP to
-/// the Geneve port or a `WireGuard` port.
+/// one of `geneve_ports` or to a `WireGuard` port.
 #[must_use]
-pub fn outer_nonce(ip_packet: &[u8]) -> Option<u32> {
+pub fn outer_nonce(ip_packet: &[u8], geneve_ports: &[u16]) -> Option<u32> {
     let ip = Ipv4Packet::new(ip_packet)?;
     let l4 = ip_packet.get(usize::from(ip.get_header_length()) * 4..)?;
     match ip.get_next_level_protocol().0 {
@@ -183,7 +181,7 @@ pub fn outer_nonce(ip_packet: &[u8]) -> Option<u32> {
             if WIREGUARD_PORTS.contains(&udp.get_destination()) {
                 return wireguard_nonce(udp.payload());
             }
-            if udp.get_destination() != GENEVE_PORT {
+            if !geneve_ports.contains(&udp.get_destination()) {
                 return None;
             }
             inner_nonce(geneve_inner(udp.payload())?)
@@ -195,6 +193,8 @@ pub fn outer_nonce(ip_packet: &[u8]) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const GENEVE: &[u16] = &[crate::proto::DEFAULT_GENEVE_PORT];
 
     fn outer(proto: u8, payload: &[u8]) -> Vec<u8> {
         let mut p = vec![
@@ -215,7 +215,7 @@ mod tests {
     #[test]
     fn crafted_ipip_carries_the_nonce_at_the_filter_offset() {
         let pkt = outer(IPPROTO_IPIP, &inner());
-        assert_eq!(outer_nonce(&pkt), Some(0xdead_beef));
+        assert_eq!(outer_nonce(&pkt, GENEVE), Some(0xdead_beef));
         assert_eq!(
             inner_nonce(&inner()),
             Some(0xdead_beef),
@@ -224,7 +224,11 @@ mod tests {
         assert_eq!(&pkt[20 + IPIP_MAGIC_OFFSET as usize..][..4], b"PRBV");
         let ip = Ipv4Packet::new(&pkt[20..]).unwrap();
         assert_eq!(ipv4::checksum(&ip), ip.get_checksum());
-        assert_eq!(outer_nonce(&outer(41, &inner())), None, "IPv6-in-IPv4");
+        assert_eq!(
+            outer_nonce(&outer(41, &inner()), GENEVE),
+            None,
+            "IPv6-in-IPv4"
+        );
     }
 
     #[test]
@@ -234,12 +238,13 @@ mod tests {
         let mut udp = vec![0x9c, 0x40, 0x17, 0xc1, 0, 0, 0, 0];
         udp.extend_from_slice(&g);
         let pkt = outer(17, &udp);
-        assert_eq!(outer_nonce(&pkt), Some(0xdead_beef));
+        assert_eq!(outer_nonce(&pkt, GENEVE), Some(0xdead_beef));
         assert_eq!(&pkt[20 + GENEVE_MAGIC_OFFSET as usize..][..4], b"PRBV");
-        // Another port is not Geneve.
+        // Another port is not Geneve, unless it is configured as Geneve's.
         let mut other = pkt.clone();
-        other[22..24].copy_from_slice(&4789u16.to_be_bytes());
-        assert_eq!(outer_nonce(&other), None);
+        other[22..24].copy_from_slice(&7081u16.to_be_bytes());
+        assert_eq!(outer_nonce(&other, GENEVE), None);
+        assert_eq!(outer_nonce(&other, &[6081, 7081]), Some(0xdead_beef));
         // The lab's layer-3 form decapsulates to the same packet.
         assert_eq!(geneve_inner(&geneve_ip(2, &inner())), Some(&inner()[..]));
     }
@@ -262,13 +267,13 @@ mod tests {
             udp[2..4].copy_from_slice(&port.to_be_bytes());
             udp.extend_from_slice(&wireguard_payload(7));
             let pkt = outer(17, &udp);
-            assert_eq!(outer_nonce(&pkt), Some(7), "{port}");
+            assert_eq!(outer_nonce(&pkt, GENEVE), Some(7), "{port}");
             assert_eq!(&pkt[20 + WIREGUARD_MAGIC_OFFSET as usize..][..4], b"PRBV");
         }
         // A real WireGuard handshake initiation (type 1) is not ours.
         let mut udp = vec![0x9c, 0x40, 0xca, 0x6c, 0, 0, 0, 0, 1, 0, 0, 0];
         udp.extend_from_slice(&[0; 144]);
-        assert_eq!(outer_nonce(&outer(17, &udp)), None);
+        assert_eq!(outer_nonce(&outer(17, &udp), GENEVE), None);
     }
 
     #[test]
@@ -276,7 +281,7 @@ mod tests {
         let mut ping = inner();
         ping[28..32].copy_from_slice(b"abcd");
         assert_eq!(inner_nonce(&ping), None);
-        assert_eq!(outer_nonce(&outer(IPPROTO_IPIP, &ping)), None);
-        assert_eq!(outer_nonce(&[]), None);
+        assert_eq!(outer_nonce(&outer(IPPROTO_IPIP, &ping), GENEVE), None);
+        assert_eq!(outer_nonce(&[], GENEVE), None);
     }
 }

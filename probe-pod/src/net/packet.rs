@@ -159,36 +159,37 @@ pub struct Captured {
     pub decapsulated: bool,
 }
 
-/// Finds a probe nonce in a captured IPv4 packet: either a crafted VXLAN datagram on one of
-/// `vxlan_ports`, Geneve datagram or IP-in-IP packet (as seen on the underlay) or the
-/// decapsulated inner ICMP echo (as seen on the tunnel device).
+/// Finds a probe nonce in a captured IPv4 packet: either a crafted VXLAN datagram to one of
+/// `vxlan_ports`, Geneve datagram to one of `geneve_ports`, `WireGuard`-port datagram or IP-in-IP
+/// packet (as seen on the underlay) or the decapsulated inner ICMP echo (as seen on the tunnel
+/// device).
 #[must_use]
-pub fn parse_captured(ip_packet: &[u8], vxlan_ports: &[u16]) -> Option<Captured> {
+pub fn parse_captured(
+    ip_packet: &[u8],
+    vxlan_ports: &[u16],
+    geneve_ports: &[u16],
+) -> Option<Captured> {
+    use super::encap::{WIREGUARD_PORTS, outer_nonce};
     let ip = Ipv4Packet::new(ip_packet)?;
     let from = ip.get_source();
     let start = usize::from(ip.get_header_length()) * 4;
     let l4 = ip_packet.get(start..)?;
     let (nonce, decapsulated) = match ip.get_next_level_protocol() {
-        // IP-in-IP, or Geneve (UDP 6081): the crafted tunnel probes as seen on the underlay.
-        IpNextHeaderProtocols::Ipv4 => (super::encap::outer_nonce(ip_packet)?, false),
-        IpNextHeaderProtocols::Udp
-            if UdpPacket::new(l4)?.get_destination() == super::encap::GENEVE_PORT
-                || super::encap::WIREGUARD_PORTS
-                    .contains(&UdpPacket::new(l4)?.get_destination()) =>
-        {
-            (super::encap::outer_nonce(ip_packet)?, false)
-        }
+        // IP-in-IP: the crafted tunnel probe as seen on the underlay.
+        IpNextHeaderProtocols::Ipv4 => (outer_nonce(ip_packet, geneve_ports)?, false),
         IpNextHeaderProtocols::Udp => {
-            let udp = UdpPacket::new(l4)?;
-            if !vxlan_ports.contains(&udp.get_destination()) {
-                return None;
-            }
-            let vx = VxlanPacket::new(l4.get(UDP_HEADER..)?)?;
-            let eth = EthernetPacket::new(vx.payload())?;
-            if eth.get_ethertype() != EtherTypes::Ipv4 {
-                return None;
-            }
-            (inner_icmp_nonce(eth.payload())?, false)
+            let port = UdpPacket::new(l4)?.get_destination();
+            // A port may be both a Geneve and a VXLAN port: each parse in turn.
+            let tunnel = (geneve_ports.contains(&port) || WIREGUARD_PORTS.contains(&port))
+                .then(|| outer_nonce(ip_packet, geneve_ports))
+                .flatten();
+            let vxlan = || {
+                vxlan_ports
+                    .contains(&port)
+                    .then(|| vxlan_udp_nonce(l4.get(UDP_HEADER..)?))
+                    .flatten()
+            };
+            (tunnel.or_else(vxlan)?, false)
         }
         IpNextHeaderProtocols::Icmp => (icmp_nonce(l4)?, true),
         _ => return None,
@@ -278,7 +279,7 @@ mod tests {
         let inner = vxlan_datagram(&probe());
         let mut pkt = hex("45000000 0000 0000 40 11 0000 c0a83865 c0a83866 d431 2118 0000 0000");
         pkt.extend_from_slice(&inner);
-        let c = parse_captured(&pkt, &[8472]).unwrap();
+        let c = parse_captured(&pkt, &[8472], &[6081]).unwrap();
         assert_eq!(
             c,
             Captured {
@@ -287,16 +288,41 @@ mod tests {
                 decapsulated: false,
             }
         );
-        assert_eq!(parse_captured(&pkt, &[4789]), None, "other port");
+        assert_eq!(parse_captured(&pkt, &[4789], &[6081]), None, "other port");
         assert_eq!(VXLAN_MAGIC_OFFSET as usize + 20, 20 + 8 + 8 + 14 + 20 + 8);
         assert_eq!(&pkt[20 + VXLAN_MAGIC_OFFSET as usize..][..4], b"PRBV");
+    }
+
+    #[test]
+    fn captured_geneve_counts_on_the_configured_ports_only() {
+        use crate::net::encap::{geneve_datagram, probe_ipv4};
+        let inner = probe_ipv4(
+            Ipv4Addr::new(10, 244, 1, 0),
+            Ipv4Addr::new(10, 244, 2, 0),
+            0xdead_beef,
+        );
+        let mut pkt = hex("45000000 0000 0000 40 11 0000 c0a83865 c0a83866 d431 1ba9 0000 0000");
+        pkt.extend_from_slice(&geneve_datagram(2, [2, 0, 0, 0, 0, 1], [2; 6], &inner));
+        // UDP 7081.
+        let c = parse_captured(&pkt, &[8472], &[7081]).unwrap();
+        assert_eq!((c.nonce, c.decapsulated), (0xdead_beef, false));
+        assert_eq!(
+            parse_captured(&pkt, &[8472], &[6081]),
+            None,
+            "not configured"
+        );
+        // A port both lists name: the Geneve parse finds it, and VXLAN's still works there.
+        assert!(parse_captured(&pkt, &[7081], &[7081]).is_some());
+        let mut vx = hex("45000000 0000 0000 40 11 0000 c0a83865 c0a83866 d431 1ba9 0000 0000");
+        vx.extend_from_slice(&vxlan_datagram(&probe()));
+        assert!(parse_captured(&vx, &[7081], &[7081]).is_some());
     }
 
     #[test]
     fn captured_inner_icmp_on_vxlan_device_yields_nonce() {
         let inner = vxlan_datagram(&probe());
         let ip = &inner[22..];
-        let c = parse_captured(ip, &[8472]).unwrap();
+        let c = parse_captured(ip, &[8472], &[6081]).unwrap();
         assert_eq!(c.nonce, 0xdead_beef);
         assert_eq!(c.from, Ipv4Addr::new(10, 244, 1, 0));
         assert!(c.decapsulated);
@@ -307,10 +333,10 @@ mod tests {
         // A normal ping (payload without magic).
         let mut ping = hex("45000024 0000 0000 40 01 0000 0a000001 0a000002");
         ping.extend_from_slice(&echo_request(1, 1, b"abcdefgh"));
-        assert_eq!(parse_captured(&ping, &[8472]), None);
+        assert_eq!(parse_captured(&ping, &[8472], &[6081]), None);
         // Truncated garbage.
-        assert_eq!(parse_captured(&[0x45, 0, 0], &[8472]), None);
-        assert_eq!(parse_captured(&[], &[8472]), None);
+        assert_eq!(parse_captured(&[0x45, 0, 0], &[8472], &[6081]), None);
+        assert_eq!(parse_captured(&[], &[8472], &[6081]), None);
     }
 
     #[test]

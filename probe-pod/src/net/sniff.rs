@@ -17,7 +17,8 @@ const PACKET_OUTGOING: u8 = 4;
 
 pub struct Sniffer {
     fd: AsyncFd<Socket>,
-    ports: Vec<u16>,
+    vxlan_ports: Vec<u16>,
+    geneve_ports: Vec<u16>,
     tcp_ports: Vec<u16>,
     names: HashMap<usize, String>,
 }
@@ -33,9 +34,13 @@ pub struct Capture {
 
 impl Sniffer {
     /// Opens a cooked IPv4 packet socket on all interfaces, taking crafted VXLAN probes to
-    /// `vxlan_ports`, plain UDP probes, and SYNs to (and SYN-ACKs from) `tcp_ports` (at most
-    /// `bpf::MAX_TCP_PORTS`; the rest are not watched). Needs `CAP_NET_RAW`.
-    pub fn open(vxlan_ports: &[u16], tcp_ports: &[u16]) -> io::Result<Self> {
+    /// `vxlan_ports`, crafted Geneve probes to `geneve_ports` (at most `bpf::MAX_TUNNEL_PORTS`
+    /// each), the other crafted tunnel probes, plain UDP probes, and SYNs to (and SYN-ACKs from)
+    /// `tcp_ports` (at most `bpf::MAX_TCP_PORTS`; the rest are not watched). Needs `CAP_NET_RAW`.
+    pub fn open(vxlan_ports: &[u16], geneve_ports: &[u16], tcp_ports: &[u16]) -> io::Result<Self> {
+        // Parse what the filter lets through, no more.
+        let vxlan_ports = &vxlan_ports[..vxlan_ports.len().min(bpf::MAX_TUNNEL_PORTS)];
+        let geneve_ports = &geneve_ports[..geneve_ports.len().min(bpf::MAX_TUNNEL_PORTS)];
         let tcp_ports = &tcp_ports[..tcp_ports.len().min(bpf::MAX_TCP_PORTS)];
         // `ETH_P_ALL`, not `ETH_P_IP`: only such sockets see the packets this host sends (the
         // SYN-ACK that proves it answered); the BPF program keeps IPv4 only.
@@ -44,6 +49,7 @@ impl Sniffer {
         let sock = Socket::new(Domain::PACKET, Type::DGRAM, Some(proto))?;
         sock.attach_filter(&bpf::to_filter(&bpf::sniffer_program(
             vxlan_ports,
+            geneve_ports,
             tcp_ports,
         )))?;
         // Bursts of receipts (one per peer) must not overflow the queue; the kernel caps this at
@@ -52,7 +58,8 @@ impl Sniffer {
         sock.set_nonblocking(true)?;
         Ok(Self {
             fd: super::async_fd(sock, tokio::io::Interest::READABLE)?,
-            ports: vxlan_ports.to_vec(),
+            vxlan_ports: vxlan_ports.to_vec(),
+            geneve_ports: geneve_ports.to_vec(),
             tcp_ports: tcp_ports.to_vec(),
             names: HashMap::new(),
         })
@@ -77,7 +84,7 @@ impl Sniffer {
             let crafted = if outgoing {
                 None
             } else {
-                parse_captured(pkt, &self.ports)
+                parse_captured(pkt, &self.vxlan_ports, &self.geneve_ports)
             };
             let (captured, flow) = match crafted {
                 Some(c) => (c, None),

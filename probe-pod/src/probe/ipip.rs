@@ -4,14 +4,12 @@
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 
-use socket2::{Domain, Protocol, Socket, Type};
-use tokio::time::Instant;
-
 use super::Fail;
+use super::crafted::Crafted;
 use crate::net::encap::{IPPROTO_IPIP, probe_ipv4};
 use crate::net::errqueue::Failure;
-use crate::net::random_u32;
-use crate::proto::{Outcome, Probe, ProbeResult};
+use crate::proto::{Probe, ProbeResult};
+use socket2::{Domain, Protocol, Socket, Type};
 
 /// Sends at once (no waiting: ICMP errors for protocol 4 are not collected), so it needs no
 /// deadline.
@@ -26,25 +24,16 @@ pub fn probe(id: &str, probe: &Probe) -> ProbeResult {
     else {
         unreachable!("dispatched by kind");
     };
-    let start = Instant::now();
-    let nonce = nonce.unwrap_or_else(random_u32);
-    let what = format!("ipip {address} nonce {nonce}");
+    let c = Crafted::new(id, *nonce, |nonce| format!("ipip {address} nonce {nonce}"));
     let packet = probe_ipv4(
         inner_source.unwrap_or(Ipv4Addr::UNSPECIFIED),
         inner_destination.unwrap_or(*address),
-        nonce,
+        c.nonce(),
     );
-    let r = match send(*address, &packet) {
-        Ok(()) => ProbeResult::new(
-            id,
-            Outcome::Ok,
-            format!("{what}: sent; receipt is confirmed by the peer's sniffer"),
-        ),
-        Err(f) => f.into_result(id, &what, start.elapsed()),
-    };
-    let mut r = r;
-    r.nonce = Some(nonce);
-    r
+    match send(*address, &packet) {
+        Ok(()) => c.sent(),
+        Err(f) => c.failed(f),
+    }
 }
 
 /// One non-blocking send on a raw IP protocol 4 socket: it returns at once (or fails, e.g. with

@@ -1,6 +1,7 @@
 //! One module per probe kind. Every probe runs under a deadline and turns what the network did into
 //! an `Outcome`; only a probe that could not run at all is `error`.
 
+pub mod crafted;
 pub mod dns;
 pub mod geneve;
 pub mod httpdate;

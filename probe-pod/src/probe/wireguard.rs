@@ -6,8 +6,8 @@ use std::net::SocketAddr;
 
 use tokio::time::Instant;
 
+use super::crafted::Crafted;
 use crate::net::encap::wireguard_payload;
-use crate::net::random_u32;
 use crate::proto::{Probe, ProbeResult};
 
 pub async fn probe(id: &str, probe: &Probe, deadline: Instant) -> ProbeResult {
@@ -19,12 +19,10 @@ pub async fn probe(id: &str, probe: &Probe, deadline: Instant) -> ProbeResult {
     else {
         unreachable!("dispatched by kind");
     };
-    let start = Instant::now();
-    let nonce = nonce.unwrap_or_else(random_u32);
     let addr = SocketAddr::from((*address, port.get()));
-    let what = format!("wireguard port {addr} nonce {nonce}");
-    let mut r =
-        super::geneve::send(id, &what, addr, &wireguard_payload(nonce), deadline, start).await;
-    r.nonce = Some(nonce);
-    r
+    let c = Crafted::new(id, *nonce, |nonce| {
+        format!("wireguard port {addr} nonce {nonce}")
+    });
+    c.send_udp(addr, &wireguard_payload(c.nonce()), deadline)
+        .await
 }

@@ -69,6 +69,8 @@ pub struct Config {
     pub port: u16,
     pub sniff: SniffMode,
     pub vxlan_ports: Vec<u16>,
+    /// Geneve UDP ports the sniffer watches for crafted Geneve probes.
+    pub geneve_ports: Vec<u16>,
     /// Exit by itself after this long, so a crashed coordinator cannot leave agents behind.
     pub ttl: Option<Duration>,
     /// More TCP ports to answer on (echo and HTTP), e.g. to stand in for a kubelet in a lab.
@@ -145,6 +147,7 @@ pub async fn run(
     let sniffing = sniffer::start(
         config.sniff,
         &config.vxlan_ports,
+        &config.geneve_ports,
         &config.watched_tcp_ports(),
         sightings.clone(),
     )?;

@@ -104,6 +104,7 @@ fn joined(ports: &[u16]) -> String {
 pub fn start(
     mode: SniffMode,
     ports: &[u16],
+    geneve_ports: &[u16],
     tcp_ports: &[u16],
     sightings: Arc<Sightings>,
 ) -> Result<Option<String>, ServeError> {
@@ -112,7 +113,7 @@ pub fn start(
     if mode == SniffMode::Never || (mode == SniffMode::Auto && !wanted) {
         return Ok(None);
     }
-    let mut sniffer = match Sniffer::open(ports, tcp_ports) {
+    let mut sniffer = match Sniffer::open(ports, geneve_ports, tcp_ports) {
         Ok(s) => s,
         Err(e) if mode == SniffMode::Auto && devices.is_empty() => {
             tracing::info!(error = %e, "no packet socket; sniffer off (receipts unknown)");
@@ -127,9 +128,10 @@ pub fn start(
     let watched = &tcp_ports[..tcp_ports.len().min(crate::net::bpf::MAX_TCP_PORTS)];
     let _ = sightings.1.set(watched.to_vec());
     let what = format!(
-        "all interfaces, udp {} and probe datagrams, geneve 6081, wireguard ports, ip protocol \
-         4, tcp SYNs to {} (tunnel devices: {})",
+        "all interfaces, udp {} and probe datagrams, geneve {}, wireguard ports, ip protocol 4, \
+         tcp SYNs to {} (tunnel devices: {})",
         joined(ports),
+        joined(geneve_ports),
         joined(watched),
         if devices.is_empty() {
             "none yet".to_string()

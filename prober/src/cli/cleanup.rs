@@ -1,6 +1,7 @@
 //! `prober cleanup`: remove what crashed runs left behind (found by their run label); a
 //! permanent install from deploy/ carries none and is never touched.
 
+use super::out::outln;
 use prober::runtime::kube::manifests::DEFAULT_NAMESPACE;
 
 use super::CliError;
@@ -27,10 +28,10 @@ pub async fn run(args: &Args) -> Result<u8, CliError> {
         .await
         .map_err(|e| env(&e))?;
     if deleted.is_empty() {
-        println!("nothing left behind by a run in {}", args.namespace);
+        outln!("nothing left behind by a run in {}", args.namespace)?;
     }
     for d in deleted {
-        println!("deleted {d} ({})", args.namespace);
+        outln!("deleted {d} ({})", args.namespace)?;
     }
     Ok(prober::report::EXIT_OK)
 }

@@ -1,6 +1,7 @@
 //! `prober diff OLD NEW`: what changed between two saved reports — new, resolved and persisting
 //! findings, matched by kind and subject rather than by id or wording.
 
+use super::out::{out, outln};
 use std::path::{Path, PathBuf};
 
 use clap::ValueEnum;
@@ -44,8 +45,8 @@ pub fn run(args: &Args) -> Result<u8, CliError> {
     let new = read(&args.new)?;
     let d = diff(&old.findings, &new.findings);
     match args.output {
-        Output::Table => print!("{}", d.table()),
-        Output::Json => println!("{}", d.to_json()),
+        Output::Table => out!("{}", d.table())?,
+        Output::Json => outln!("{}", d.to_json())?,
     }
     Ok(d.exit_code())
 }

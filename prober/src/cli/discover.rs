@@ -1,5 +1,6 @@
 //! `prober discover`: what the prober believes about a cluster, as an inventory.
 
+use super::out::{out, outln};
 use clap::ValueEnum;
 
 use super::CliError;
@@ -39,11 +40,11 @@ pub async fn run(args: &Args) -> Result<u8, CliError> {
     warn_forbidden("prober discover", &found.forbidden);
     let inv = found.inventory;
     match args.output {
-        Format::Yaml => print!("{}", inv.to_yaml()),
-        Format::Json => println!(
+        Format::Yaml => out!("{}", inv.to_yaml())?,
+        Format::Json => outln!(
             "{}",
             serde_json::to_string_pretty(&inv).map_err(|e| CliError::Environment(e.to_string()))?
-        ),
+        )?,
     }
     Ok(prober::report::EXIT_OK)
 }

@@ -1,5 +1,6 @@
 //! `prober lab`: build, run, list and remove network-namespace labs.
 
+use super::out::{out, outln};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -102,7 +103,7 @@ pub async fn run(cmd: Command) -> Result<u8, CliError> {
         Command::Up(a) => up(&a),
         Command::Run(a) => run_scenario(&a).await,
         Command::Down(a) => down(&a),
-        Command::Status(a) => Ok(status(&a)),
+        Command::Status(a) => status(&a),
         Command::Apiserver(a) => {
             lab::apiserver::serve(a.listen, &a.cert, &a.key, &a.tokens, a.clock_skew)
                 .await
@@ -162,27 +163,27 @@ fn up(args: &UpArgs) -> Result<u8, CliError> {
     let layout = lab.detach();
     let name = name_of(&layout);
     let faults = s.faults.len();
-    println!(
+    outln!(
         "lab {name} is up: {} nodes ({}), {faults} fault{}",
         s.nodes,
         s.name,
         if faults == 1 { "" } else { "s" }
-    );
-    println!("inventory: {}", inventory.display());
+    )?;
+    outln!("inventory: {}", inventory.display())?;
     for n in &layout.nodes {
-        println!(
+        outln!(
             "  {:<4} {:<15} pod {:<13} ip netns exec {}",
             n.name,
             n.address.to_string(),
             n.pods[0].address.to_string(),
             n.ns
-        );
+        )?;
     }
-    println!(
+    outln!(
         "probe it with: prober matrix --inventory {}",
         inventory.display()
-    );
-    println!("take it down with: prober lab down {name}");
+    )?;
+    outln!("take it down with: prober lab down {name}")?;
     Ok(EXIT_OK)
 }
 
@@ -195,10 +196,10 @@ async fn run_scenario(args: &RunArgs) -> Result<u8, CliError> {
             .map(|l| prober::report::wrap(l, width, 7) + "\n")
             .collect()
     };
-    print!(
+    out!(
         "{}",
         fit(&format!("scenario {}: {}", s.name, s.description.trim()))
-    );
+    )?;
     let inv = lab::build::inventory(&s, &lab.layout);
     let agent_bin = lab.agent_bin.display().to_string();
     let probe = ProbeArgs::with_agent(agent_bin.clone(), args.save.clone());
@@ -209,16 +210,16 @@ async fn run_scenario(args: &RunArgs) -> Result<u8, CliError> {
         None => matrix::run_matrix(&inv, runtime, &probe, Vec::new()).await,
     };
     match &matrix {
-        Ok(r) => print!("{}", args.out.render(r)),
+        Ok(r) => out!("{}", args.out.render(r))?,
         Err(e) => eprintln!("prober lab run: matrix: {e}"),
     }
-    println!("\nexpectations:");
+    outln!("\nexpectations:")?;
     eprintln!("checking the scenario's reachability expectations...");
     // The checks drive their own small runtime: run them off this one's threads.
     let checked = std::thread::scope(|t| t.spawn(|| check::run(&lab)).join())
         .map_err(|_| CliError::Environment("the expectation checks panicked".into()))?;
     let (report, reach_ok) = check::render(&checked);
-    print!("{}", fit(&report));
+    out!("{}", fit(&report))?;
     let expected = s.expect.findings.len() + s.expect.not_findings.len();
     let (found_text, found_failed) = match &matrix {
         Ok(r) => check::findings(&s.expanded_expect(), &r.findings),
@@ -226,12 +227,12 @@ async fn run_scenario(args: &RunArgs) -> Result<u8, CliError> {
         Err(_) => ("FAIL the matrix did not run\n".to_string(), expected.max(1)),
     };
     let found_ok = found_failed == 0;
-    print!("{}", fit(&found_text));
+    out!("{}", fit(&found_text))?;
     let total = checked.len() + expected.max(found_failed);
     let failed = checked.iter().filter(|c| !c.pass).count() + found_failed;
-    println!("{} passed, {failed} failed", total.saturating_sub(failed));
+    outln!("{} passed, {failed} failed", total.saturating_sub(failed))?;
     if args.keep {
-        println!("lab kept: prober lab down {}", name_of(&lab.detach()));
+        outln!("lab kept: prober lab down {}", name_of(&lab.detach()))?;
     } else {
         // Teardown takes seconds: say so rather than sit silent after the verdict.
         let name = name_of(&lab.layout);
@@ -271,7 +272,7 @@ fn down(args: &DownArgs) -> Result<u8, CliError> {
                 .join(lab::prefix_of(&l.name).trim_end_matches('-'))
         });
         match lab::teardown(&lab::prefix_of(&l.name), &state) {
-            Ok(n) => println!("removed lab {} ({n} namespaces)", l.name),
+            Ok(n) => outln!("removed lab {} ({n} namespaces)", l.name)?,
             Err(e) => failed.push(format!("{}: {e}", l.name)),
         }
     }
@@ -293,20 +294,22 @@ fn down(args: &DownArgs) -> Result<u8, CliError> {
     }
 }
 
-fn status(args: &CommonArgs) -> u8 {
+fn status(args: &CommonArgs) -> Result<u8, CliError> {
     let labs = lab::list(&args.state_dir);
     if labs.is_empty() {
-        println!("no labs");
+        outln!("no labs")?;
     }
     for l in labs {
         let state = l.state_dir.as_deref().map_or_else(
             || "no state dir".to_string(),
             |p| Path::new(p).display().to_string(),
         );
-        println!(
+        outln!(
             "{:<12} {:>3} nodes {:>4} namespaces  {state}",
-            l.name, l.nodes, l.namespaces
-        );
+            l.name,
+            l.nodes,
+            l.namespaces
+        )?;
     }
-    EXIT_OK
+    Ok(EXIT_OK)
 }

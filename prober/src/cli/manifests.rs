@@ -1,5 +1,6 @@
 //! `prober manifests`: the objects the prober applies to run its agents.
 
+use super::out::out;
 use prober::runtime::kube::manifests::{self, AgentSpec, DEFAULT_IMAGE, DEFAULT_NAMESPACE};
 
 #[derive(clap::Args)]
@@ -29,12 +30,12 @@ const RBAC: &str = include_str!(concat!(
 
 pub fn run(args: &Args) -> Result<u8, super::CliError> {
     if args.rbac {
-        print!("{RBAC}");
+        out!("{RBAC}")?;
         return Ok(prober::report::EXIT_OK);
     }
     if args.scheduled {
         let text = super::manifests_scheduled::render().map_err(super::CliError::Usage)?;
-        print!("{text}");
+        out!("{text}")?;
         return Ok(prober::report::EXIT_OK);
     }
     let spec = AgentSpec {
@@ -42,6 +43,6 @@ pub fn run(args: &Args) -> Result<u8, super::CliError> {
         image: args.image.clone(),
         ..AgentSpec::default()
     };
-    print!("{}", manifests::yaml(&spec));
+    out!("{}", manifests::yaml(&spec))?;
     Ok(prober::report::EXIT_OK)
 }

@@ -50,9 +50,10 @@ pub async fn run(args: &Args) -> Result<u8, CliError> {
             (report, super::export::now(), None)
         }
     };
-    args.out
-        .write_finished(&report, finished, std::io::stdout().lock())
-        .map_err(|e| CliError::Environment(format!("cannot write the report: {e}")))?;
+    super::out::written(
+        args.out
+            .write_finished(&report, finished, std::io::stdout().lock()),
+    )?;
     let changes = changes.as_ref();
     Ok(args
         .export

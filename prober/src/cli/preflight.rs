@@ -2,6 +2,7 @@
 //! on the candidate take the ports it will serve; the existing nodes' host agents and the
 //! candidate probe each other; the report leads with a checklist.
 
+use super::out::out;
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -81,7 +82,7 @@ pub async fn run(args: &Args) -> Result<u8, CliError> {
         }
         None => kube_preflight(args).await?,
     };
-    print!("{}", args.out.render(&report));
+    out!("{}", args.out.render(&report))?;
     Ok(report.summary.exit_code)
 }
 

@@ -1,5 +1,6 @@
 //! `prober report`: re-render a saved JSON report.
 
+use super::out::out;
 use std::path::PathBuf;
 
 use prober::model::read::{MAX_REPORT_BYTES, read_capped};
@@ -29,7 +30,7 @@ pub async fn run(args: &Args) -> Result<u8, CliError> {
         .ok()
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .map_or_else(super::export::now, |d| d.as_secs());
-    print!("{}", args.out.render_finished(&report, finished));
+    out!("{}", args.out.render_finished(&report, finished))?;
     Ok(args
         .export
         .finish("prober report", &report, finished, None)
