@@ -1874,6 +1874,7 @@ fn attributes(s: &Seen) -> Attributes {
         ("GET", false) if q.contains_key("watch") => vec!["watch"],
         ("GET", false) => vec!["list"],
         ("POST", _) => vec!["create"],
+        ("PUT", true) => vec!["update"],
         ("DELETE", true) => vec!["delete"],
         ("PATCH", _) => vec!["patch"],
         (m, _) => panic!("unexpected method {m} {path}"),
@@ -1901,19 +1902,24 @@ impl Rbac {
             extra.sort();
             files.extend(extra);
         }
-        let docs: Vec<Value> = files
+        let text: Vec<String> = files
             .iter()
-            .flat_map(|f| {
-                let text = std::fs::read_to_string(f).unwrap();
-                text.split("\n---")
-                    .map(|d| d.trim_start_matches("---").to_string())
-                    .filter(|d| {
-                        d.lines()
-                            .any(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
-                    })
-                    .map(|d| serde_saphyr::from_str::<Value>(&d).unwrap())
-                    .collect::<Vec<_>>()
+            .map(|f| std::fs::read_to_string(f).unwrap())
+            .collect();
+        Self::of(&text.join("\n---\n"), "prober")
+    }
+
+    /// The rules bound to the `ServiceAccount` `subject` in prober-system by the objects of the
+    /// multi-document YAML `text`.
+    fn of(text: &str, subject: &str) -> Self {
+        let docs: Vec<Value> = text
+            .split("\n---")
+            .map(|d| d.trim_start_matches("---").to_string())
+            .filter(|d| {
+                d.lines()
+                    .any(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
             })
+            .map(|d| serde_saphyr::from_str::<Value>(&d).unwrap())
             .collect();
         let role = |kind: &str, name: &str, ns: Option<&str>| {
             docs.iter()
@@ -1925,15 +1931,18 @@ impl Rbac {
                 .unwrap_or_else(|| panic!("no {kind} {name} in {ns:?}"))
         };
         let mut grants = Vec::new();
-        for b in docs
-            .iter()
-            .filter(|d| d["kind"] == "RoleBinding" || d["kind"] == "ClusterRoleBinding")
-        {
-            let subject = &b["subjects"][0];
-            assert_eq!(
-                (subject["name"].as_str(), subject["namespace"].as_str()),
-                (Some("prober"), Some("prober-system"))
-            );
+        let names_subject = |b: &Value| {
+            b["subjects"].as_array().is_some_and(|subjects| {
+                subjects.iter().any(|x| {
+                    x["kind"] == "ServiceAccount"
+                        && x["name"] == subject
+                        && x["namespace"] == "prober-system"
+                })
+            })
+        };
+        for b in docs.iter().filter(|d| {
+            (d["kind"] == "RoleBinding" || d["kind"] == "ClusterRoleBinding") && names_subject(d)
+        }) {
             let scope = b["metadata"]["namespace"].as_str().map(String::from);
             let r = role(
                 b["roleRef"]["kind"].as_str().unwrap(),
@@ -1988,7 +1997,7 @@ impl Rbac {
                     && g.resource == a.resource
                     && (g.scope.is_none() || g.scope == a.namespace)
                     // resourceNames cannot limit list, watch or create.
-                    && (g.name.is_none() || (g.name == a.name && matches!(*verb, "get" | "delete" | "patch")))
+                    && (g.name.is_none() || (g.name == a.name && matches!(*verb, "get" | "update" | "delete" | "patch")))
             });
             match found {
                 Some(g) => used.push(g.clone()),
@@ -2249,4 +2258,174 @@ async fn typha_in_kube_system() -> Vec<Seen> {
         .collect();
     assert_eq!(typha_nodes, ["cp1", "w2"]);
     seen
+}
+
+// ---------------------------------------------------------------------------------------------
+// The scheduled mode's RBAC: every request of `matrix --use-existing --remember` is allowed to
+// the CronJob's ServiceAccount by what `prober manifests --scheduled` renders
+
+/// A report with one error finding: a scheduled run that has something to announce.
+fn report_with_a_gap() -> prober::report::Report {
+    prober::report::Report::from_json(
+        &json!({
+            "schema": "prober.report/v1", "results": [], "agents": [],
+            "findings": [{"kind": "firewall-gap", "severity": "error",
+                          "summary": "udp/8472 is blocked between w1 and every other node",
+                          "evidence": [], "consequences": [], "protocol": "udp", "port": 8472,
+                          "from": ["w1"], "to": ["cp1"], "direction": "both", "where": "network"}],
+            "summary": {"total": 0, "ok": 0, "failed": 0, "unknown": 0, "nodes": 2, "agents": 4,
+                        "agentsMissing": 0, "durationMillis": 10, "interrupted": false,
+                        "byPath": {}, "exitCode": 1}
+        })
+        .to_string(),
+    )
+    .unwrap()
+}
+
+/// One scheduled run against `flavour`, in the order `prober matrix --use-existing --remember`
+/// makes its calls: discovery, the permanent-agents check, recall the remembered report, wait
+/// for the agents, exec, then the Events and the remembered report (`first`: none yet, so the
+/// replace fails and it is created; else it is replaced).
+async fn scheduled_mode(flavour: &'static str, first: bool) -> Vec<Seen> {
+    use base64::Engine as _;
+    use prober::report::remembered;
+    use prober::runtime::kube::deploy;
+    use prober::runtime::kube::manifests::AgentSpec;
+    const CM: &str = "/api/v1/namespaces/prober-system/configmaps/prober-last-report";
+    let remembered_cm = {
+        let (gz, _) = remembered::Remembered::of(&report_with_a_gap(), 1)
+            .encode(remembered::BUDGET)
+            .unwrap();
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": "prober-last-report", "namespace": "prober-system"},
+               "binaryData": {"report.json.gz": base64::engine::general_purpose::STANDARD.encode(&gz)}})
+    };
+    let (client, server) = serve(Box::new(move |s| {
+        let (path, _) = split(&s.uri);
+        match (s.method.as_str(), path.as_str()) {
+            ("GET" | "PUT", CM) if first => return status(404, "NotFound"),
+            ("GET", CM) => return respond(200, &remembered_cm),
+            ("PUT", CM) => return respond(200, &s.body),
+            (
+                "POST",
+                "/api/v1/namespaces/prober-system/configmaps"
+                | "/api/v1/namespaces/prober-system/events",
+            ) => return respond(201, &s.body),
+            _ => {}
+        }
+        if path.contains("/namespaces/prober-system/") {
+            if path.ends_with("/daemonsets") {
+                let d = |n: &str, c: &str| json!({"metadata": {"name": n, "labels": {"app.kubernetes.io/name": "prober", "app.kubernetes.io/component": c}}});
+                return respond(
+                    200,
+                    &list_of(
+                        "DaemonSetList",
+                        vec![d("probe-host", "host-agent"), d("probe-pod", "pod-agent")],
+                        "2",
+                    ),
+                );
+            }
+            return agents::agents_router(s, "").unwrap_or_else(|| status(403, "Forbidden"));
+        }
+        discovery_answer(flavour, s)
+    }));
+    let raw = read(&client).await.unwrap();
+    build(&raw).unwrap();
+    assert!(deploy::permanent(&client, "prober-system").await.unwrap());
+    let previous = remembered::recall(&client, "prober-system").await.unwrap();
+    assert_eq!(previous.is_none(), first);
+    let spec = AgentSpec::default();
+    let (ready, _) = deploy::wait(
+        &client,
+        &spec,
+        &agents::nodes(),
+        std::time::Duration::from_secs(30),
+        &|_, _| {},
+    )
+    .await
+    .unwrap();
+    exec_once(&client, ready).await;
+    // First run: the gap is new (an Event); next run: it is resolved (an Event).
+    let report = if first {
+        report_with_a_gap()
+    } else {
+        let mut r = report_with_a_gap();
+        r.findings.clear();
+        r
+    };
+    let changes = remembered::remember(&client, "prober-system", previous.as_ref(), &report, 2)
+        .await
+        .unwrap();
+    assert_eq!(changes.events, 1);
+    drop(client);
+    server.await.unwrap()
+}
+
+#[tokio::test]
+async fn scheduled_rbac_allows_every_request_of_a_scheduled_run() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_prober"))
+        .args(["manifests", "--scheduled"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let mut rendered = String::from_utf8(out.stdout).unwrap();
+    // With the optional bindings for the namespaces some clusters have (they name the
+    // scheduled ServiceAccount too).
+    let optional = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../deploy/base/optional");
+    let mut extra: Vec<PathBuf> = std::fs::read_dir(optional)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    extra.sort();
+    for f in extra {
+        rendered.push_str("\n---\n");
+        rendered.push_str(&std::fs::read_to_string(f).unwrap());
+    }
+    let rbac = Rbac::of(&rendered, "prober-scheduled");
+    let mut seen = Vec::new();
+    for flavour in FLAVOURS {
+        seen.extend(scheduled_mode(flavour, true).await);
+    }
+    seen.extend(scheduled_mode("flannel", false).await);
+    seen.extend(typha_in_kube_system().await);
+    let mut used = BTreeSet::new();
+    let mut denied = BTreeSet::new();
+    for s in &seen {
+        let grants = rbac.allows(s);
+        if grants.is_empty() {
+            denied.insert(format!("{} {} ({:?})", s.method, s.uri, attributes(s)));
+        }
+        used.extend(grants);
+    }
+    assert!(
+        denied.is_empty(),
+        "requests of a scheduled run deploy/scheduled does not allow:\n{}",
+        denied.into_iter().collect::<Vec<_>>().join("\n")
+    );
+    // The scheduled Role is its own: every grant in it is used. (The base's read-only roles it
+    // is bound to are checked for use by the test above.)
+    let unused: Vec<String> = rbac
+        .grants
+        .iter()
+        .filter(|g| g.from.contains("prober-scheduled") && !used.contains(*g))
+        .map(|g| {
+            format!(
+                "{} {}/{} {:?} ({})",
+                g.verb, g.group, g.resource, g.name, g.from
+            )
+        })
+        .collect();
+    assert!(
+        unused.is_empty(),
+        "granted but never used:\n{}",
+        unused.join("\n")
+    );
+    // It never creates, changes or deletes an agent.
+    assert!(
+        !rbac.grants.iter().any(|g| matches!(
+            g.resource.as_str(),
+            "daemonsets" | "serviceaccounts" | "namespaces"
+        ) && g.verb != "list"),
+        "the scheduled run changes no agent"
+    );
 }
