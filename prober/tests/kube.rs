@@ -366,7 +366,13 @@ fn nodes(inv: &Inventory) -> Vec<Row> {
                 n.pod_cidr.map(|c| c.to_string()),
                 n.vtep
                     .as_ref()
-                    .map(|v| (v.address.to_string(), v.mac.to_string())),
+                    // No MAC (IP-in-IP, Cilium): "".
+                    .map(|v| {
+                        (
+                            v.address.to_string(),
+                            v.mac.map(|m| m.to_string()).unwrap_or_default(),
+                        )
+                    }),
             )
         })
         .collect()
@@ -438,7 +444,7 @@ async fn kubeadm_flannel() {
     assert_eq!(inv.nodes[1].pod_cidr.unwrap().to_string(), "10.244.1.0/24");
     let vtep = inv.nodes[2].vtep.as_ref().unwrap();
     assert_eq!(
-        (vtep.address.to_string(), vtep.mac.to_string()),
+        (vtep.address.to_string(), vtep.mac.unwrap().to_string()),
         ("10.244.2.0".to_string(), "02:00:0a:f4:02:01".to_string())
     );
     assert_eq!(inv.cluster.api.service.to_string(), "10.96.0.1:443");
@@ -686,8 +692,8 @@ async fn eks_vpc_cni() {
     assert!(inv.cluster.overlay.is_none());
     assert_eq!(
         inv.cluster.pod_cidr.to_string(),
-        "0.0.0.0/0",
-        "unknown: pods live in the VPC"
+        "10.0.0.0/22",
+        "from the pods' addresses (the DNS endpoints) and the node subnets they share, never 0.0.0.0/0"
     );
     assert!(
         inv.nodes.iter().all(|n| n.pod_cidr.is_none()),
@@ -835,13 +841,29 @@ async fn cilium_vxlan_cluster_pool() {
     );
     assert_eq!(inv.cluster.pod_cidr.to_string(), "10.0.0.0/8");
     assert_eq!(inv.cluster.service_cidr.to_string(), "10.96.0.0/12");
-    // CiliumNodes, not the (unused) kubeadm spec.podCIDR 10.244.x.0/24.
+    // CiliumNodes, not the (unused) kubeadm spec.podCIDR 10.244.x.0/24; the tunnel endpoints
+    // are the CiliumNodes' CiliumInternalIPs (no MAC: a flow-based device).
     expect_nodes(
         &inv,
         &[
-            ("cp1", "192.168.56.10", Some("10.0.0.0/24"), None),
-            ("w1", "192.168.56.11", Some("10.0.1.0/24"), None),
-            ("w2", "192.168.56.12", Some("10.0.2.0/24"), None),
+            (
+                "cp1",
+                "192.168.56.10",
+                Some("10.0.0.0/24"),
+                Some(("10.0.0.73", "")),
+            ),
+            (
+                "w1",
+                "192.168.56.11",
+                Some("10.0.1.0/24"),
+                Some(("10.0.1.18", "")),
+            ),
+            (
+                "w2",
+                "192.168.56.12",
+                Some("10.0.2.0/24"),
+                Some(("10.0.2.151", "")),
+            ),
         ],
     );
     let dns = inv.cluster.dns.as_ref().unwrap();
@@ -875,9 +897,24 @@ async fn cilium_geneve_without_kube_proxy() {
     expect_nodes(
         &inv,
         &[
-            ("master-0", "192.168.57.10", Some("10.200.0.0/24"), None),
-            ("worker-0", "192.168.57.11", Some("10.200.1.0/24"), None),
-            ("worker-1", "192.168.57.12", Some("10.200.2.0/24"), None),
+            (
+                "master-0",
+                "192.168.57.10",
+                Some("10.200.0.0/24"),
+                Some(("10.200.0.214", "")),
+            ),
+            (
+                "worker-0",
+                "192.168.57.11",
+                Some("10.200.1.0/24"),
+                Some(("10.200.1.96", "")),
+            ),
+            (
+                "worker-1",
+                "192.168.57.12",
+                Some("10.200.2.0/24"),
+                Some(("10.200.2.33", "")),
+            ),
         ],
     );
     assert_eq!(addrs(&inv.cluster.api.endpoints), ["192.168.57.10:6443"]);
@@ -949,9 +986,25 @@ async fn calico_ipip_with_bgp() {
     expect_nodes(
         &inv,
         &[
-            ("cp1", "10.10.0.11", Some("192.168.89.128/26"), None),
-            ("w1", "10.10.0.12", Some("192.168.45.0/26"), None),
-            ("w2", "10.10.0.13", Some("192.168.171.64/26"), None),
+            // The IP-in-IP tunnel addresses calico-node annotates (no MAC).
+            (
+                "cp1",
+                "10.10.0.11",
+                Some("192.168.89.128/26"),
+                Some(("192.168.89.128", "")),
+            ),
+            (
+                "w1",
+                "10.10.0.12",
+                Some("192.168.45.0/26"),
+                Some(("192.168.45.0", "")),
+            ),
+            (
+                "w2",
+                "10.10.0.13",
+                Some("192.168.171.64/26"),
+                Some(("192.168.171.64", "")),
+            ),
         ],
     );
     assert!(
@@ -2428,4 +2481,210 @@ async fn scheduled_rbac_allows_every_request_of_a_scheduled_run() {
         ) && g.verb != "list"),
         "the scheduled run changes no agent"
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// A healthy cluster of each distribution: the matrix planned from what discovery found, every
+// probe answered, and the diagnosis finds nothing
+
+/// `inv` with agents on every node: the host agent at the node's address, the pod agent inside
+/// the node's pod range (beside the node on EKS, where pods take addresses of its subnet).
+fn with_agents(mut inv: Inventory) -> Inventory {
+    use prober::inventory::Agent;
+    use std::net::Ipv4Addr;
+    for n in &mut inv.nodes {
+        let agent = |address: Ipv4Addr| Agent {
+            exec: vec!["true".into()],
+            address,
+            port: 9917,
+        };
+        let pod = n.pod_cidr.map_or_else(
+            || Ipv4Addr::from(u32::from(n.address) + 100),
+            |c| Ipv4Addr::from(u32::from(c.addr) + 10),
+        );
+        n.agents.host = Some(agent(n.address));
+        n.agents.pod = Some(agent(pod));
+    }
+    inv
+}
+
+/// The findings of a run over `inv` in which every planned probe succeeded.
+fn healthy_findings(inv: &Inventory) -> Vec<prober::diagnose::Finding> {
+    use probe_proto::{Outcome, ProbeResult};
+    use prober::model::{AgentKind, AgentStatus, ResultRecord};
+    let planned = prober::plan::plan(inv, &prober::plan::Filter::default());
+    assert!(!planned.is_empty());
+    let results: Vec<ResultRecord> = planned
+        .iter()
+        .map(|p| {
+            let mut result = ProbeResult::new(p.id.clone(), Outcome::Ok, "ok");
+            result.rtt_micros = Some(300);
+            ResultRecord {
+                path: p.path,
+                from: p.from.clone(),
+                to: p.to.clone(),
+                unknown: None,
+                result,
+            }
+        })
+        .collect();
+    let agents: Vec<AgentStatus> = inv
+        .nodes
+        .iter()
+        .flat_map(|n| {
+            [AgentKind::Host, AgentKind::Pod].map(|agent| AgentStatus {
+                node: n.name.clone(),
+                agent,
+                ran: true,
+                detail: String::new(),
+            })
+        })
+        .collect();
+    prober::diagnose::diagnose(inv, &results, &agents)
+}
+
+#[tokio::test]
+async fn a_healthy_cluster_of_each_distribution_gives_no_finding() {
+    use prober::model::PathClass;
+    for flavour in FLAVOURS {
+        let inv = with_agents(discover(flavour).await);
+        let findings = healthy_findings(&inv);
+        // Expected and informational: the latent bootstrap cycle of a CNI agent that reaches
+        // the API server through the kubernetes Service (a warning about the design, true of
+        // a healthy cluster) — never naming kube-proxy, which uses its own kubeconfig.
+        let latent = |f: &&prober::diagnose::Finding| {
+            f.kind == prober::diagnose::Kind::BootstrapCycle
+                && f.severity == prober::diagnose::Severity::Warning
+                && f.summary.starts_with("latent bootstrap cycle")
+                && !f.summary.contains("kube-proxy")
+        };
+        let unexpected: Vec<String> = findings
+            .iter()
+            .filter(|f| !latent(f))
+            .map(|f| format!("{:?} {:?}: {}", f.kind, f.severity, f.summary))
+            .collect();
+        assert!(
+            unexpected.is_empty(),
+            "{flavour}: a healthy cluster gave findings:\n{}",
+            unexpected.join("\n")
+        );
+        // Where the overlay has a crafted probe, every node's tunnel was probed.
+        if inv
+            .cluster
+            .overlay
+            .as_ref()
+            .is_some_and(|o| o.mode != "none")
+        {
+            let planned = prober::plan::plan(&inv, &prober::plan::Filter::default());
+            for n in &inv.nodes {
+                assert!(
+                    planned.iter().any(|p| p.path == PathClass::Overlay
+                        && p.to.node.as_deref() == Some(n.name.as_str())
+                        && p.to.service.as_deref() == Some("vtep")),
+                    "{flavour}: the overlay to {} is not probed",
+                    n.name
+                );
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_overlay_without_tunnel_endpoints_is_said_not_probed() {
+    use prober::diagnose::{Kind, Severity};
+    // Cilium VXLAN whose CiliumNodes list no CiliumInternalIP and whose nodes carry no
+    // cilium-host annotation: nothing to aim the crafted packets at.
+    let mut inv = with_agents(discover("cilium-vxlan").await);
+    for n in &mut inv.nodes {
+        n.vtep = None;
+    }
+    let findings = healthy_findings(&inv);
+    let f = findings
+        .iter()
+        .find(|f| f.kind == Kind::Overlay)
+        .unwrap_or_else(|| panic!("no overlay notice in {findings:#?}"));
+    assert_eq!(f.severity, Severity::Warning);
+    assert!(
+        f.summary
+            .starts_with("overlay not probed on cp1, w1, w2: no tunnel endpoint known"),
+        "{}",
+        f.summary
+    );
+    assert_eq!(f.nodes, ["cp1", "w1", "w2"]);
+}
+
+#[tokio::test]
+async fn cilium_tunnel_endpoints_come_from_the_node_annotation_too() {
+    // No CiliumNode address: the annotation the agent writes on the Node.
+    let (client, server) = serve(Box::new(|s| {
+        let (path, _) = split(&s.uri);
+        match path.as_str() {
+            "/apis/cilium.io/v2/ciliumnodes" => {
+                let mut cn = fixture_json("cilium-vxlan", "ciliumnodes.json");
+                for i in cn["items"].as_array_mut().unwrap() {
+                    i["spec"]["addresses"] = json!([]);
+                }
+                respond(200, &cn)
+            }
+            "/api/v1/nodes" => {
+                let mut nodes = fixture_json("cilium-vxlan", "nodes.json");
+                for (i, n) in nodes["items"]
+                    .as_array_mut()
+                    .unwrap()
+                    .iter_mut()
+                    .enumerate()
+                {
+                    n["metadata"]["annotations"]["network.cilium.io/ipv4-cilium-host"] =
+                        json!(format!("10.0.{i}.99"));
+                }
+                respond(200, &nodes)
+            }
+            _ => discovery_answer("cilium-vxlan", s),
+        }
+    }));
+    let raw = read(&client).await.unwrap();
+    let inv = build(&raw).unwrap();
+    drop(client);
+    server.await.unwrap();
+    let vteps: Vec<String> = inv
+        .nodes
+        .iter()
+        .map(|n| n.vtep.as_ref().unwrap().address.to_string())
+        .collect();
+    assert_eq!(vteps, ["10.0.0.99", "10.0.1.99", "10.0.2.99"]);
+}
+
+#[tokio::test]
+async fn a_calico_node_keeps_every_ipam_block() {
+    // w1 owns a second block: a DNS pod in it is still placed on w1.
+    let (client, server) = serve(Box::new(|s| {
+        let (path, _) = split(&s.uri);
+        if path == "/apis/crd.projectcalico.org/v1/blockaffinities" {
+            let mut b = fixture_json("calico-vxlan", "blockaffinities.json");
+            let items = b["items"].as_array_mut().unwrap();
+            let mut second = items
+                .iter()
+                .find(|i| i["spec"]["node"] == "w1")
+                .unwrap()
+                .clone();
+            second["metadata"]["name"] = json!("w1-10-244-77-0-26");
+            second["spec"]["cidr"] = json!("10.244.77.0/26");
+            items.push(second);
+            return respond(200, &b);
+        }
+        discovery_answer("calico-vxlan", s)
+    }));
+    let raw = read(&client).await.unwrap();
+    let inv = build(&raw).unwrap();
+    drop(client);
+    server.await.unwrap();
+    let w1 = inv.nodes.iter().find(|n| n.name == "w1").unwrap();
+    let ranges: Vec<String> = w1.pod_ranges().map(|c| c.to_string()).collect();
+    assert_eq!(ranges, ["10.244.33.192/26", "10.244.77.0/26"]);
+    assert!(w1.holds_pod_ip("10.244.77.5".parse().unwrap()));
+    // It round-trips through the inventory file.
+    let back: Inventory = serde_saphyr::from_str(&inv.to_yaml()).unwrap();
+    assert_eq!(back, inv);
+    let cp1 = inv.nodes.iter().find(|n| n.name == "cp1").unwrap();
+    assert!(cp1.pod_cidrs.is_empty(), "one block: podCIDR alone");
 }
