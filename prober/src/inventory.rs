@@ -192,6 +192,10 @@ pub struct Node {
     pub address: Ipv4Addr,
     #[serde(rename = "podCIDR", default, skip_serializing_if = "Option::is_none")]
     pub pod_cidr: Option<Cidr>,
+    /// Every pod range of the node when it has several, `podCIDR` first (as the Node's own
+    /// `spec.podCIDRs`): a Calico node owns as many IPAM blocks as its pods need.
+    #[serde(rename = "podCIDRs", default, skip_serializing_if = "Vec::is_empty")]
+    pub pod_cidrs: Vec<Cidr>,
     /// The node's `/` as its host agent sees it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_root: Option<PathBuf>,
@@ -208,6 +212,22 @@ pub struct Node {
 }
 
 impl Node {
+    /// Every pod range of the node: `podCIDR`, then the others of `podCIDRs`.
+    pub fn pod_ranges(&self) -> impl Iterator<Item = Cidr> + '_ {
+        self.pod_cidr.into_iter().chain(
+            self.pod_cidrs
+                .iter()
+                .copied()
+                .filter(move |c| Some(*c) != self.pod_cidr),
+        )
+    }
+
+    /// Whether `ip` is in one of the node's pod ranges.
+    #[must_use]
+    pub fn holds_pod_ip(&self, ip: Ipv4Addr) -> bool {
+        self.pod_ranges().any(|c| c.contains(ip))
+    }
+
     /// Whether the node runs the control plane (by its roles).
     #[must_use]
     pub fn is_control_plane(&self) -> bool {
@@ -221,7 +241,10 @@ impl Node {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Vtep {
     pub address: Ipv4Addr,
-    pub mac: MacAddr,
+    /// The tunnel device's MAC where the CNI publishes it (flannel, Calico VXLAN); absent for
+    /// IP-in-IP and for Cilium, whose tunnel device takes any inner destination MAC.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mac: Option<MacAddr>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

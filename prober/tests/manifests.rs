@@ -401,3 +401,110 @@ fn a_closed_stdout_ends_quietly() {
         assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
     }
 }
+
+/// `kubectl kustomize` of a kustomization holding deploy/base and `component`, from a
+/// directory under the system's temporary directory (kustomize refuses absolute paths).
+fn kustomize_with(component: &str) -> String {
+    let dir = tempfile::Builder::new()
+        .prefix("prober-component-")
+        .tempdir()
+        .unwrap();
+    let up = "../".repeat(dir.path().components().count() - 1);
+    let rel = |p: &str| {
+        format!(
+            "{up}{}",
+            root().join(p).display().to_string().trim_start_matches('/')
+        )
+    };
+    std::fs::write(
+        dir.path().join("kustomization.yaml"),
+        format!(
+            "resources: [{}]\ncomponents: [{}]\n",
+            rel("deploy/base"),
+            rel(&format!("deploy/components/{component}"))
+        ),
+    )
+    .unwrap();
+    let out = std::process::Command::new("kubectl")
+        .arg("kustomize")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "kubectl kustomize with {component}: {}",
+        common::text(&out)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn each_distributions_component_mounts_what_a_run_there_mounts() {
+    if !(tool("kubectl") && tool("kubernetes-validate")) {
+        return;
+    }
+    let mut components: Vec<String> = std::fs::read_dir(root().join("deploy/components"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .collect();
+    components.sort();
+    assert_eq!(components, ["eks", "gke", "k3s", "kubeadm", "rke2"]);
+    for d in &components {
+        let out = std::process::Command::new(prober())
+            .args(["manifests", "--distribution", d])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", common::text(&out));
+        let printed = docs(&String::from_utf8_lossy(&out.stdout));
+        let rendered = kustomize_with(d);
+        let agents: Vec<serde_json::Value> = docs(&rendered)
+            .into_iter()
+            .filter(|o| {
+                matches!(o["kind"].as_str(), Some("Namespace" | "DaemonSet"))
+                    || o["metadata"]["name"] == "prober-agent"
+            })
+            .collect();
+        let key = |o: &serde_json::Value| format!("{}/{}", o["kind"], o["metadata"]["name"]);
+        let mut a = printed.clone();
+        let mut b = agents.clone();
+        a.sort_by_key(key);
+        b.sort_by_key(key);
+        assert_eq!(
+            a, b,
+            "deploy/components/{d} differs from `prober manifests --distribution {d}`"
+        );
+        // What a run that discovered this distribution creates mounts the same host paths.
+        let files = prober::runtime::kube::discover::nodefiles::node_files(
+            d,
+            prober::inventory::Cni::Other,
+        );
+        let host = a
+            .iter()
+            .find(|o| o["metadata"]["name"] == "probe-host")
+            .unwrap();
+        let paths: Vec<&str> = host["spec"]["template"]["spec"]["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v["hostPath"]["path"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            paths,
+            [
+                "/etc/resolv.conf",
+                files.cni_conf_dir.to_str().unwrap(),
+                files.kubelet_kubeconfig.to_str().unwrap()
+            ]
+        );
+        let file =
+            std::env::temp_dir().join(format!("prober-component-{d}-{}.yaml", std::process::id()));
+        std::fs::write(&file, &rendered).unwrap();
+        let valid = std::process::Command::new("kubernetes-validate")
+            .args(["--strict", "--quiet", "-k", "1.34.0"])
+            .arg(&file)
+            .output()
+            .unwrap();
+        let _ = std::fs::remove_file(&file);
+        assert!(valid.status.success(), "{d}: {}", common::text(&valid));
+    }
+}

@@ -11,14 +11,20 @@ pub struct Args {
     /// Agent image.
     #[arg(long, env = "PROBER_IMAGE", default_value = DEFAULT_IMAGE)]
     pub image: String,
+    /// Mount the node's files the node checks read (the CNI configuration, the kubelet's
+    /// kubeconfig) where this distribution keeps them: kubeadm, k3s, rke2, eks or gke. Without
+    /// it, only /etc/resolv.conf, as deploy/base (which must start on every distribution);
+    /// `deploy/components/<distribution>` adds exactly what this adds.
+    #[arg(long, value_parser = ["kubeadm", "k3s", "rke2", "eks", "gke"])]
+    pub distribution: Option<String>,
     /// Print the scheduled mode instead: exactly what `kubectl kustomize deploy/scheduled`
     /// renders (the agents, RBAC, and the `CronJob` running `matrix --use-existing --remember`).
-    #[arg(long, conflicts_with_all = ["namespace", "image"])]
+    #[arg(long, conflicts_with_all = ["namespace", "image", "distribution"])]
     pub scheduled: bool,
     /// Print the RBAC the one running `prober matrix` needs instead (deploy/base/rbac.yaml:
     /// read the cluster, create and exec into the agents; bind it to your user or a
     /// `ServiceAccount`). The agents themselves get no permissions.
-    #[arg(long, conflicts_with_all = ["namespace", "image", "scheduled"])]
+    #[arg(long, conflicts_with_all = ["namespace", "image", "scheduled", "distribution"])]
     pub rbac: bool,
 }
 
@@ -41,6 +47,10 @@ pub fn run(args: &Args) -> Result<u8, super::CliError> {
     let spec = AgentSpec {
         namespace: args.namespace.clone(),
         image: args.image.clone(),
+        node_files: args.distribution.as_deref().map(|d| {
+            // The CNI only adds a path inside the CNI directory, which is mounted whole.
+            prober::runtime::kube::discover::nodefiles::node_files(d, prober::inventory::Cni::Other)
+        }),
         ..AgentSpec::default()
     };
     out!("{}", manifests::yaml(&spec))?;

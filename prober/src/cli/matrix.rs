@@ -218,11 +218,8 @@ async fn kube_matrix(args: &Args) -> Result<(Report, u64, Option<Changes>), CliE
         image: args.agents.image.clone(),
         ttl: (!existing).then(|| "2h".to_string()),
         run: (!existing).then(run_id),
-        node_files: inv
-            .cluster
-            .node_files
-            .clone()
-            .unwrap_or_else(prober::inventory::NodeFiles::kubeadm),
+        // The files of the distribution discovery found (none if it found none).
+        node_files: inv.cluster.node_files.clone(),
     };
     let mut created = deploy::Created::default();
     let previous = super::remember::recall(args.memory.remember, &client, &spec.namespace).await;

@@ -87,7 +87,7 @@ impl<'a> Ctx<'a> {
                 let IpAddr::V4(ip) = e.ip() else { return None };
                 inv.nodes
                     .iter()
-                    .position(|n| n.pod_cidr.is_some_and(|c| c.contains(ip)))
+                    .position(|n| n.holds_pod_ip(ip))
                     .and_then(|i| u32::try_from(i).ok())
             })
             .collect();

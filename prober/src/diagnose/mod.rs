@@ -19,6 +19,7 @@ mod loss;
 mod node_config;
 mod not_listening;
 mod overlay;
+mod overlay_unprobed;
 pub mod preflight;
 mod prober_port;
 pub mod sampled;
@@ -57,6 +58,7 @@ pub fn diagnose_sampled(
     bootstrap::service_proxy(&mut ctx, &mut findings);
     node_config::node_checks(&mut ctx, &mut findings);
     overlay::overlay_and_mtu(&mut ctx, &mut findings, &gaps);
+    overlay_unprobed::overlay_unprobed(&ctx, &mut findings);
     dns::dns(&mut ctx, &mut findings);
     agents::agent_missing(&mut ctx, &mut findings, agents);
     loss::loss(&mut ctx, &mut findings);

@@ -29,10 +29,7 @@ impl<'a> Builder<'a> {
             let node = inv
                 .nodes
                 .iter()
-                .find(|n| {
-                    n.pod_cidr
-                        .is_some_and(|c| matches!(ep.ip(), IpAddr::V4(a) if c.contains(a)))
-                })
+                .find(|n| matches!(ep.ip(), IpAddr::V4(a) if n.holds_pod_ip(a)))
                 .map(|n| n.name.clone());
             servers.push((
                 *ep,

@@ -5,7 +5,7 @@ mod api;
 mod dns;
 mod node_config;
 mod node_ports;
-mod overlay;
+pub mod overlay;
 mod pods;
 pub mod preflight;
 pub mod sample;

@@ -17,13 +17,13 @@ impl<'a> Builder<'a> {
         };
         // Crafted probes exist for these encapsulations; IP-in-IP has no port (never a UDP
         // probe), WireGuard and native routing have no crafted probe.
-        if !matches!(ov.mode.as_str(), "vxlan" | "ipip" | "geneve" | "wireguard")
-            || ov.port == 0 && ov.mode != "ipip"
-        {
+        if !crafted_mode(&ov) {
             return self.pod_mtu(&ov);
         }
         for (fnode, _) in self.agents(AgentKind::Host) {
             for tnode in inv.nodes.iter().filter(|t| t.name != fnode.name) {
+                // No tunnel endpoint known: not probed here; the diagnosis says so
+                // (diagnose/overlay_unprobed.rs), never silence.
                 let Some(vtep) = &tnode.vtep else { continue };
                 let from = AgentRef {
                     node: fnode.name.clone(),
@@ -112,6 +112,31 @@ impl<'a> Builder<'a> {
     }
 }
 
+/// Whether the overlay's encapsulation has a crafted probe (IP-in-IP needs no port).
+fn crafted_mode(ov: &crate::inventory::Overlay) -> bool {
+    matches!(ov.mode.as_str(), "vxlan" | "ipip" | "geneve" | "wireguard")
+        && (ov.port != 0 || ov.mode == "ipip")
+}
+
+/// The nodes whose overlay the plan cannot probe because no tunnel endpoint is known for them
+/// (the CNI published none the discovery reads): empty when the overlay has no crafted probe
+/// or fewer than two nodes run host agents.
+#[must_use]
+pub fn unprobed(inv: &Inventory) -> Vec<String> {
+    let Some(ov) = &inv.cluster.overlay else {
+        return Vec::new();
+    };
+    let hosts = inv.nodes.iter().filter(|n| n.agents.host.is_some()).count();
+    if !crafted_mode(ov) || hosts < 2 {
+        return Vec::new();
+    }
+    inv.nodes
+        .iter()
+        .filter(|n| n.vtep.is_none())
+        .map(|n| n.name.clone())
+        .collect()
+}
+
 /// The crafted probe for the overlay's encapsulation to a peer at `address` whose tunnel
 /// endpoint is `vtep`: its target's protocol and port (none for IP-in-IP) and the probe.
 fn crafted(
@@ -119,7 +144,7 @@ fn crafted(
     address: std::net::Ipv4Addr,
     inner_source: Option<std::net::Ipv4Addr>,
     vtep: std::net::Ipv4Addr,
-    mac: MacAddr,
+    mac: Option<MacAddr>,
 ) -> (Protocol, Option<u16>, Probe) {
     match ov.mode.as_str() {
         "ipip" => (
@@ -163,7 +188,7 @@ fn crafted(
                 nonce: None,
                 inner_source,
                 inner_destination: Some(vtep),
-                destination_mac: Some(MacAddr(mac.0)),
+                destination_mac: mac.map(|m| MacAddr(m.0)),
             },
         ),
     }

@@ -73,6 +73,7 @@ pub fn with_candidate(inv: &Inventory, c: &Candidate) -> Inventory {
         },
         address: c.address,
         pod_cidr: None,
+        pod_cidrs: Vec::new(),
         host_root: c.host_root.clone(),
         vtep: None,
         zone: None,
@@ -251,7 +252,7 @@ fn overlay(inv: &Inventory, c: &Candidate, others: &[&Node], out: &mut Builder<'
                 nonce: None,
                 inner_source: None,
                 inner_destination: Some(vtep.address),
-                destination_mac: Some(MacAddr(vtep.mac.0)),
+                destination_mac: vtep.mac.map(|m| MacAddr(m.0)),
             },
         ) {
             p.receipt_port = receipt;

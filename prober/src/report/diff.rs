@@ -62,6 +62,20 @@ fn subject(f: &Finding) -> String {
     Value::Object(key).to_string()
 }
 
+/// A finding's kind and subject in a few bytes: its kind, then the first 64 bits of the SHA-256
+/// of its subject. What the scheduled mode's memory keeps of a finding whose body it had to
+/// drop, so that the next run does not announce it as new again.
+#[must_use]
+pub fn key(f: &Finding) -> String {
+    let digest = ring::digest::digest(&ring::digest::SHA256, subject(f).as_bytes());
+    let mut out = crate::report::kebab(f.kind);
+    out.push(':');
+    for b in &digest.as_ref()[..8] {
+        let _ = write!(out, "{b:02x}");
+    }
+    out
+}
+
 /// Compares two diagnoses. Findings with the same subject pair up one to one, in order, so two
 /// unexplained findings yesterday and one today leave one resolved.
 #[must_use]

@@ -10,7 +10,7 @@ use flate2::read::GzDecoder;
 use flate2::write::GzEncoder;
 use serde::{Deserialize, Serialize};
 
-use super::diff::diff;
+use super::diff::{diff, key};
 use super::{Counts, PathSummary, Report};
 use crate::diagnose::{Finding, Severity};
 use crate::model::PathClass;
@@ -39,6 +39,10 @@ pub struct Remembered {
     pub findings: Vec<Finding>,
     /// What was left out to stay within the budget.
     pub omitted: Omitted,
+    /// The kind-and-subject keys (`diff::key`) of the findings whose bodies were dropped to
+    /// stay within the budget: the next run matches them and does not announce them as new.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dropped: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -48,9 +52,19 @@ pub struct Omitted {
     pub results: usize,
     /// Result ids the findings cited as evidence or consequences, always.
     pub result_ids: usize,
-    /// Findings dropped whole because the rest already filled the budget: warnings go first,
-    /// then the last errors. The next run sees them as new.
+    /// Findings whose bodies were dropped because the rest already filled the budget:
+    /// warnings go first, then the last errors. Their keys stay (`dropped`), so the next run
+    /// does not see them as new.
     pub findings: usize,
+    /// Of those, the ones whose key could not be kept either (thousands of findings beyond the
+    /// budget): the next run sees these as new.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub keys: usize,
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if passes a reference
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -108,40 +122,61 @@ impl Remembered {
                 results: report.results.len(),
                 result_ids,
                 findings: 0,
+                keys: 0,
             },
+            dropped: Vec::new(),
         }
     }
 
-    /// Gzip-compressed JSON of at most `budget` bytes, dropping the fewest findings needed; the
-    /// kept form is returned with it.
+    /// Gzip-compressed JSON of at most `budget` bytes, dropping the fewest finding bodies
+    /// needed and keeping the keys of those dropped (as many as fit); the kept form is returned
+    /// with it.
     pub fn encode(mut self, budget: usize) -> Result<(Vec<u8>, Self), RememberedError> {
         let whole = compressed(&self)?;
         if whole.len() <= budget {
             return Ok((whole, self));
         }
-        // The largest number of findings that fits, by bisection: compressing is cheap next to
-        // a run, and the budget holds thousands of findings.
         let all = std::mem::take(&mut self.findings);
-        let size = |n: usize, base: &Self| -> Result<usize, RememberedError> {
+        let keys: Vec<String> = all.iter().map(key).collect();
+        // `n` findings whole and the keys of the next `k`.
+        let form = |n: usize, k: usize, base: &Self| -> Self {
             let mut r = base.clone();
             r.findings = all[..n].to_vec();
+            r.dropped = keys[n..n + k].to_vec();
             r.omitted.findings = all.len() - n;
-            Ok(compressed(&r)?.len())
+            r.omitted.keys = all.len() - n - k;
+            r
         };
-        let (mut lo, mut hi) = (0, all.len());
-        while lo < hi {
-            let mid = lo + (hi - lo).div_ceil(2);
-            if size(mid, &self)? <= budget {
-                lo = mid;
-            } else {
-                hi = mid - 1;
+        // The largest number that fits, by bisection: compressing is cheap next to a run, and
+        // the budget holds thousands of findings.
+        let largest = |hi: usize, fits: &dyn Fn(usize) -> Result<bool, RememberedError>| {
+            let (mut lo, mut hi) = (0, hi);
+            while lo < hi {
+                let mid = lo + (hi - lo).div_ceil(2);
+                if fits(mid)? {
+                    lo = mid;
+                } else {
+                    hi = mid - 1;
+                }
             }
-        }
-        self.findings = all[..lo].to_vec();
-        self.omitted.findings = all.len() - lo;
+            Ok::<usize, RememberedError>(lo)
+        };
+        // Whole findings, with the keys of all the others beside them.
+        let n = largest(all.len(), &|n| {
+            Ok(compressed(&form(n, all.len() - n, &self))?.len() <= budget)
+        })?;
+        // When even the keys alone do not fit: as many keys as do.
+        let k = if n == 0 {
+            largest(all.len(), &|k| {
+                Ok(compressed(&form(0, k, &self))?.len() <= budget)
+            })?
+        } else {
+            all.len() - n
+        };
+        let kept = form(n, k, &self);
         // Without findings it is a few kilobytes: the per-path summaries of a dozen classes.
-        let gz = compressed(&self)?;
-        Ok((gz, self))
+        let gz = compressed(&kept)?;
+        Ok((gz, kept))
     }
 
     /// Reads what [`Remembered::encode`] wrote.
@@ -221,6 +256,34 @@ pub async fn recall(
     }
 }
 
+/// What changed since the `previous` run: [`diff`] against its findings, and a finding the
+/// memory kept only as a key (its body dropped for the budget) persists rather than being new
+/// again, so its Event is not repeated every run. (Those no longer found cannot be announced
+/// as resolved: nothing says what they were.)
+#[must_use]
+pub fn against(previous: Option<&Remembered>, findings: &[Finding]) -> super::diff::Diff {
+    let old: &[Finding] = previous.map_or(&[], |p| &p.findings);
+    let mut d = diff(old, findings);
+    let mut dropped: BTreeMap<&str, usize> = BTreeMap::new();
+    for k in previous.iter().flat_map(|p| &p.dropped) {
+        *dropped.entry(k.as_str()).or_default() += 1;
+    }
+    if !dropped.is_empty() {
+        let (known, new): (Vec<Finding>, Vec<Finding>) =
+            std::mem::take(&mut d.new).into_iter().partition(|f| {
+                dropped.get_mut(key(f).as_str()).is_some_and(|n| {
+                    *n > 0 && {
+                        *n -= 1;
+                        true
+                    }
+                })
+            });
+        d.new = new;
+        d.persisting.extend(known);
+    }
+    d
+}
+
 /// Diffs `report` against the `previous` run, emits an Event per change (a first run announces
 /// everything it found), then remembers `report` in place of `previous`. Events go first: if
 /// they fail, the old memory stays and the next run announces the same changes again.
@@ -231,8 +294,7 @@ pub async fn remember(
     report: &Report,
     finished: u64,
 ) -> Result<Changes, RememberError> {
-    let old: &[Finding] = previous.map_or(&[], |p| &p.findings);
-    let d = diff(old, &report.findings);
+    let d = against(previous, &report.findings);
     let events = events::emit(client, namespace, &d.notices()).await?;
     let (gz, kept) = Remembered::of(report, finished).encode(BUDGET)?;
     let bytes = gz.len();
@@ -320,6 +382,44 @@ mod tests {
         assert_eq!(kept.findings.len() + kept.omitted.findings, 400);
         assert!(kept.findings.iter().all(|f| f.severity == Severity::Error));
         assert_eq!(Remembered::decode(&gz).unwrap(), kept);
+        // The bodies dropped, their keys kept.
+        assert_eq!(
+            (kept.dropped.len(), kept.omitted.keys),
+            (kept.omitted.findings, 0)
+        );
+    }
+
+    #[test]
+    fn findings_kept_only_as_keys_are_not_new_again() {
+        let rep = report(400);
+        let (_, kept) = Remembered::of(&rep, 0).encode(16 * 1024).unwrap();
+        assert!(kept.omitted.findings > 100, "{}", kept.omitted.findings);
+        // The same findings next run: nothing new, so no Event repeated.
+        let d = against(Some(&kept), &rep.findings);
+        assert_eq!((d.new.len(), d.persisting.len()), (0, 400));
+        // One really new finding is still new.
+        let mut next = rep.findings.clone();
+        next.push(Finding::new(Kind::Dns, Severity::Error, "new"));
+        let d = against(Some(&kept), &next);
+        assert_eq!(d.new.len(), 1);
+        assert_eq!(d.new[0].summary, "new");
+        // Without the keys (an older memory), the dropped ones came back as new.
+        let mut old = kept.clone();
+        old.dropped.clear();
+        assert_eq!(
+            against(Some(&old), &rep.findings).new.len(),
+            kept.omitted.findings
+        );
+    }
+
+    #[test]
+    fn when_even_the_keys_do_not_fit_as_many_as_fit_are_kept() {
+        let rep = report(400);
+        let (gz, kept) = Remembered::of(&rep, 0).encode(2 * 1024).unwrap();
+        assert!(gz.len() <= 2 * 1024, "{} bytes", gz.len());
+        assert!(kept.findings.is_empty());
+        assert!(!kept.dropped.is_empty() && kept.omitted.keys > 0);
+        assert_eq!(kept.dropped.len() + kept.omitted.keys, 400);
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::inventory::{Inventory, NodeFiles};
+use crate::inventory::Inventory;
 use crate::model::{AgentKind, AgentStatus};
 use crate::plan::preflight::{Candidate, preflight, with_candidate};
 use crate::runtime::Runtime;
@@ -89,11 +89,7 @@ where
         image: agents.image.clone(),
         ttl: (!existing).then(|| RUN_TTL.to_string()),
         run: (!existing).then(|| agents.run_id.clone()),
-        node_files: inv
-            .cluster
-            .node_files
-            .clone()
-            .unwrap_or_else(NodeFiles::kubeadm),
+        node_files: inv.cluster.node_files.clone(),
     };
     let mut created = Created::default();
     let outcome = async {

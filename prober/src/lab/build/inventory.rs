@@ -49,8 +49,12 @@ pub fn inventory(s: &Scenario, l: &Layout) -> crate::inventory::Inventory {
                 roles: if n.control_plane { vec!["control-plane".into()] } else { Vec::new() },
                 address: n.address,
                 pod_cidr: Some(n.pod_cidr),
+                pod_cidrs: Vec::new(),
                 host_root: Some(n.root.clone()),
-                vtep: Some(Vtep { address: n.vtep, mac: n.mac }),
+                vtep: Some(Vtep {
+                    address: n.vtep,
+                    mac: Some(n.mac),
+                }),
                 zone: Some(l.zones[n.zone].clone()),
                 serves: None,
                 agents: Agents {

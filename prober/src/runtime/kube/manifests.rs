@@ -47,8 +47,12 @@ pub struct AgentSpec {
     pub ttl: Option<String>,
     /// Set on agents a run creates.
     pub run: Option<String>,
-    /// The node's files the host agent mounts for the node checks (host paths).
-    pub node_files: NodeFiles,
+    /// The node's files the host agent mounts for the node checks (host paths), for the
+    /// distribution discovery found. `None` (`deploy/base`, which must start on every
+    /// distribution): none of them, since a missing host file either stops the pod (`File`,
+    /// `Directory`) or is created on the host (`DirectoryOrCreate`, and an unchecked path that
+    /// the container runtime creates); `deploy/components/<distribution>` adds them.
+    pub node_files: Option<NodeFiles>,
 }
 
 impl Default for AgentSpec {
@@ -58,7 +62,7 @@ impl Default for AgentSpec {
             image: DEFAULT_IMAGE.into(),
             ttl: None,
             run: None,
-            node_files: NodeFiles::kubeadm(),
+            node_files: None,
         }
     }
 }
@@ -231,33 +235,40 @@ fn tolerate_all() -> Vec<Toleration> {
     }]
 }
 
-/// The host-network agent: sniffs VXLAN (`CAP_NET_RAW` only) and reads the node's files read-only.
-#[must_use]
-pub fn host_daemonset(spec: &AgentSpec) -> DaemonSet {
-    let files = &spec.node_files;
-    let path = |p: &std::path::Path| p.display().to_string();
-    // Only the files the node checks read, never whole directories that hold private keys
-    // (/etc/kubernetes/pki, /var/lib/kubelet/pods), each where the checks look for it.
-    let mounts = [
-        host_path(
+/// What the host agent mounts: `/etc/resolv.conf`, which every Linux node has; then, for a
+/// known distribution, its CNI configuration directory and the kubelet's kubeconfig, each where
+/// the node checks look. Only those files, never whole directories that hold private keys
+/// (`/etc/kubernetes/pki`, `/var/lib/kubelet/pods`); and each must exist (`Directory`, `File`):
+/// the agent never creates anything on the host.
+fn node_mounts(files: Option<&NodeFiles>) -> Vec<(Volume, VolumeMount)> {
+    let mut mounts = vec![host_path(
+        "resolv-conf",
+        "/etc/resolv.conf",
+        "/etc/resolv.conf",
+        "File",
+    )];
+    if let Some(files) = files {
+        let path = |p: &std::path::Path| p.display().to_string();
+        mounts.push(host_path(
             "cni-config",
             &path(&files.cni_conf_dir),
             "/etc/cni/net.d",
-            "DirectoryOrCreate",
-        ),
-        host_path(
+            "Directory",
+        ));
+        mounts.push(host_path(
             "kubelet-kubeconfig",
             &path(&files.kubelet_kubeconfig),
             "/etc/kubernetes/kubelet.conf",
             "File",
-        ),
-        host_path(
-            "resolv-conf",
-            "/etc/resolv.conf",
-            "/etc/resolv.conf",
-            "File",
-        ),
-    ];
+        ));
+    }
+    mounts
+}
+
+/// The host-network agent: sniffs VXLAN (`CAP_NET_RAW` only) and reads the node's files read-only.
+#[must_use]
+pub fn host_daemonset(spec: &AgentSpec) -> DaemonSet {
+    let mounts = node_mounts(spec.node_files.as_ref());
     let container = Container {
         name: "probe-pod".into(),
         image: Some(spec.image.clone()),
@@ -456,12 +467,39 @@ mod tests {
                 .all(|m| m.read_only == Some(true) && m.mount_path.starts_with("/host/"))
         );
         let paths: Vec<&str> = mounts.iter().map(|m| m.mount_path.as_str()).collect();
+        // The permanent install's: only what every distribution has.
+        assert_eq!(paths, ["/host/etc/resolv.conf"]);
+        let volumes = pod.volumes.as_ref().unwrap();
+        assert!(
+            volumes.iter().all(|v| {
+                let t = v.host_path.as_ref().unwrap().type_.as_deref();
+                matches!(t, Some("File" | "Directory"))
+            }),
+            "nothing is ever created on the host"
+        );
+        let kubeadm = AgentSpec {
+            node_files: Some(NodeFiles::kubeadm()),
+            ..AgentSpec::default()
+        };
+        let pod = host_daemonset(&kubeadm)
+            .spec
+            .unwrap()
+            .template
+            .spec
+            .unwrap();
+        let paths: Vec<String> = pod.containers[0]
+            .volume_mounts
+            .as_ref()
+            .unwrap()
+            .iter()
+            .map(|m| m.mount_path.clone())
+            .collect();
         assert_eq!(
             paths,
             [
+                "/host/etc/resolv.conf",
                 "/host/etc/cni/net.d",
-                "/host/etc/kubernetes/kubelet.conf",
-                "/host/etc/resolv.conf"
+                "/host/etc/kubernetes/kubelet.conf"
             ]
         );
         assert_eq!(pod.priority_class_name, None, "not outside kube-system");
@@ -482,10 +520,10 @@ mod tests {
     #[test]
     fn k3s_files_are_mounted_where_the_node_checks_look() {
         let spec = AgentSpec {
-            node_files: crate::runtime::kube::discover::nodefiles::node_files(
+            node_files: Some(crate::runtime::kube::discover::nodefiles::node_files(
                 "k3s",
                 crate::inventory::Cni::Flannel,
-            ),
+            )),
             namespace: SYSTEM_NAMESPACE.into(),
             ..AgentSpec::default()
         };
@@ -503,7 +541,7 @@ mod tests {
             })
             .collect();
         assert_eq!(
-            host[..2],
+            host[1..],
             [
                 (
                     "/var/lib/rancher/k3s/agent/etc/cni/net.d".to_string(),

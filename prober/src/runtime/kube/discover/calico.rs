@@ -146,17 +146,22 @@ fn backend(raw: &Raw, calico_node: Option<&PodSpec>) -> String {
         .unwrap_or_else(|| "bird".into())
 }
 
-/// Calico's VXLAN tunnel endpoint on a node, from the annotations calico-node writes.
+/// Calico's tunnel endpoint on a node in `mode` (`vxlan` or `ipip`), from the annotations
+/// calico-node writes: the tunnel device's address, and for VXLAN its MAC.
 #[must_use]
-pub fn vtep(n: &K8sNode) -> Option<Vtep> {
+pub fn vtep(n: &K8sNode, mode: &str) -> Option<Vtep> {
+    let (address, mac) = match mode {
+        "vxlan" => (
+            "projectcalico.org/IPv4VXLANTunnelAddr",
+            annotation(n, "projectcalico.org/VXLANTunnelMACAddr")
+                .and_then(|m| probe_proto::MacAddr::try_from(m.to_string()).ok()),
+        ),
+        "ipip" => ("projectcalico.org/IPv4IPIPTunnelAddr", None),
+        _ => return None,
+    };
     Some(Vtep {
-        address: annotation(n, "projectcalico.org/IPv4VXLANTunnelAddr")?
-            .parse()
-            .ok()?,
-        mac: probe_proto::MacAddr::try_from(
-            annotation(n, "projectcalico.org/VXLANTunnelMACAddr")?.to_string(),
-        )
-        .ok()?,
+        address: annotation(n, address)?.parse().ok()?,
+        mac,
     })
 }
 

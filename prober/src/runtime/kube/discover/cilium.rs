@@ -3,10 +3,13 @@
 
 use std::collections::BTreeMap;
 
+use std::net::Ipv4Addr;
+
+use k8s_openapi::api::core::v1::Node as K8sNode;
 use kube::api::DynamicObject;
 
-use super::cidr;
-use crate::inventory::{Cidr, Overlay};
+use super::{annotation, cidr};
+use crate::inventory::{Cidr, Overlay, Vtep};
 
 /// Cilium's defaults when `tunnel-port` is not set (`pkg/defaults`).
 const VXLAN_PORT: u16 = 8472;
@@ -85,4 +88,39 @@ pub fn node_pod_cidrs(nodes: &[DynamicObject]) -> BTreeMap<String, Vec<Cidr>> {
             Some((n.metadata.name.clone()?, cidrs))
         })
         .collect()
+}
+
+/// Each node's tunnel endpoint from its `CiliumNode`: the `cilium_host` address, listed in
+/// `spec.addresses` as type `CiliumInternalIP`.
+#[must_use]
+pub fn internal_ips(nodes: &[DynamicObject]) -> BTreeMap<String, Ipv4Addr> {
+    nodes
+        .iter()
+        .filter_map(|n| {
+            let ip = n.data["spec"]["addresses"]
+                .as_array()?
+                .iter()
+                .filter(|a| a["type"].as_str() == Some("CiliumInternalIP"))
+                .find_map(|a| a["ip"].as_str()?.parse::<Ipv4Addr>().ok())?;
+            Some((n.metadata.name.clone()?, ip))
+        })
+        .collect()
+}
+
+/// Cilium's tunnel endpoint on a node: its `CiliumNode`'s `CiliumInternalIP`, else the node
+/// annotation the agent writes (`network.cilium.io/ipv4-cilium-host`). No MAC: Cilium's tunnel
+/// device is flow-based and takes any inner destination MAC.
+#[must_use]
+pub fn vtep(n: &K8sNode, internal: &BTreeMap<String, Ipv4Addr>) -> Option<Vtep> {
+    let address = n
+        .metadata
+        .name
+        .as_ref()
+        .and_then(|name| internal.get(name).copied())
+        .or_else(|| {
+            annotation(n, "network.cilium.io/ipv4-cilium-host")?
+                .parse()
+                .ok()
+        })?;
+    Some(Vtep { address, mac: None })
 }

@@ -100,6 +100,6 @@ fn vtep_mac(n: &K8sNode) -> Option<probe_proto::MacAddr> {
 pub fn vtep(n: &K8sNode, pod_cidr: Option<Cidr>) -> Option<Vtep> {
     Some(Vtep {
         address: pod_cidr?.addr,
-        mac: vtep_mac(n)?,
+        mac: Some(vtep_mac(n)?),
     })
 }

@@ -413,6 +413,8 @@ struct DataPath {
     node_cidrs: Option<BTreeMap<String, Vec<Cidr>>>,
     cluster_cidr: Option<Cidr>,
     typha_nodes: Vec<String>,
+    /// Cilium's tunnel endpoints by node, from the `CiliumNodes` (when read).
+    cilium_vteps: BTreeMap<String, Ipv4Addr>,
     /// The CNI ports every node serves, before Typha.
     serves: Option<Vec<u16>>,
 }
@@ -424,6 +426,7 @@ fn data_path(raw: &Raw, cni: Cni, agent: Option<&DaemonSet>) -> DataPath {
         node_cidrs: None,
         cluster_cidr: None,
         typha_nodes: Vec::new(),
+        cilium_vteps: BTreeMap::new(),
         serves: None,
     };
     match cni {
@@ -453,6 +456,7 @@ fn data_path(raw: &Raw, cni: Cni, agent: Option<&DaemonSet>) -> DataPath {
             if !cilium::uses_node_pod_cidrs(c) && !raw.cilium_nodes.is_empty() {
                 dp.node_cidrs = Some(cilium::node_pod_cidrs(&raw.cilium_nodes));
             }
+            dp.cilium_vteps = cilium::internal_ips(&raw.cilium_nodes);
             // GKE does not document whether anetd runs cilium-health: probe no port there.
             dp.serves = Some(if !anetd && cilium::health_checking(c) {
                 vec![cilium::HEALTH_PORT]
@@ -502,18 +506,27 @@ fn nodes_of(raw: &Raw, cni: Cni, dp: &DataPath) -> Result<Vec<Node>, DiscoverErr
             continue;
         };
         let name = n.metadata.name.clone().unwrap_or_default();
-        let pod_cidr = match &dp.node_cidrs {
-            Some(map) => map.get(&name).and_then(|c| c.first().copied()),
-            None => n.spec.as_ref().and_then(|s| {
-                s.pod_cidr
-                    .iter()
-                    .chain(s.pod_cidrs.iter().flatten())
-                    .find_map(|c| cidr::parse(c))
-            }),
+        // Every range, in order: a Calico node owns several IPAM blocks.
+        let mut ranges: Vec<Cidr> = match &dp.node_cidrs {
+            Some(map) => map.get(&name).cloned().unwrap_or_default(),
+            None => n
+                .spec
+                .as_ref()
+                .map(|s| {
+                    s.pod_cidr
+                        .iter()
+                        .chain(s.pod_cidrs.iter().flatten())
+                        .filter_map(|c| cidr::parse(c))
+                        .collect()
+                })
+                .unwrap_or_default(),
         };
+        ranges.dedup();
+        let pod_cidr = ranges.first().copied();
         let vtep = match (cni, dp.overlay.as_ref().map(|o| o.mode.as_str())) {
             (Cni::Flannel | Cni::Canal, Some("vxlan")) => flannel::vtep(n, pod_cidr),
-            (Cni::Calico, Some("vxlan")) => calico::vtep(n),
+            (Cni::Calico, Some(mode)) => calico::vtep(n, mode),
+            (Cni::Cilium, Some(_)) => cilium::vtep(n, &dp.cilium_vteps),
             _ => None,
         };
         let serves = dp.serves.clone().map(|mut ports| {
@@ -526,6 +539,7 @@ fn nodes_of(raw: &Raw, cni: Cni, dp: &DataPath) -> Result<Vec<Node>, DiscoverErr
             roles: roles(n),
             address,
             pod_cidr,
+            pod_cidrs: if ranges.len() > 1 { ranges } else { Vec::new() },
             host_root: Some(PathBuf::from("/host")),
             vtep,
             zone: n
@@ -542,6 +556,35 @@ fn nodes_of(raw: &Raw, cni: Cni, dp: &DataPath) -> Result<Vec<Node>, DiscoverErr
         });
     }
     Ok(nodes)
+}
+
+/// The pod range when neither the CNI nor the nodes state one, from the pods' own addresses:
+/// the DNS endpoints (pods); and with the AWS VPC CNI the nodes' addresses too, since its pods
+/// take secondary addresses of their node's VPC subnet. The smallest prefix holding them all.
+fn pods_from_addresses(
+    cni: Cni,
+    dns_eps: &[(SocketAddr, Option<String>)],
+    nodes: &[Node],
+) -> Option<Cidr> {
+    let host = |addr: Ipv4Addr| Cidr { addr, len: 32 };
+    let mut seen: Vec<Cidr> = dns_eps
+        .iter()
+        .filter_map(|(a, _)| match a.ip() {
+            IpAddr::V4(v4) => Some(host(v4)),
+            IpAddr::V6(_) => None,
+        })
+        .collect();
+    if cni == Cni::AwsVpc {
+        seen.extend(nodes.iter().map(|n| host(n.address)));
+    }
+    // One or two pods say little about the range's size: never narrower than a /24.
+    cidr::covering(&seen).map(|c| {
+        if c.len > 24 {
+            cidr::around(c.addr, 24)
+        } else {
+            c
+        }
+    })
 }
 
 /// Builds the inventory from what discovery read. Agents are unknown until deployed.
@@ -598,11 +641,12 @@ pub fn build(raw: &Raw) -> Result<Inventory, DiscoverError> {
         &dns_nodes,
         &dp.typha_nodes,
     );
-    let node_cidrs: Vec<Cidr> = nodes.iter().filter_map(|n| n.pod_cidr).collect();
+    let node_cidrs: Vec<Cidr> = nodes.iter().flat_map(Node::pod_ranges).collect();
     let pod_cidr = dp
         .cluster_cidr
         .or_else(|| cidr::pods_from_nodes(&node_cidrs))
-        // Unknown (EKS: pods live in the VPC's subnets, which the API does not show).
+        .or_else(|| pods_from_addresses(cni, &dns_eps, &nodes))
+        // Nothing to derive it from: every address (said as 0.0.0.0/0).
         .unwrap_or(Cidr {
             addr: Ipv4Addr::UNSPECIFIED,
             len: 0,
