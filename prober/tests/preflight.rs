@@ -29,7 +29,7 @@ fn preflight_scenarios_pass_lab_run() {
     for (name, must_say) in [
         (
             "healthy-join",
-            "nodes -> new   udp/8472 (overlay)   n1 ok, n2 ok, n3 ok",
+            "nodes -> new   udp/8472 (vxlan)     n1 ok, n2 ok, n3 ok",
         ),
         (
             "overlay-dropped-to-candidate",
@@ -55,6 +55,19 @@ fn preflight_scenarios_pass_lab_run() {
             "clock-skew",
             "the clock of new is 120 s ahead of the API server's",
         ),
+        (
+            "underlay-mtu",
+            "the underlay path MTU to and from new is below the 1500 bytes the overlay",
+        ),
+        (
+            "kubelet-localhost",
+            "/etc/kubernetes/kubelet.conf on new says server: https://localhost:6443",
+        ),
+        (
+            "stale-cni-kubeconfig",
+            "the token in /etc/cni/net.d/calico-kubeconfig on new",
+        ),
+        ("host-firewall-drop", "where host:new"),
     ] {
         let out = lab(
             &["run", "--name", "pfr", "--scenario", &scenario(name)],
@@ -139,14 +152,15 @@ fn an_operator_run_names_the_gap_one_way_toward_the_candidate() {
     assert_eq!(code, Some(0), "{t}");
     assert_eq!(report["preflight"]["candidate"], "new", "{t}");
     assert!(findings(&report).is_empty(), "{t}");
-    // Every required port both ways: the candidate to n1..n3 and n1..n3 to the candidate.
+    // Every required port both ways: the candidate to n1..n3 (kubelet, overlay, the underlay
+    // MTU) and the API, and n1..n3 to the candidate (kubelet, overlay).
     let results = report["results"].as_array().unwrap();
     let to_new = results.iter().filter(|r| r["to"]["node"] == "new").count();
     let from_new = results
         .iter()
         .filter(|r| r["from"]["node"] == "new")
         .count();
-    assert_eq!((from_new, to_new), (3 + 3 + 1, 3 + 3), "{t}");
+    assert_eq!((from_new, to_new), (3 + 3 + 3 + 1, 3 + 3), "{t}");
 
     up(&state, "pfo", "overlay-dropped-to-candidate");
     let (code, report, t) = operator_run(&state, "pfo");

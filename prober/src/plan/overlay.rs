@@ -112,9 +112,32 @@ impl<'a> Builder<'a> {
     }
 }
 
+/// The bytes an encapsulation adds to every packet it carries over IPv4: what the underlay's path
+/// MTU must hold beyond the overlay's own MTU. 0 for native routing.
+#[must_use]
+pub fn encapsulation_overhead(mode: &str) -> u16 {
+    match mode {
+        // Outer IPv4 20 + UDP 8 + VXLAN or Geneve (no options) 8 + inner Ethernet 14.
+        "vxlan" | "geneve" => 50,
+        // Outer IPv4 20.
+        "ipip" => 20,
+        // Outer IPv4 20 + UDP 8 + WireGuard data header 16 + tag 16.
+        "wireguard" => 60,
+        _ => 0,
+    }
+}
+
+/// The underlay path MTU the overlay needs: its MTU plus its encapsulation's overhead; `None`
+/// when the overlay's MTU is unknown.
+#[must_use]
+pub fn underlay_mtu_needed(ov: &crate::inventory::Overlay) -> Option<u16> {
+    ov.mtu
+        .map(|m| m.saturating_add(encapsulation_overhead(&ov.mode)))
+}
+
 /// The crafted probe for the overlay's encapsulation to a peer at `address` whose tunnel
 /// endpoint is `vtep`: its target's protocol and port (none for IP-in-IP) and the probe.
-fn crafted(
+pub(super) fn crafted(
     ov: &crate::inventory::Overlay,
     address: std::net::Ipv4Addr,
     inner_source: Option<std::net::Ipv4Addr>,

@@ -8,13 +8,16 @@ use super::Report;
 use crate::diagnose::Kind;
 use crate::model::{PathClass, ResultRecord};
 
-/// What a probe checks, from its id's last part (`tcp/10250`, `vxlan/8472`, `tls/6443`).
+/// What a probe checks, from its id's last part (`tcp/10250`, `vxlan/8472`, `geneve/6081`,
+/// `ipip`, `tls/6443`, `mtu/1500`).
 fn what(r: &ResultRecord) -> String {
     let id = &r.result.id;
     let last = id.rsplit(':').next().unwrap_or(id);
     match last.split_once('/') {
-        Some(("vxlan", p)) => format!("udp/{p} (overlay)"),
+        Some((mode @ ("vxlan" | "geneve" | "wireguard"), p)) => format!("udp/{p} ({mode})"),
         Some(("tls", p)) => format!("tcp/{p} (API, TLS)"),
+        Some(("mtu", size)) => format!("mtu {size} (DF)"),
+        None if last == "ipip" => "ip proto 4 (ipip)".into(),
         _ => last.to_string(),
     }
 }
@@ -147,7 +150,7 @@ mod tests {
             "{text}"
         );
         assert!(
-            lines[2].contains("[FAIL]") && lines[2].contains("udp/8472"),
+            lines[2].contains("[FAIL]") && lines[2].contains("udp/8472 (vxlan)"),
             "{text}"
         );
         assert!(
