@@ -387,7 +387,7 @@ fn ipip_and_geneve_are_a_tun_device_and_a_tunnel_process() {
 
 #[test]
 fn faults_aimed_at_the_candidate_land_on_its_host_link_and_root() {
-    let yaml = "candidate: {name: new}\nfaults: [{kind: firewall, action: drop, protocol: tcp, port: 10250, to: [new], place: host}, {kind: mtu, node: new, mtu: 1400}, {kind: kubelet-localhost, node: new}, {kind: cni-token-expired, node: new}]";
+    let yaml = "candidate: {name: new}\nfaults: [{kind: firewall, action: drop, protocol: tcp, port: 10250, to: [new], place: host}, {kind: mtu, node: new, mtu: 1400}, {kind: loss, node: new, percent: 20}, {kind: kubelet-localhost, node: new}, {kind: cni-token-expired, node: new}]";
     let (l, st) = lab(yaml);
     let new = &ns(&st, "plab-t-new").nft;
     assert!(new.contains("hook input"), "{new}");
@@ -402,6 +402,12 @@ fn faults_aimed_at_the_candidate_land_on_its_host_link_and_root() {
         sw.config.contains(&"link set n240 mtu 1400".to_string()),
         "{:?}",
         sw.config
+    );
+    assert!(
+        sw.nft
+            .contains("iifname \"n240\" ether type ip numgen random mod 100 < 20 drop"),
+        "{}",
+        sw.nft
     );
     let s = Scenario::parse(yaml).unwrap();
     let hf = host_files(
