@@ -128,11 +128,14 @@ pub fn encapsulation_overhead(mode: &str) -> u16 {
 }
 
 /// The underlay path MTU the overlay needs: its MTU plus its encapsulation's overhead; `None`
-/// when the overlay's MTU is unknown.
+/// when the overlay's MTU is unknown or nothing encapsulates (native routing: the pods' MTU is
+/// the underlay's own, and the diagnosis knows no overlay to blame).
 #[must_use]
 pub fn underlay_mtu_needed(ov: &crate::inventory::Overlay) -> Option<u16> {
+    let overhead = encapsulation_overhead(&ov.mode);
     ov.mtu
-        .map(|m| m.saturating_add(encapsulation_overhead(&ov.mode)))
+        .filter(|_| overhead > 0)
+        .map(|m| m.saturating_add(overhead))
 }
 
 /// The crafted probe for the overlay's encapsulation to a peer at `address` whose tunnel

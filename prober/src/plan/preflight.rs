@@ -505,6 +505,12 @@ mod tests {
         }
         let v = preflight(&inv, &candidate(Role::Worker));
         assert!(!v.iter().any(|p| matches!(p.probe, Probe::Mtu { .. })));
+        // Native routing encapsulates nothing: no overlay need to check the underlay against.
+        if let Some(ov) = inv.cluster.overlay.as_mut() {
+            (ov.mode, ov.mtu) = ("none".into(), Some(1500));
+        }
+        let v = preflight(&inv, &candidate(Role::Worker));
+        assert!(!v.iter().any(|p| matches!(p.probe, Probe::Mtu { .. })));
     }
 
     #[test]
