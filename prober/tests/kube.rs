@@ -5,181 +5,19 @@
 
 #![allow(clippy::needless_pass_by_value, clippy::too_many_lines)] // test fixtures built inline
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
-use http::{Request, Response};
-use http_body_util::BodyExt;
+use common::mock::{
+    Seen, created, discovery_answer, fixture_json, list_of, respond, serve, split, status,
+};
+use http::Response;
 use kube::client::Body;
 use prober::inventory::{ApiAccess, Cni, Inventory};
 use prober::runtime::kube::discover::{WORKLOAD_NAMESPACES, build, read};
 use serde_json::{Value, json};
-
-// ---------------------------------------------------------------------------------------------
-// The mock API server
-
-/// One request the mock saw.
-#[derive(Debug, Clone)]
-struct Seen {
-    method: String,
-    uri: String,
-    body: Value,
-}
-
-type Router = Box<dyn FnMut(&Seen) -> Response<Body> + Send>;
-
-/// Serves every request with `router` until the client goes away; returns what it saw.
-fn serve(router: Router) -> (kube::Client, tokio::task::JoinHandle<Vec<Seen>>) {
-    let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-    let client = kube::Client::new(service, "default");
-    let mut router = router;
-    let task = tokio::spawn(async move {
-        let mut seen = Vec::new();
-        while let Some((request, send)) = handle.next_request().await {
-            let (parts, body) = request.into_parts();
-            let bytes = body
-                .collect()
-                .await
-                .map(http_body_util::Collected::to_bytes)
-                .unwrap_or_default();
-            let s = Seen {
-                method: parts.method.to_string(),
-                uri: parts.uri.to_string(),
-                body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-            };
-            send.send_response(router(&s));
-            seen.push(s);
-        }
-        seen
-    });
-    (client, task)
-}
-
-fn respond(code: u16, body: &Value) -> Response<Body> {
-    Response::builder()
-        .status(code)
-        .body(Body::from(body.to_string().into_bytes()))
-        .unwrap()
-}
-
-fn status(code: u16, reason: &str) -> Response<Body> {
-    respond(
-        code,
-        &json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
-                "status": if code < 300 { "Success" } else { "Failure" },
-                "message": reason, "reason": reason, "code": code}),
-    )
-}
-
-fn list_of(kind: &str, items: Vec<Value>, version: &str) -> Value {
-    json!({"apiVersion": "v1", "kind": kind, "metadata": {"resourceVersion": version}, "items": items})
-}
-
-// ---------------------------------------------------------------------------------------------
-// Fixtures: each file one API answer
-
-fn fixture(flavour: &str, file: &str) -> Option<Vec<u8>> {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/kube")
-        .join(flavour)
-        .join(file);
-    std::fs::read(p).ok()
-}
-
-fn fixture_json(flavour: &str, file: &str) -> Value {
-    serde_json::from_slice(&fixture(flavour, file).unwrap()).unwrap()
-}
-
-/// `/path?&query` split into the path and its decoded query pairs.
-fn split(uri: &str) -> (String, BTreeMap<String, String>) {
-    let (path, query) = uri.split_once('?').unwrap_or((uri, ""));
-    let q = query
-        .split('&')
-        .filter(|kv| !kv.is_empty())
-        .filter_map(|kv| kv.split_once('='))
-        .map(|(k, v)| (k.to_string(), decode(v)))
-        .collect();
-    (path.to_string(), q)
-}
-
-fn decode(s: &str) -> String {
-    let mut out = Vec::new();
-    let b = s.as_bytes();
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' && i + 2 < b.len() + 1 {
-            out.push(u8::from_str_radix(&s[i + 1..i + 3], 16).unwrap());
-            i += 3;
-        } else {
-            out.push(if b[i] == b'+' { b' ' } else { b[i] });
-            i += 1;
-        }
-    }
-    String::from_utf8(out).unwrap()
-}
-
-/// How a cluster shaped like `flavour` answers a discovery request: its fixture file, an empty
-/// list for a workload namespace without one, and 404 for everything it does not have.
-fn discovery_answer(flavour: &str, s: &Seen) -> Response<Body> {
-    let (path, q) = split(&s.uri);
-    let sel = q.get("labelSelector").cloned().unwrap_or_default();
-    let seg: Vec<&str> = path.trim_start_matches('/').split('/').collect();
-    let file = match seg.as_slice() {
-        ["api", "v1", "nodes"] => Some("nodes.json".to_string()),
-        [
-            "api",
-            "v1",
-            "namespaces",
-            "default",
-            "services",
-            "kubernetes",
-        ] => Some("svc-kubernetes.json".into()),
-        ["api", "v1", "namespaces", "kube-system", "services"] if sel == "k8s-app=kube-dns" => {
-            Some("svcs-k8s-app-kube-dns.json".into())
-        }
-        [
-            "apis",
-            "discovery.k8s.io",
-            "v1",
-            "namespaces",
-            _,
-            "endpointslices",
-        ] => sel
-            .strip_prefix("kubernetes.io/service-name=")
-            .map(|svc| format!("slices-{svc}.json")),
-        ["apis", "networking.k8s.io", "v1", "servicecidrs"] => Some("servicecidrs.json".into()),
-        [
-            "apis",
-            "apps",
-            "v1",
-            "namespaces",
-            ns,
-            kind @ ("daemonsets" | "deployments"),
-        ] => {
-            let short = if *kind == "daemonsets" {
-                "ds"
-            } else {
-                "deploy"
-            };
-            return fixture(flavour, &format!("{short}-{ns}.json")).map_or_else(
-                || respond(200, &list_of("List", Vec::new(), "1")),
-                |b| Response::builder().status(200).body(Body::from(b)).unwrap(),
-            );
-        }
-        ["api", "v1", "namespaces", _, "configmaps", name] => Some(format!("cm-{name}.json")),
-        ["apis", "cilium.io", "v2", "ciliumnodes"] => Some("ciliumnodes.json".into()),
-        ["apis", "operator.tigera.io", "v1", "installations"] => Some("installations.json".into()),
-        ["apis", "crd.projectcalico.org", "v1", plural] => Some(format!("{plural}.json")),
-        ["api", "v1", "namespaces", _, "pods"] if sel == "k8s-app=calico-typha" => {
-            Some("pods-calico-typha.json".into())
-        }
-        _ => None,
-    };
-    match file.and_then(|f| fixture(flavour, &f)) {
-        Some(b) => Response::builder().status(200).body(Body::from(b)).unwrap(),
-        None => status(404, "NotFound"),
-    }
-}
 
 // ---------------------------------------------------------------------------------------------
 // The requests discovery makes, exactly as kube-rs writes them
@@ -1325,17 +1163,6 @@ mod agents {
         }
     }
 
-    /// Echoes a created object back with a uid, as the API server does.
-    pub fn created(s: &Seen) -> Response<Body> {
-        let mut b = s.body.clone();
-        let name = b["metadata"]["name"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
-        b["metadata"]["uid"] = json!(format!("uid-{name}"));
-        respond(201, &b)
-    }
-
     #[tokio::test]
     async fn apply_creates_this_runs_objects_and_records_them() {
         let (client, server) = serve(Box::new(|s| match (s.method.as_str(), s.uri.as_str()) {
@@ -2076,7 +1903,7 @@ async fn deploy_mode(flavour: &'static str) -> Vec<Seen> {
                 return r;
             }
             return match s.method.as_str() {
-                "POST" => agents::created(s),
+                "POST" => created(s),
                 "DELETE" => status(200, "Success"),
                 "GET" if path.ends_with("/daemonsets") => {
                     respond(200, &list_of("DaemonSetList", Vec::new(), "1"))

@@ -29,7 +29,7 @@ fn preflight_scenarios_pass_lab_run() {
     for (name, must_say) in [
         (
             "healthy-join",
-            "nodes -> new   udp/8472 (overlay)   n1 ok, n2 ok, n3 ok",
+            "nodes -> new   udp/8472 (vxlan)     n1 ok, n2 ok, n3 ok",
         ),
         (
             "overlay-dropped-to-candidate",
@@ -55,6 +55,19 @@ fn preflight_scenarios_pass_lab_run() {
             "clock-skew",
             "the clock of new is 120 s ahead of the API server's",
         ),
+        (
+            "underlay-mtu",
+            "the underlay path MTU to and from new is below the 1500 bytes the overlay",
+        ),
+        (
+            "kubelet-localhost",
+            "/etc/kubernetes/kubelet.conf on new says server: https://localhost:6443",
+        ),
+        (
+            "stale-cni-kubeconfig",
+            "the token in /etc/cni/net.d/calico-kubeconfig on new",
+        ),
+        ("host-firewall-drop", "where host:new"),
     ] {
         let out = lab(
             &["run", "--name", "pfr", "--scenario", &scenario(name)],
@@ -139,14 +152,15 @@ fn an_operator_run_names_the_gap_one_way_toward_the_candidate() {
     assert_eq!(code, Some(0), "{t}");
     assert_eq!(report["preflight"]["candidate"], "new", "{t}");
     assert!(findings(&report).is_empty(), "{t}");
-    // Every required port both ways: the candidate to n1..n3 and n1..n3 to the candidate.
+    // Every required port both ways: the candidate to n1..n3 (kubelet, overlay, the underlay
+    // MTU) and the API, and n1..n3 to the candidate (kubelet, overlay).
     let results = report["results"].as_array().unwrap();
     let to_new = results.iter().filter(|r| r["to"]["node"] == "new").count();
     let from_new = results
         .iter()
         .filter(|r| r["from"]["node"] == "new")
         .count();
-    assert_eq!((from_new, to_new), (3 + 3 + 1, 3 + 3), "{t}");
+    assert_eq!((from_new, to_new), (3 + 3 + 3 + 1, 3 + 3), "{t}");
 
     up(&state, "pfo", "overlay-dropped-to-candidate");
     let (code, report, t) = operator_run(&state, "pfo");
@@ -170,12 +184,13 @@ fn an_operator_run_names_the_gap_one_way_toward_the_candidate() {
 
 #[allow(clippy::needless_pass_by_value)] // fixtures built inline
 mod api {
-    use std::path::PathBuf;
     use std::sync::{Arc, Mutex};
     use std::time::Duration;
 
-    use http::{Request, Response};
-    use http_body_util::BodyExt;
+    use super::common::mock::{
+        Seen, created, discovery_answer, list_of, respond, serve, split, status,
+    };
+    use http::Response;
     use kube::client::Body;
     use probe_proto::{Plan, ProbeResult};
     use prober::model::AgentRef;
@@ -187,94 +202,9 @@ mod api {
     use serde_json::{Value, json};
     use tokio::sync::mpsc;
 
-    /// One request the mock saw.
-    #[derive(Debug, Clone)]
-    struct Seen {
-        method: String,
-        uri: String,
-        body: Value,
-    }
-
-    fn respond(code: u16, body: &Value) -> Response<Body> {
-        Response::builder()
-            .status(code)
-            .body(Body::from(body.to_string().into_bytes()))
-            .unwrap()
-    }
-
-    fn status(code: u16, reason: &str) -> Response<Body> {
-        respond(
-            code,
-            &json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
-                    "status": if code < 300 { "Success" } else { "Failure" },
-                    "message": reason, "reason": reason, "code": code}),
-        )
-    }
-
-    fn list_of(kind: &str, items: Vec<Value>, version: &str) -> Value {
-        json!({"apiVersion": "v1", "kind": kind, "metadata": {"resourceVersion": version}, "items": items})
-    }
-
-    fn fixture(file: &str) -> Option<Vec<u8>> {
-        let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/fixtures/kube/flannel")
-            .join(file);
-        std::fs::read(p).ok()
-    }
-
-    /// The kubeadm + flannel cluster of the discovery fixtures (cp1, w1, w2): enough of it for
-    /// discovery; 404 for the rest.
-    fn discovery(path: &str, selector: &str) -> Response<Body> {
-        let seg: Vec<&str> = path.trim_start_matches('/').split('/').collect();
-        let file = match seg.as_slice() {
-            ["api", "v1", "nodes"] => Some("nodes.json".to_string()),
-            [
-                "api",
-                "v1",
-                "namespaces",
-                "default",
-                "services",
-                "kubernetes",
-            ] => Some("svc-kubernetes.json".into()),
-            ["api", "v1", "namespaces", "kube-system", "services"] => {
-                Some("svcs-k8s-app-kube-dns.json".into())
-            }
-            [
-                "apis",
-                "discovery.k8s.io",
-                "v1",
-                "namespaces",
-                _,
-                "endpointslices",
-            ] => selector
-                .strip_prefix("kubernetes.io/service-name=")
-                .map(|svc| format!("slices-{svc}.json")),
-            ["apis", "networking.k8s.io", "v1", "servicecidrs"] => Some("servicecidrs.json".into()),
-            [
-                "apis",
-                "apps",
-                "v1",
-                "namespaces",
-                ns,
-                kind @ ("daemonsets" | "deployments"),
-            ] => {
-                let short = if *kind == "daemonsets" {
-                    "ds"
-                } else {
-                    "deploy"
-                };
-                return fixture(&format!("{short}-{ns}.json")).map_or_else(
-                    || respond(200, &list_of("List", Vec::new(), "1")),
-                    |b| Response::builder().status(200).body(Body::from(b)).unwrap(),
-                );
-            }
-            ["api", "v1", "namespaces", _, "configmaps", name] => Some(format!("cm-{name}.json")),
-            _ => None,
-        };
-        match file.and_then(|f| fixture(&f)) {
-            Some(b) => Response::builder().status(200).body(Body::from(b)).unwrap(),
-            None => status(404, "NotFound"),
-        }
+    /// The kubeadm + flannel cluster of the discovery fixtures (cp1, w1, w2).
+    fn discovery(s: &Seen) -> Response<Body> {
+        discovery_answer("flannel", s)
     }
 
     fn agent_pod(name: &str, node: &str, component: &str, ready: bool, ip: &str) -> Value {
@@ -328,15 +258,7 @@ mod api {
     fn agents(s: &Seen, path: &str, watch: bool) -> Response<Body> {
         let ns = "/api/v1/namespaces/prober-system";
         match s.method.as_str() {
-            "POST" => {
-                let mut b = s.body.clone();
-                let name = b["metadata"]["name"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string();
-                b["metadata"]["uid"] = json!(format!("uid-{name}"));
-                respond(201, &b)
-            }
+            "POST" => created(s),
             "DELETE" => status(200, "Success"),
             _ if path.ends_with("/daemonsets") => {
                 respond(200, &list_of("DaemonSetList", Vec::new(), "1"))
@@ -353,44 +275,20 @@ mod api {
         }
     }
 
-    fn serve() -> (kube::Client, tokio::task::JoinHandle<Vec<Seen>>) {
-        let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-        let client = kube::Client::new(service, "default");
-        let task = tokio::spawn(async move {
-            let mut seen = Vec::new();
-            while let Some((request, send)) = handle.next_request().await {
-                let (parts, body) = request.into_parts();
-                let bytes = body
-                    .collect()
-                    .await
-                    .map(http_body_util::Collected::to_bytes)
-                    .unwrap_or_default();
-                let s = Seen {
-                    method: parts.method.to_string(),
-                    uri: parts.uri.to_string(),
-                    body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-                };
-                let (path, query) = s.uri.split_once('?').unwrap_or((&s.uri, ""));
-                let selector = query
-                    .split('&')
-                    .find_map(|kv| kv.strip_prefix("labelSelector="))
-                    .map(|v| v.replace("%2F", "/").replace("%3D", "="))
-                    .unwrap_or_default();
-                let watch = query.split('&').any(|kv| kv == "watch=true");
-                let answer = if path.starts_with("/api/v1/namespaces/prober-system")
-                    || path.starts_with("/apis/apps/v1/namespaces/prober-system")
-                    || (path == "/api/v1/namespaces" && s.method == "POST")
-                {
-                    agents(&s, path, watch)
-                } else {
-                    discovery(path, &selector)
-                };
-                send.send_response(answer);
-                seen.push(s);
+    /// The agents' namespace as `agents` answers it, the rest as discovery does.
+    fn cluster() -> (kube::Client, tokio::task::JoinHandle<Vec<Seen>>) {
+        serve(Box::new(|s| {
+            let (path, query) = split(&s.uri);
+            let watch = query.get("watch").is_some_and(|w| w == "true");
+            if path.starts_with("/api/v1/namespaces/prober-system")
+                || path.starts_with("/apis/apps/v1/namespaces/prober-system")
+                || (path == "/api/v1/namespaces" && s.method == "POST")
+            {
+                agents(s, &path, watch)
+            } else {
+                discovery(s)
             }
-            seen
-        });
-        (client, task)
+        }))
     }
 
     /// One plan the candidate's side was given: the node, the probe ids.
@@ -416,7 +314,7 @@ mod api {
     #[tokio::test]
     #[allow(clippy::too_many_lines)] // one run, then every request it made
     async fn through_the_api_it_deploys_as_matrix_does_and_applies_nothing_for_the_candidate() {
-        let (client, server) = serve();
+        let (client, server) = cluster();
         let raw = read(&client).await.unwrap();
         let inv = build(&raw).unwrap();
         let candidate = Candidate {

@@ -10,7 +10,7 @@ use prober::report::Report;
 use prober::report::remembered::Changes;
 use prober::run::{Progress, RunConfig};
 use prober::runtime::Runtime;
-use prober::runtime::kube::{self, deploy, exec::KubeExec, manifests::AgentSpec};
+use prober::runtime::kube::{self, deploy, exec::KubeExec};
 use prober::runtime::local::Local;
 
 use super::CliError;
@@ -187,9 +187,10 @@ pub(super) fn run_id() -> String {
     )
 }
 
-/// The matrix through the Kubernetes API: discover, use the permanent agents when they are
-/// installed or else create this run's own, wait, probe through pods/exec, and remove exactly
-/// what this run created (on success, failure, a failed apply, SIGINT and SIGTERM).
+/// The matrix through the Kubernetes API: discover, then (`deploy::with_agents`, as preflight
+/// does) use the permanent agents when they are installed or else create this run's own, wait,
+/// probe through pods/exec, and remove exactly what this run created (on success, failure, a
+/// failed apply, SIGINT and SIGTERM).
 async fn kube_matrix(args: &Args) -> Result<(Report, u64, Option<Changes>), CliError> {
     let env = |e: &dyn std::fmt::Display| CliError::Environment(e.to_string());
     let found = kube::discover(
@@ -200,68 +201,46 @@ async fn kube_matrix(args: &Args) -> Result<(Report, u64, Option<Changes>), CliE
     .map_err(|e| env(&e))?;
     super::discover::warn_forbidden("prober matrix", &found.forbidden);
     let (client, mut inv) = (found.client, found.inventory);
-    let namespace = args.agents.namespace.clone();
-    // Permanent agents (deploy/base) are used as they are: a run must not roll them.
-    let existing = deploy::permanent(&client, &namespace)
-        .await
-        .map_err(|e| env(&e))?;
-    if args.agents.use_existing && !existing {
-        return Err(env(&deploy::DeployError::NoPermanentAgents { namespace }));
-    }
-    if existing && !args.agents.use_existing {
-        eprintln!(
-            "prober matrix: using the permanent agents in {namespace} (as with --use-existing); this run creates and removes nothing"
-        );
-    }
-    let spec = AgentSpec {
-        namespace,
+    let session = deploy::Session {
+        namespace: args.agents.namespace.clone(),
         image: args.agents.image.clone(),
-        ttl: (!existing).then(|| "2h".to_string()),
-        run: (!existing).then(run_id),
-        // The files of the distribution discovery found (none if it found none).
-        node_files: inv.cluster.node_files.clone(),
+        use_existing: args.agents.use_existing,
+        keep_agents: args.agents.keep_agents,
+        wait: args.agents.agent_wait,
+        run_id: run_id(),
+        ttl: "2h".into(),
+        cleanup_deadline: signals::GRACE,
     };
-    let mut created = deploy::Created::default();
-    let previous = super::remember::recall(args.memory.remember, &client, &spec.namespace).await;
-    let outcome = async {
-        if !existing {
-            deploy::apply(&client, &spec, &mut created)
-                .await
-                .map_err(|e| env(&e))?;
+    let previous = super::remember::recall(args.memory.remember, &client, &session.namespace).await;
+    let progress = |ready: usize, wanted: usize| {
+        if std::io::stderr().is_terminal() {
+            eprint!("\ragents ready: {ready}/{wanted}   ");
         }
-        let nodes: Vec<String> = inv.nodes.iter().map(|n| n.name.clone()).collect();
-        let progress = |ready: usize, wanted: usize| {
-            if std::io::stderr().is_terminal() {
-                eprint!("\ragents ready: {ready}/{wanted}   ");
-            }
-        };
-        // A signal while the agents start: stop waiting, clean up below.
-        let (ready, missing) = tokio::select! {
-            w = deploy::wait(&client, &spec, &nodes, args.agents.agent_wait, &progress) =>
-                w.map_err(|e| env(&e))?,
-            () = signals::interrupted() =>
-                return Err(CliError::Interrupted("interrupted while waiting for the agents".into())),
-        };
-        deploy::attach_agents(&mut inv, &ready, &spec.namespace);
-        let runtime = Arc::new(KubeExec::new(client.clone(), &spec.namespace, ready));
-        run_matrix(&inv, runtime, &args.probe, missing).await
-    }
+    };
+    let outcome = deploy::with_agents(
+        &client,
+        &session,
+        &mut inv,
+        &mut |n| eprintln!("prober matrix: {n}"),
+        &progress,
+        signals::interrupted,
+        async |inv: &Inventory, agents: deploy::session::Agents| {
+            let runtime = Arc::new(KubeExec::new(
+                client.clone(),
+                &agents.namespace,
+                agents.ready,
+            ));
+            run_matrix(inv, runtime, &args.probe, agents.missing).await
+        },
+    )
     .await;
-    // Whatever happened above, remove what this run created (a failed apply included).
-    if !existing && !args.agents.keep_agents {
-        let cleanup =
-            tokio::time::timeout(signals::GRACE, deploy::cleanup(&client, &spec, &created));
-        match cleanup.await {
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => eprintln!("prober matrix: cleanup: {e} (run `prober cleanup`)"),
-            Err(_) => {
-                eprintln!("prober matrix: cleanup did not finish in time (run `prober cleanup`)");
-            }
-        }
-    }
-    let report = outcome?;
+    let report = outcome.map_err(|e| match e {
+        deploy::SessionError::Body(e) => e,
+        deploy::SessionError::Interrupted => CliError::Interrupted(e.to_string()),
+        deploy::SessionError::Deploy(d) => env(&d),
+    })?;
     let finished = super::export::now();
     let changes =
-        super::remember::remember(previous, &client, &spec.namespace, &report, finished).await;
+        super::remember::remember(previous, &client, &session.namespace, &report, finished).await;
     Ok((report, finished, changes))
 }

@@ -332,11 +332,17 @@ async fn start_standins(
             "0.0.0.0".into(),
             "--port".into(),
             c.agent_port.to_string(),
+            // Where it may (CAP_NET_RAW), the sniffer witnesses what reaches the candidate:
+            // the SYNs of a failed TCP probe and the overlay datagrams on its NIC, so a gap says
+            // whether the candidate's own firewall dropped them. Without it, `auto` goes on.
             "--sniff".into(),
-            "never".into(),
+            "auto".into(),
             "--ttl".into(),
             "10m".into(),
         ]);
+        if let Some(ov) = inv.cluster.overlay.as_ref().filter(|o| o.mode == "vxlan") {
+            argv.push(format!("--vxlan-port={}", ov.port));
+        }
         if !tcp.is_empty() {
             argv.push(format!("--extra-tcp-port={}", join(&tcp)));
         }

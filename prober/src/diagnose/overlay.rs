@@ -1,12 +1,12 @@
 //! The overlay and its MTU: pod traffic that fails although the encapsulation (VXLAN, Geneve or
-//! IP-in-IP) gets through both ways,
-//! and full-size packets that vanish while small ones pass.
+//! IP-in-IP) gets through both ways, and full-size packets that vanish while small ones pass —
+//! between pods, or (preflight) between hosts with DF set at the underlay MTU the overlay needs.
 
 use std::collections::{BTreeSet, HashSet};
 
 use probe_proto::Outcome;
 
-use crate::model::PathClass;
+use crate::model::{AgentKind, PathClass, Protocol, ResultRecord};
 
 use super::context::{Ctx, Link, failed, list, names_text};
 use super::finding::{Finding, Kind, Severity};
@@ -17,6 +17,8 @@ struct Seen {
     vxlan_ok: HashSet<(u32, u32)>,
     /// Small pod-to-pod packets.
     small_ok: HashSet<(u32, u32)>,
+    /// Anything between two hosts other than a full-size packet: the underlay path works.
+    host_ok: HashSet<(u32, u32)>,
     /// Pairs the overlay carried some probe between: a lone failure there is not a broken route
     /// (a missing route or fdb entry fails every probe of the pair); under loss it is the loss's.
     carried: HashSet<(u32, u32)>,
@@ -26,6 +28,7 @@ fn seen(ctx: &Ctx<'_>) -> Seen {
     let mut s = Seen {
         vxlan_ok: HashSet::new(),
         small_ok: HashSet::new(),
+        host_ok: HashSet::new(),
         carried: HashSet::new(),
     };
     for r in ctx.results.iter().filter(|r| r.result.outcome.is_ok()) {
@@ -38,11 +41,24 @@ fn seen(ctx: &Ctx<'_>) -> Seen {
         if r.path == PathClass::PodToPod {
             s.small_ok.insert((a, b));
         }
+        if r.from.agent == AgentKind::Host
+            && r.to.agent != Some(AgentKind::Pod)
+            && !is_underlay_mtu(r)
+        {
+            s.host_ok.insert((a, b));
+        }
         if matches!(r.path, PathClass::PodToPod | PathClass::NodeToPod) && !Ctx::is_mtu(r) {
             s.carried.insert((a, b));
         }
     }
     s
+}
+
+/// A full-size packet with DF set from one host to another (preflight's underlay MTU probe).
+fn is_underlay_mtu(r: &ResultRecord) -> bool {
+    r.path == PathClass::Overlay
+        && r.to.agent == Some(AgentKind::Host)
+        && r.to.protocol == Protocol::Icmp
 }
 
 pub(super) fn overlay_and_mtu(
@@ -54,9 +70,11 @@ pub(super) fn overlay_and_mtu(
     let Seen {
         vxlan_ok,
         small_ok,
+        host_ok,
         carried,
     } = seen(ctx);
     let mut mtu: Vec<usize> = Vec::new();
+    let mut underlay: Vec<usize> = Vec::new();
     let mut overlay: Vec<usize> = Vec::new();
     for (i, r) in ctx.results.iter().enumerate() {
         if !failed(r) || ctx.explained.contains(&i) {
@@ -74,6 +92,12 @@ pub(super) fn overlay_and_mtu(
         ) && !Ctx::is_vxlan(r);
         if Ctx::is_mtu(r) && r.result.outcome == Outcome::Timeout && small_ok.contains(&(a, b)) {
             mtu.push(i);
+        } else if is_underlay_mtu(r) {
+            // Too big for the path: silence (a black hole) or an ICMP "fragmentation needed";
+            // it counts only where smaller packets between the same hosts get through.
+            if host_ok.contains(&(a, b)) {
+                underlay.push(i);
+            }
         } else if overlay_path
             && vxlan_ok.contains(&(a, b))
             && vxlan_ok.contains(&(b, a))
@@ -82,41 +106,8 @@ pub(super) fn overlay_and_mtu(
             overlay.push(i);
         }
     }
-    if !mtu.is_empty() {
-        let size = ctx
-            .inv
-            .cluster
-            .overlay
-            .as_ref()
-            .and_then(|o| o.mtu)
-            .unwrap_or(0);
-        let pairs: BTreeSet<(u32, u32)> = mtu
-            .iter()
-            .filter_map(|&i| Some((ctx.from(&ctx.results[i])?, ctx.to(&ctx.results[i])?)))
-            .collect();
-        let nodes = common_nodes(&pairs);
-        let names = list(ctx, &nodes);
-        let pair_text: Vec<String> = pairs
-            .iter()
-            .map(|(a, b)| format!("{}->{}", ctx.name(*a), ctx.name(*b)))
-            .collect();
-        let mut f = Finding::new(
-            Kind::Mtu,
-            Severity::Error,
-            format!(
-                "full-size packets ({size} bytes) between pods vanish while small ones pass ({}): the underlay path MTU{} is below what the overlay needs",
-                pair_text.join(", "),
-                if names.is_empty() {
-                    String::new()
-                } else {
-                    format!(" to and from {}", names_text(&names))
-                }
-            ),
-        );
-        f.fix.push(format!("measure the path MTU between the nodes (ping -M do -s {} <peer>); either raise the underlay MTU to {} or lower the CNI's MTU to the underlay's minus {}", size.saturating_sub(28) + 50, u32::from(size) + 50, 50));
-        f.nodes = names;
-        ctx.emit(findings, f, &mtu, &[]);
-    }
+    pod_mtu(ctx, findings, &mtu);
+    underlay_mtu(ctx, findings, &underlay);
     if !overlay.is_empty() {
         let pairs: BTreeSet<(u32, u32)> = overlay
             .iter()
@@ -146,6 +137,104 @@ pub(super) fn overlay_and_mtu(
         f.nodes = names;
         ctx.emit(findings, f, &overlay, &[]);
     }
+}
+
+/// Full-size packets between pods that vanish while small ones pass: an MTU black hole.
+fn pod_mtu(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>, mtu: &[usize]) {
+    if mtu.is_empty() {
+        return;
+    }
+    let size = ctx
+        .inv
+        .cluster
+        .overlay
+        .as_ref()
+        .and_then(|o| o.mtu)
+        .unwrap_or(0);
+    let pairs: BTreeSet<(u32, u32)> = mtu
+        .iter()
+        .filter_map(|&i| Some((ctx.from(&ctx.results[i])?, ctx.to(&ctx.results[i])?)))
+        .collect();
+    let nodes = common_nodes(&pairs);
+    let names = list(ctx, &nodes);
+    let pair_text: Vec<String> = pairs
+        .iter()
+        .map(|(a, b)| format!("{}->{}", ctx.name(*a), ctx.name(*b)))
+        .collect();
+    let mut f = Finding::new(
+        Kind::Mtu,
+        Severity::Error,
+        format!(
+            "full-size packets ({size} bytes) between pods vanish while small ones pass ({}): the underlay path MTU{} is below what the overlay needs",
+            pair_text.join(", "),
+            if names.is_empty() {
+                String::new()
+            } else {
+                format!(" to and from {}", names_text(&names))
+            }
+        ),
+    );
+    f.fix.push(format!("measure the path MTU between the nodes (ping -M do -s {} <peer>); either raise the underlay MTU to {} or lower the CNI's MTU to the underlay's minus {}", size.saturating_sub(28) + 50, u32::from(size) + 50, 50));
+    f.nodes = names;
+    ctx.emit(findings, f, mtu, &[]);
+}
+
+/// Full-size packets with DF between hosts that vanish while smaller ones pass: the underlay path
+/// cannot carry the overlay's packets plus its encapsulation (preflight's check from the
+/// candidate, before it joins).
+fn underlay_mtu(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>, failed: &[usize]) {
+    if failed.is_empty() {
+        return;
+    }
+    let ov = ctx.inv.cluster.overlay.as_ref();
+    let (mode, pod_mtu) = (
+        ov.map_or("the overlay", |o| o.mode.as_str()),
+        ov.and_then(|o| o.mtu).unwrap_or(0),
+    );
+    let needed = ov.and_then(crate::plan::underlay_mtu_needed).unwrap_or(0);
+    let pairs: BTreeSet<(u32, u32)> = failed
+        .iter()
+        .filter_map(|&i| Some((ctx.from(&ctx.results[i])?, ctx.to(&ctx.results[i])?)))
+        .collect();
+    let names = list(ctx, &common_nodes(&pairs));
+    let pair_text: Vec<String> = pairs
+        .iter()
+        .map(|(a, b)| format!("{}->{}", ctx.name(*a), ctx.name(*b)))
+        .collect();
+    let measured: Vec<u32> = failed
+        .iter()
+        .filter_map(|&i| ctx.results[i].result.path_mtu)
+        .filter(|&m| m < u32::from(needed))
+        .collect();
+    let path = measured.iter().min().map_or_else(String::new, |m| {
+        format!(" (the kernel reports a path MTU of {m})")
+    });
+    let mut f = Finding::new(
+        Kind::Mtu,
+        Severity::Error,
+        format!(
+            "{needed}-byte packets with DF set vanish between hosts while smaller ones pass ({}): the underlay path MTU{}{path} is below the {needed} bytes the overlay needs ({pod_mtu} for pods + {} for {mode})",
+            pair_text.join(", "),
+            if names.is_empty() {
+                String::new()
+            } else {
+                format!(" to and from {}", names_text(&names))
+            },
+            needed.saturating_sub(pod_mtu),
+        ),
+    );
+    let peer = pairs.iter().next().map_or("<peer>", |(_, b)| ctx.name(*b));
+    let from = pairs.iter().next().map_or("<node>", |(a, _)| ctx.name(*a));
+    f.fix.push(format!(
+        "on {from}: ping -M do -s {} -c 1 {peer}   # lower -s until it passes: that plus 28 is the path MTU",
+        needed.saturating_sub(28)
+    ));
+    f.fix.push(format!(
+        "raise the MTU of every link and router on the way to {needed}, or set the CNI's MTU to the path MTU minus {} before the join",
+        needed.saturating_sub(pod_mtu)
+    ));
+    f.nodes = names;
+    ctx.emit(findings, f, failed, &[]);
 }
 
 /// The nodes that appear in every pair (the common end of a set of failing pairs), or, when no

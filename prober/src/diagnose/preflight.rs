@@ -276,4 +276,69 @@ mod tests {
         assert_eq!(f[0].nodes, ["new"]);
         assert!(f[0].summary.contains("pid=42"), "{}", f[0].summary);
     }
+
+    /// Preflight's plan for `new` joining `inv`, each probe's outcome decided by `fail`,
+    /// diagnosed as the report does.
+    fn diagnosed(
+        inv: &Inventory,
+        fail: &dyn Fn(&crate::plan::PlannedProbe) -> Option<Outcome>,
+    ) -> Vec<Finding> {
+        use crate::plan::preflight::{Candidate, Role, preflight, with_candidate};
+        let c = Candidate {
+            name: "new".into(),
+            address: "192.168.57.249".parse().unwrap(),
+            exec: Vec::new(),
+            role: Role::Worker,
+            agent_port: 9917,
+            host_root: None,
+        };
+        let results: Vec<ResultRecord> = preflight(inv, &c)
+            .iter()
+            .map(|p| ResultRecord {
+                path: p.path,
+                from: p.from.clone(),
+                to: p.to.clone(),
+                unknown: None,
+                result: ProbeResult::new(p.id.clone(), fail(p).unwrap_or(Outcome::Ok), "x"),
+            })
+            .collect();
+        super::super::diagnose(&with_candidate(inv, &c), &results, &[])
+    }
+
+    #[test]
+    fn full_size_df_packets_from_the_candidate_vanishing_is_an_mtu_finding_naming_it() {
+        let inv = crate::testutil::inventory(3, 1, "flannel");
+        let mtu = |p: &crate::plan::PlannedProbe| {
+            matches!(p.probe, probe_proto::Probe::Mtu { .. }).then_some(Outcome::Timeout)
+        };
+        let f = diagnosed(&inv, &mtu);
+        assert_eq!(f.len(), 1, "{f:#?}");
+        assert_eq!((f[0].kind, f[0].severity), (Kind::Mtu, Severity::Error));
+        assert_eq!(f[0].nodes, ["new"]);
+        assert_eq!(f[0].evidence.len(), 3);
+        assert!(
+            f[0].summary.contains("1500-byte")
+                && f[0].summary.contains("1450 for pods + 50 for vxlan"),
+            "{}",
+            f[0].summary
+        );
+        // One node's path only: the pair is named, both ends.
+        let one = |p: &crate::plan::PlannedProbe| {
+            (matches!(p.probe, probe_proto::Probe::Mtu { .. })
+                && p.to.node.as_deref() == Some("n2"))
+            .then_some(Outcome::Timeout)
+        };
+        let f = diagnosed(&inv, &one);
+        assert_eq!((f.len(), f[0].kind), (1, Kind::Mtu), "{f:#?}");
+        assert_eq!(f[0].nodes, ["n2", "new"]);
+        // Nothing from the candidate to a node gets through: not an MTU problem.
+        let cut = |p: &crate::plan::PlannedProbe| {
+            (p.from.node == "new" && p.to.node.as_deref() == Some("n2")).then_some(Outcome::Timeout)
+        };
+        assert!(
+            diagnosed(&inv, &cut).iter().all(|f| f.kind != Kind::Mtu),
+            "{:#?}",
+            diagnosed(&inv, &cut)
+        );
+    }
 }

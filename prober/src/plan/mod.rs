@@ -18,6 +18,7 @@ use crate::inventory::{Agent, Inventory, Node};
 use crate::model::{AgentKind, AgentRef, PathClass, Target};
 
 pub use node_ports::{cni_tcp_ports, served_tcp_ports};
+pub use overlay::{encapsulation_overhead, underlay_mtu_needed};
 
 /// One cell of the matrix.
 #[derive(Debug, Clone, PartialEq)]

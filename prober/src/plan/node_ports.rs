@@ -72,7 +72,7 @@ pub fn cni_tcp_ports(cni: Cni) -> &'static [u16] {
 /// CNI port (`serves`), a port is probed only toward the nodes that serve it (Typha runs on a
 /// few nodes), and BGP only between two speakers of a full mesh; without that knowledge (an
 /// inventory that does not say), every node is assumed to serve its CNI's ports.
-fn cni_port_served(inv: &Inventory, from: &Node, to: &Node, port: u16) -> bool {
+pub(super) fn cni_port_served(inv: &Inventory, from: &Node, to: &Node, port: u16) -> bool {
     if !cni_tcp_ports(inv.cluster.cni).contains(&port) {
         return true;
     }

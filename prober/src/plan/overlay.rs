@@ -130,16 +130,48 @@ pub fn unprobed(inv: &Inventory) -> Vec<String> {
     if !crafted_mode(ov) || hosts < 2 {
         return Vec::new();
     }
+    // A host with no pod network at all (a preflight candidate before its join) has no tunnel
+    // to probe yet.
+    let has_pods = |n: &&crate::inventory::Node| {
+        n.pod_cidr.is_some() || !n.pod_cidrs.is_empty() || n.agents.pod.is_some()
+    };
     inv.nodes
         .iter()
         .filter(|n| n.vtep.is_none())
+        .filter(has_pods)
         .map(|n| n.name.clone())
         .collect()
 }
 
+/// The bytes an encapsulation adds to every packet it carries over IPv4: what the underlay's path
+/// MTU must hold beyond the overlay's own MTU. 0 for native routing.
+#[must_use]
+pub fn encapsulation_overhead(mode: &str) -> u16 {
+    match mode {
+        // Outer IPv4 20 + UDP 8 + VXLAN or Geneve (no options) 8 + inner Ethernet 14.
+        "vxlan" | "geneve" => 50,
+        // Outer IPv4 20.
+        "ipip" => 20,
+        // Outer IPv4 20 + UDP 8 + WireGuard data header 16 + tag 16.
+        "wireguard" => 60,
+        _ => 0,
+    }
+}
+
+/// The underlay path MTU the overlay needs: its MTU plus its encapsulation's overhead; `None`
+/// when the overlay's MTU is unknown or nothing encapsulates (native routing: the pods' MTU is
+/// the underlay's own, and the diagnosis knows no overlay to blame).
+#[must_use]
+pub fn underlay_mtu_needed(ov: &crate::inventory::Overlay) -> Option<u16> {
+    let overhead = encapsulation_overhead(&ov.mode);
+    ov.mtu
+        .filter(|_| overhead > 0)
+        .map(|m| m.saturating_add(overhead))
+}
+
 /// The crafted probe for the overlay's encapsulation to a peer at `address` whose tunnel
 /// endpoint is `vtep`: its target's protocol and port (none for IP-in-IP) and the probe.
-fn crafted(
+pub(super) fn crafted(
     ov: &crate::inventory::Overlay,
     address: std::net::Ipv4Addr,
     inner_source: Option<std::net::Ipv4Addr>,

@@ -5,9 +5,11 @@
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
 
-use probe_proto::{MacAddr, Port, Probe, Vni};
+use probe_proto::{Port, Probe, Vni};
 
-use super::{Builder, Filter, PlannedProbe, cni_tcp_ports, port};
+use super::node_ports::cni_port_served;
+use super::overlay::{crafted, underlay_mtu_needed};
+use super::{Builder, Filter, PlannedProbe, cni_tcp_ports, port, receipts, served_tcp_ports};
 use crate::inventory::{Agent, Agents, Inventory, Node};
 use crate::model::{AgentKind, AgentRef, PathClass, Protocol, Target};
 
@@ -38,23 +40,45 @@ const ETCD: [u16; 2] = [2379, 2380];
 const KUBELET: u16 = 10250;
 const API: u16 = 6443;
 
-/// The TCP ports the candidate's stand-ins must listen on: what it will serve once joined.
+/// The CNI ports the candidate will serve once joined, as discovery would then say: those every
+/// node of the cluster serves today (BGP in a full mesh, Cilium's health port), not those only
+/// some do (Typha runs on a few nodes, chosen by its `Deployment`). `None` when the inventory
+/// does not say what its nodes serve: then every node, the candidate included, is assumed to
+/// serve its CNI's ports, as the matrix assumes.
 #[must_use]
-pub fn standin_tcp_ports(inv: &Inventory, role: Role) -> Vec<u16> {
-    let mut v = vec![KUBELET];
-    v.extend(cni_tcp_ports(inv.cluster.cni));
-    if role == Role::ControlPlane {
-        v.push(API);
-        v.extend(ETCD);
+pub fn candidate_serves(inv: &Inventory) -> Option<Vec<u16>> {
+    let mut served = inv.nodes.iter().map(|n| n.serves.as_ref());
+    let first = served.next()??.clone();
+    let mut common = first;
+    for s in served {
+        let s = s?;
+        common.retain(|p| s.contains(p));
     }
-    v
+    Some(common)
 }
 
-/// The UDP ports the candidate's stand-ins take: the overlay's, when it is VXLAN.
+/// The TCP ports the candidate's stand-ins must listen on: what a node of its role serves the
+/// others (`served_tcp_ports`, the planner's one list), less the CNI ports it will not serve.
+#[must_use]
+pub fn standin_tcp_ports(inv: &Inventory, role: Role) -> Vec<u16> {
+    let cni = cni_tcp_ports(inv.cluster.cni);
+    let serves = candidate_serves(inv);
+    served_tcp_ports(inv.cluster.cni, role == Role::ControlPlane)
+        .into_iter()
+        .filter(|p| !cni.contains(p) || serves.as_ref().is_none_or(|s| s.contains(p)))
+        .collect()
+}
+
+/// The UDP ports the candidate's stand-ins take: the overlay's, when its encapsulation has one
+/// (`VXLAN`, Geneve, `WireGuard`), so a port already taken is a conflict before the join.
 #[must_use]
 pub fn standin_udp_ports(inv: &Inventory) -> Vec<u16> {
     match &inv.cluster.overlay {
-        Some(ov) if ov.mode == "vxlan" && ov.port != 0 => vec![ov.port],
+        Some(ov)
+            if matches!(ov.mode.as_str(), "vxlan" | "geneve" | "wireguard") && ov.port != 0 =>
+        {
+            vec![ov.port]
+        }
         _ => Vec::new(),
     }
 }
@@ -65,7 +89,12 @@ pub fn standin_udp_ports(inv: &Inventory) -> Vec<u16> {
 pub fn with_candidate(inv: &Inventory, c: &Candidate) -> Inventory {
     let mut out = inv.clone();
     out.nodes.retain(|n| n.name != c.name);
-    out.nodes.push(Node {
+    out.nodes.push(candidate_node(inv, c));
+    out
+}
+
+fn candidate_node(inv: &Inventory, c: &Candidate) -> Node {
+    Node {
         name: c.name.clone(),
         roles: match c.role {
             Role::Worker => Vec::new(),
@@ -77,7 +106,7 @@ pub fn with_candidate(inv: &Inventory, c: &Candidate) -> Inventory {
         host_root: c.host_root.clone(),
         vtep: None,
         zone: None,
-        serves: Some(Vec::new()),
+        serves: candidate_serves(inv),
         agents: Agents {
             host: Some(Agent {
                 exec: c.exec.clone(),
@@ -86,8 +115,7 @@ pub fn with_candidate(inv: &Inventory, c: &Candidate) -> Inventory {
             }),
             pod: None,
         },
-    });
-    out
+    }
 }
 
 fn host(node: &str) -> AgentRef {
@@ -138,6 +166,7 @@ pub fn preflight(inv: &Inventory, c: &Candidate) -> Vec<PlannedProbe> {
         out: Vec::new(),
     };
     let cp = c.role == Role::ControlPlane;
+    let me = candidate_node(inv, c);
     let others: Vec<&Node> = inv.nodes.iter().filter(|n| n.name != c.name).collect();
     // The candidate -> every API endpoint: TCP and the TLS handshake.
     for ep in &inv.cluster.api.endpoints {
@@ -169,10 +198,10 @@ pub fn preflight(inv: &Inventory, c: &Candidate) -> Vec<PlannedProbe> {
     }
     let cni = cni_tcp_ports(inv.cluster.cni);
     for n in &others {
-        // The candidate -> the node: kubelet, the CNI's ports; etcd and 6443 when it will be a
-        // control plane itself.
+        // The candidate -> the node: kubelet, the CNI's ports where the node serves them; etcd
+        // and 6443 when it will be a control plane itself.
         out.tcp(&c.name, &n.name, n.address, KUBELET);
-        for &p in cni {
+        for &p in cni.iter().filter(|&&p| cni_port_served(inv, &me, n, p)) {
             out.tcp(&c.name, &n.name, n.address, p);
         }
         if n.is_control_plane() && cp {
@@ -184,7 +213,8 @@ pub fn preflight(inv: &Inventory, c: &Candidate) -> Vec<PlannedProbe> {
         if n.agents.host.is_none() {
             continue;
         }
-        for p in std::iter::once(KUBELET).chain(cni.iter().copied()) {
+        out.tcp(&n.name, &c.name, c.address, KUBELET);
+        for &p in cni.iter().filter(|&&p| cni_port_served(inv, n, &me, p)) {
             out.tcp(&n.name, &c.name, c.address, p);
         }
         if cp {
@@ -197,6 +227,7 @@ pub fn preflight(inv: &Inventory, c: &Candidate) -> Vec<PlannedProbe> {
         }
     }
     overlay(inv, c, &others, &mut out);
+    underlay_mtu(inv, c, &others, &mut out);
     if let Some(root) = &c.host_root {
         out.push(
             PathClass::NodeConfig,
@@ -218,63 +249,56 @@ pub fn preflight(inv: &Inventory, c: &Candidate) -> Vec<PlannedProbe> {
             },
         );
     }
-    out.out
+    let mut planned = out.out;
+    // A failed TCP probe gets its receiver's sniffer as witness, as in the matrix: the node's
+    // host agent, or the candidate's stand-in.
+    receipts(&with_candidate(inv, c), &mut planned);
+    planned
 }
 
-/// Crafted VXLAN datagrams both ways: to each node (its sniffer confirms) and from each node to
-/// the candidate (its stand-in socket confirms).
+/// Crafted datagrams of the cluster's encapsulation both ways: to each node (its sniffer
+/// confirms, as in the matrix) and from each node to the candidate, where no tunnel device
+/// exists yet: its stand-in socket confirms a VXLAN datagram, its sniffer the arrival of a
+/// `WireGuard` one. Geneve and IP-in-IP toward the candidate are not planned: before the join
+/// nothing there can say whether they would be decapsulated.
 fn overlay(inv: &Inventory, c: &Candidate, others: &[&Node], out: &mut Builder<'_>) {
-    let Some(ov) = inv.cluster.overlay.as_ref().filter(|o| o.mode == "vxlan") else {
+    let Some(ov) = inv.cluster.overlay.as_ref().filter(|o| {
+        matches!(o.mode.as_str(), "vxlan" | "ipip" | "geneve" | "wireguard")
+            && (o.port != 0 || o.mode == "ipip")
+    }) else {
         return;
     };
-    let what = format!("vxlan/{}", ov.port);
+    let kind = |port: Option<u16>| match port {
+        Some(p) => format!("{}/{p}", ov.mode),
+        None => ov.mode.clone(),
+    };
     for n in others {
         let Some(vtep) = &n.vtep else { continue };
-        let receipt = n.agents.host.as_ref().and_then(|a| Port::new(a.port));
+        let (protocol, p, probe) = crafted(ov, n.address, None, vtep.address, vtep.mac);
         let to_node = Target {
             node: Some(n.name.clone()),
             agent: Some(AgentKind::Host),
             service: None,
             address: IpAddr::V4(n.address),
-            port: Some(ov.port),
-            protocol: Protocol::Udp,
+            port: p,
+            protocol,
         };
-        if let Some(p) = out.push(
+        let receipt = n.agents.host.as_ref().and_then(|a| Port::new(a.port));
+        if let Some(planned) = out.push(
             PathClass::Overlay,
             host(&c.name),
             to_node,
             &format!("{}/host", n.name),
-            &what,
-            Probe::Vxlan {
-                address: n.address,
-                port: port(ov.port),
-                vni: Vni::new(ov.vni).unwrap_or_default(),
-                nonce: None,
-                inner_source: None,
-                inner_destination: Some(vtep.address),
-                destination_mac: vtep.mac.map(|m| MacAddr(m.0)),
-            },
+            &kind(p),
+            probe,
         ) {
-            p.receipt_port = receipt;
+            planned.receipt_port = receipt;
         }
         if n.agents.host.is_none() {
             continue;
         }
-        let to_candidate = Target {
-            node: Some(c.name.clone()),
-            agent: Some(AgentKind::Host),
-            service: None,
-            address: IpAddr::V4(c.address),
-            port: Some(ov.port),
-            protocol: Protocol::Udp,
-        };
-        if let Some(p) = out.push(
-            PathClass::Overlay,
-            host(&n.name),
-            to_candidate,
-            &format!("{}/host", c.name),
-            &what,
-            Probe::Vxlan {
+        let probe = match ov.mode.as_str() {
+            "vxlan" => Probe::Vxlan {
                 address: c.address,
                 port: port(ov.port),
                 vni: Vni::new(ov.vni).unwrap_or_default(),
@@ -283,9 +307,60 @@ fn overlay(inv: &Inventory, c: &Candidate, others: &[&Node], out: &mut Builder<'
                 inner_destination: None,
                 destination_mac: None,
             },
+            "wireguard" => Probe::Wireguard {
+                address: c.address,
+                port: port(ov.port),
+                nonce: None,
+            },
+            _ => continue,
+        };
+        let to_candidate = Target {
+            node: Some(c.name.clone()),
+            agent: Some(AgentKind::Host),
+            service: None,
+            address: IpAddr::V4(c.address),
+            port: Some(ov.port),
+            protocol: Protocol::Udp,
+        };
+        if let Some(planned) = out.push(
+            PathClass::Overlay,
+            host(&n.name),
+            to_candidate,
+            &format!("{}/host", c.name),
+            &kind(Some(ov.port)),
+            probe,
         ) {
-            p.receipt_port = Port::new(c.agent_port);
+            planned.receipt_port = Port::new(c.agent_port);
         }
+    }
+}
+
+/// One full-size packet with DF set from the candidate to each node: exactly the underlay path
+/// MTU the overlay needs (its MTU plus the encapsulation's overhead, 1450 + 50 for VXLAN). A
+/// path that cannot carry it drops the overlay's full-size packets once the node has joined.
+fn underlay_mtu(inv: &Inventory, c: &Candidate, others: &[&Node], out: &mut Builder<'_>) {
+    let Some(size) = inv.cluster.overlay.as_ref().and_then(underlay_mtu_needed) else {
+        return;
+    };
+    for n in others {
+        out.push(
+            PathClass::Overlay,
+            host(&c.name),
+            Target {
+                node: Some(n.name.clone()),
+                agent: Some(AgentKind::Host),
+                service: None,
+                address: IpAddr::V4(n.address),
+                port: None,
+                protocol: Protocol::Icmp,
+            },
+            &format!("{}/host", n.name),
+            &format!("mtu/{size}"),
+            Probe::Mtu {
+                address: n.address,
+                size,
+            },
+        );
     }
 }
 
@@ -348,8 +423,124 @@ mod tests {
         );
         assert_eq!(
             standin_tcp_ports(&inv, Role::ControlPlane),
-            [10250, 179, 5473, 6443, 2379, 2380]
+            [6443, 10250, 2379, 2380, 179, 5473]
         );
+        assert_eq!(standin_tcp_ports(&inv, Role::Worker), [10250, 179, 5473]);
+    }
+
+    #[test]
+    fn cni_ports_only_where_served_typha_on_one_node_bgp_in_the_mesh() {
+        let mut inv = inventory(3, 1, "calico");
+        // Typha on n2 only, BGP on every node of a full mesh.
+        for n in &mut inv.nodes {
+            n.serves = Some(if n.name == "n2" {
+                vec![179, 5473]
+            } else {
+                vec![179]
+            });
+        }
+        inv.cluster.bgp = Some(crate::inventory::Bgp {
+            mesh: true,
+            as_number: Some(64512),
+        });
+        let v = preflight(&inv, &candidate(Role::Worker));
+        let typha: Vec<&str> = v
+            .iter()
+            .filter(|p| p.id.ends_with("tcp/5473"))
+            .map(|p| p.id.as_str())
+            .collect();
+        assert_eq!(
+            typha,
+            ["node-to-node:new/host->n2/host:tcp/5473"],
+            "Typha only toward the node that runs it, never toward the candidate"
+        );
+        assert_eq!(
+            count(&v, true, "tcp/179"),
+            3,
+            "the candidate joins the mesh"
+        );
+        assert_eq!(count(&v, false, "tcp/179"), 3);
+        assert_eq!(standin_tcp_ports(&inv, Role::Worker), [10250, 179]);
+        // Without a mesh the peers are unknown: no BGP either way.
+        inv.cluster.bgp = None;
+        let v = preflight(&inv, &candidate(Role::Worker));
+        assert_eq!(count(&v, true, "tcp/179") + count(&v, false, "tcp/179"), 0);
+    }
+
+    #[test]
+    fn tcp_probes_get_their_receivers_sniffer_as_witness() {
+        let inv = inventory(2, 1, "flannel");
+        let v = preflight(&inv, &candidate(Role::Worker));
+        let tcp: Vec<&PlannedProbe> = v
+            .iter()
+            .filter(|p| matches!(p.probe, Probe::Tcp { .. }))
+            .collect();
+        assert_eq!(tcp.len(), 4);
+        assert!(
+            tcp.iter().all(|p| p.receipt_port == Port::new(9917)),
+            "{tcp:#?}"
+        );
+    }
+
+    #[test]
+    fn one_df_packet_per_node_at_the_underlay_mtu_the_overlay_needs() {
+        let mut inv = inventory(3, 1, "flannel");
+        let v = preflight(&inv, &candidate(Role::Worker));
+        let mtu: Vec<&PlannedProbe> = v
+            .iter()
+            .filter(|p| matches!(p.probe, Probe::Mtu { .. }))
+            .collect();
+        assert_eq!(mtu.len(), 3, "one per node");
+        assert!(mtu.iter().all(|p| p.from.node == "new"
+            && matches!(p.probe, Probe::Mtu { size: 1500, .. })
+            && p.id.ends_with("mtu/1500")
+            && p.to.protocol == Protocol::Icmp));
+        // IP-in-IP adds 20 bytes; an unknown overlay MTU plans nothing.
+        if let Some(ov) = inv.cluster.overlay.as_mut() {
+            (ov.mode, ov.port, ov.mtu) = ("ipip".into(), 0, Some(1480));
+        }
+        let v = preflight(&inv, &candidate(Role::Worker));
+        assert_eq!(count(&v, true, "mtu/1500"), 3);
+        if let Some(ov) = inv.cluster.overlay.as_mut() {
+            ov.mtu = None;
+        }
+        let v = preflight(&inv, &candidate(Role::Worker));
+        assert!(!v.iter().any(|p| matches!(p.probe, Probe::Mtu { .. })));
+        // Native routing encapsulates nothing: no overlay need to check the underlay against.
+        if let Some(ov) = inv.cluster.overlay.as_mut() {
+            (ov.mode, ov.mtu) = ("none".into(), Some(1500));
+        }
+        let v = preflight(&inv, &candidate(Role::Worker));
+        assert!(!v.iter().any(|p| matches!(p.probe, Probe::Mtu { .. })));
+    }
+
+    #[test]
+    fn the_overlay_probes_follow_the_clusters_encapsulation() {
+        let mut inv = inventory(3, 1, "cilium");
+        if let Some(ov) = inv.cluster.overlay.as_mut() {
+            (ov.mode, ov.port, ov.vni) = ("geneve".into(), 6081, 2);
+        }
+        let v = preflight(&inv, &candidate(Role::Worker));
+        assert_eq!(count(&v, true, "geneve/6081"), 3);
+        assert_eq!(
+            count(&v, false, "geneve/6081"),
+            0,
+            "no tunnel device on the candidate yet to decapsulate it"
+        );
+        assert!(!v.iter().any(|p| matches!(p.probe, Probe::Vxlan { .. })));
+        assert_eq!(standin_udp_ports(&inv), [6081]);
+        if let Some(ov) = inv.cluster.overlay.as_mut() {
+            (ov.mode, ov.port) = ("wireguard".into(), 51871);
+        }
+        let v = preflight(&inv, &candidate(Role::Worker));
+        assert_eq!(count(&v, true, "wireguard/51871"), 3);
+        assert_eq!(count(&v, false, "wireguard/51871"), 3, "arrival at its NIC");
+        if let Some(ov) = inv.cluster.overlay.as_mut() {
+            (ov.mode, ov.port, ov.vni) = ("ipip".into(), 0, 0);
+        }
+        let v = preflight(&inv, &candidate(Role::Worker));
+        assert_eq!(count(&v, true, ":ipip"), 3);
+        assert!(standin_udp_ports(&inv).is_empty());
     }
 
     #[test]

@@ -8,13 +8,16 @@ use super::Report;
 use crate::diagnose::Kind;
 use crate::model::{PathClass, ResultRecord};
 
-/// What a probe checks, from its id's last part (`tcp/10250`, `vxlan/8472`, `tls/6443`).
+/// What a probe checks, from its id's last part (`tcp/10250`, `vxlan/8472`, `geneve/6081`,
+/// `ipip`, `tls/6443`, `mtu/1500`).
 fn what(r: &ResultRecord) -> String {
     let id = &r.result.id;
     let last = id.rsplit(':').next().unwrap_or(id);
     match last.split_once('/') {
-        Some(("vxlan", p)) => format!("udp/{p} (overlay)"),
+        Some((mode @ ("vxlan" | "geneve" | "wireguard"), p)) => format!("udp/{p} ({mode})"),
         Some(("tls", p)) => format!("tcp/{p} (API, TLS)"),
+        Some(("mtu", size)) => format!("mtu {size} (DF)"),
+        None if last == "ipip" => "ip proto 4 (ipip)".into(),
         _ => last.to_string(),
     }
 }
@@ -72,6 +75,18 @@ pub fn render(report: &Report) -> String {
         };
         let mark = if *ok { "[ok]  " } else { "[FAIL]" };
         let _ = writeln!(out, "  {mark} {arrow:<14} {what:<20} {}", cells.join(", "));
+    }
+    // An encapsulation probed from the candidate only: say why the other way is not.
+    for (_, what) in lines.keys().filter(|(dir, w)| {
+        *dir == 0
+            && (w.ends_with("(geneve)") || w.ends_with("(ipip)"))
+            && !lines.contains_key(&(1, w.clone()))
+    }) {
+        let arrow = format!("nodes -> {c}");
+        let _ = writeln!(
+            out,
+            "  [--]   {arrow:<14} {what:<20} not probed: nothing on {c} can decapsulate it before the join"
+        );
     }
     out.push('\n');
     out
@@ -147,11 +162,45 @@ mod tests {
             "{text}"
         );
         assert!(
-            lines[2].contains("[FAIL]") && lines[2].contains("udp/8472"),
+            lines[2].contains("[FAIL]") && lines[2].contains("udp/8472 (vxlan)"),
             "{text}"
         );
         assert!(
             lines[2].contains("n1 TIMEOUT (why)") && lines[2].contains("n2 ok"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn an_encapsulation_probed_one_way_only_says_why_not_the_other() {
+        let run = crate::run::RunOutput {
+            results: vec![rec(
+                "new",
+                "n1",
+                "overlay:new/host->n1/host:geneve/6081",
+                Outcome::Ok,
+            )],
+            agents: Vec::new(),
+            interrupted: false,
+            elapsed: std::time::Duration::ZERO,
+        };
+        let inv = crate::testutil::inventory(2, 1, "flannel");
+        let mut report = Report::new(run, &inv);
+        report.preflight = Some(super::super::Preflight {
+            candidate: "new".into(),
+            role: "worker".into(),
+        });
+        let text = render(&report);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 4, "{text}");
+        assert!(
+            lines[1].contains("[ok]") && lines[1].contains("udp/6081 (geneve)"),
+            "{text}"
+        );
+        assert!(
+            lines[2].contains("[--]")
+                && lines[2].contains("nodes -> new")
+                && lines[2].contains("not probed"),
             "{text}"
         );
     }

@@ -12,9 +12,8 @@ use crate::inventory::Inventory;
 use crate::model::{AgentKind, AgentStatus};
 use crate::plan::preflight::{Candidate, preflight, with_candidate};
 use crate::runtime::Runtime;
-use crate::runtime::kube::deploy::{self, Created, DeployError};
+use crate::runtime::kube::deploy::{Session, SessionError, with_agents};
 use crate::runtime::kube::exec::KubeExec;
-use crate::runtime::kube::manifests::AgentSpec;
 use crate::runtime::split::Split;
 
 use super::{RunConfig, RunOutput};
@@ -48,13 +47,8 @@ pub struct ApiRun {
     pub notes: Vec<String>,
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum ApiError {
-    #[error(transparent)]
-    Deploy(#[from] DeployError),
-    #[error("interrupted while waiting for the agents")]
-    Interrupted,
-}
+/// Why a run through the API produced no report.
+pub type ApiError = SessionError<std::convert::Infallible>;
 
 /// Runs preflight for `candidate` joining the cluster `inv` (discovered through `client`): the
 /// existing nodes' host agents through `pods/exec`, the candidate through `on_candidate`.
@@ -73,64 +67,44 @@ where
     C: Runtime + 'static,
     F: Future<Output = ()> + Send,
 {
-    let namespace = agents.namespace.clone();
-    let existing = deploy::permanent(client, &namespace).await?;
-    if agents.use_existing && !existing {
-        return Err(DeployError::NoPermanentAgents { namespace }.into());
-    }
-    let mut notes = Vec::new();
-    if existing {
-        notes.push(format!(
-            "using the permanent agents in {namespace}; this run creates and removes nothing"
-        ));
-    }
-    let spec = AgentSpec {
-        namespace,
+    let session = Session {
+        namespace: agents.namespace.clone(),
         image: agents.image.clone(),
-        ttl: (!existing).then(|| RUN_TTL.to_string()),
-        run: (!existing).then(|| agents.run_id.clone()),
-        node_files: inv.cluster.node_files.clone(),
+        use_existing: agents.use_existing,
+        keep_agents: agents.keep_agents,
+        wait: agents.wait,
+        run_id: agents.run_id.clone(),
+        ttl: RUN_TTL.into(),
+        cleanup_deadline: CLEANUP_DEADLINE,
     };
-    let mut created = Created::default();
-    let outcome = async {
-        if !existing {
-            deploy::apply(client, &spec, &mut created).await?;
-        }
-        // The existing nodes only: the candidate is no node, no agent pod can run there.
-        let existing_nodes: Vec<String> = inv.nodes.iter().map(|n| n.name.clone()).collect();
-        let (ready, missing) = tokio::select! {
-            w = deploy::wait(client, &spec, &existing_nodes, agents.wait, &|_, _| {}) => w?,
-            () = cancel() => return Err(ApiError::Interrupted),
-        };
-        deploy::attach_agents(&mut inv, &ready, &spec.namespace);
-        let planned = preflight(&inv, candidate);
-        let runtime = Split {
-            node: candidate.name.clone(),
-            own: on_candidate,
-            others: KubeExec::new(client.clone(), &spec.namespace, ready),
-        };
-        let mut out = super::run(&planned, Arc::new(runtime), cfg, &(), cancel()).await;
-        // Preflight uses the host agents only: a missing pod agent changes nothing.
-        out.agents.extend(
-            missing
-                .into_iter()
-                .filter(|m: &AgentStatus| m.agent == AgentKind::Host),
-        );
-        Ok(out)
-    }
-    .await;
-    if !existing && !agents.keep_agents {
-        match tokio::time::timeout(CLEANUP_DEADLINE, deploy::cleanup(client, &spec, &created)).await
-        {
-            Ok(Ok(deleted)) if !deleted.is_empty() => {
-                notes.push(format!("removed {}", deleted.join(", ")));
-            }
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => notes.push(format!("cleanup: {e} (run `prober cleanup`)")),
-            Err(_) => notes.push("cleanup did not finish in time (run `prober cleanup`)".into()),
-        }
-    }
-    let out = outcome?;
+    let mut notes = Vec::new();
+    // The existing nodes only: the candidate is no node, no agent pod can run there.
+    let out = with_agents(
+        client,
+        &session,
+        &mut inv,
+        &mut |n| notes.push(n),
+        &|_, _| {},
+        &cancel,
+        async |inv: &Inventory, ready| {
+            let planned = preflight(inv, candidate);
+            let runtime = Split {
+                node: candidate.name.clone(),
+                own: on_candidate,
+                others: KubeExec::new(client.clone(), &ready.namespace, ready.ready),
+            };
+            let mut out = super::run(&planned, Arc::new(runtime), cfg, &(), cancel()).await;
+            // Preflight uses the host agents only: a missing pod agent changes nothing.
+            out.agents.extend(
+                ready
+                    .missing
+                    .into_iter()
+                    .filter(|m: &AgentStatus| m.agent == AgentKind::Host),
+            );
+            Ok(out)
+        },
+    )
+    .await?;
     Ok(ApiRun {
         out,
         inventory: with_candidate(&inv, candidate),

@@ -1,7 +1,7 @@
 //! The scenario's candidate: a namespace on its zone's switch with an address, a default route
 //! and nothing else — no VXLAN device, no pods, no kubelet — until `occupied` puts a program on
-//! some of its ports. Its host root holds only what a machine that never joined has: a
-//! resolv.conf.
+//! some of its ports. Its host root holds what a machine that never joined has, a resolv.conf,
+//! and what an earlier membership left there when a fault says so.
 
 use std::fmt::Write as _;
 use std::net::Ipv4Addr;
@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use probe_proto::MacAddr;
 
+use super::hostfiles::{self, Tokens};
 use super::{LabNode, Layout, NsSetup, Process};
 use crate::inventory::Cidr;
 use crate::lab::scenario::Scenario;
@@ -50,8 +51,15 @@ pub fn layout(s: &Scenario, prefix: &str, state_dir: &Path, zones: &[String]) ->
 }
 
 /// Its host root's files: `etc/resolv.conf` naming the scenario's nameservers, else the lab's
-/// upstream resolver as any machine of the site would.
-pub(super) fn host_files(s: &Scenario, l: &Layout) -> Vec<(PathBuf, String)> {
+/// upstream resolver as any machine of the site would; and what an earlier membership left
+/// behind when a fault says so: a kubelet.conf pointing at `https://localhost:6443`, a CNI
+/// kubeconfig whose token expired or went stale (its token is not one the API server accepts).
+pub(super) fn host_files(
+    s: &Scenario,
+    l: &Layout,
+    ca_b64: &str,
+    tokens: &Tokens,
+) -> Vec<(PathBuf, String)> {
     let (Some(spec), Some(c)) = (&s.candidate, &l.candidate) else {
         return Vec::new();
     };
@@ -64,7 +72,21 @@ pub(super) fn host_files(s: &Scenario, l: &Layout) -> Vec<(PathBuf, String)> {
         let _ = writeln!(t, "nameserver {a}");
         t
     });
-    vec![(c.root.join("etc/resolv.conf"), text)]
+    let etc = c.root.join("etc");
+    let mut files = vec![(etc.join("resolv.conf"), text)];
+    if hostfiles::kubelet_localhost(s, &c.name) {
+        files.push(hostfiles::kubelet_conf(
+            &etc,
+            "https://localhost:6443",
+            ca_b64,
+            &c.name,
+        ));
+    }
+    if let Some(age) = hostfiles::token_fault(s, &c.name) {
+        let jwt = hostfiles::cni_token(tokens, age);
+        files.extend(hostfiles::calico_cni_files(&etc, ca_b64, &jwt));
+    }
+    files
 }
 
 /// Its namespace: the switch's veth end, the address, the default route.

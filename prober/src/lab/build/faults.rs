@@ -63,6 +63,12 @@ fn pairs<'a>(
     out
 }
 
+/// A node of the lab or its candidate, by name: link faults apply to either.
+fn host<'a>(l: &'a Layout, name: &str) -> Option<&'a LabNode> {
+    l.node(name)
+        .or(l.candidate.as_ref().filter(|c| c.name == name))
+}
+
 /// Rules collected per place before they become rulesets.
 #[derive(Default)]
 struct FaultRules {
@@ -71,8 +77,8 @@ struct FaultRules {
     ports: Vec<Vec<(String, String)>>,
     /// Per switch: bridge forward rules.
     bridge: Vec<Vec<String>>,
-    /// Per node index: input rules.
-    host: Vec<Vec<String>>,
+    /// Per host namespace (a node's or the candidate's): input rules.
+    host: std::collections::BTreeMap<String, Vec<String>>,
     mtu: Vec<(usize, String, u16)>,
 }
 
@@ -85,7 +91,6 @@ pub(super) fn apply_faults(
     let mut rules = FaultRules {
         ports: vec![Vec::new(); l.switch_ns.len()],
         bridge: vec![Vec::new(); l.switch_ns.len()],
-        host: vec![Vec::new(); l.nodes.len()],
         ..FaultRules::default()
     };
     for f in &scenario.faults {
@@ -107,7 +112,10 @@ pub(super) fn apply_faults(
                         a.address, b.address
                     );
                     match place {
-                        Place::Host => rules.host[usize::from(b.index) - 1]
+                        Place::Host => rules
+                            .host
+                            .entry(b.ns.clone())
+                            .or_default()
                             .push(format!("ip saddr {} {matcher} {action}", a.address)),
                         Place::Network if a.zone != b.zone => rules.router.push(rule),
                         // Within one zone the switch filters frames as they enter from the sender
@@ -117,12 +125,12 @@ pub(super) fn apply_faults(
                 }
             }
             Fault::Mtu { node, mtu } => {
-                if let Some(n) = l.node(node) {
+                if let Some(n) = host(l, node) {
                     rules.mtu.push((n.zone, n.switch_port(), *mtu));
                 }
             }
             Fault::Loss { node, percent } => {
-                if let Some(n) = l.node(node) {
+                if let Some(n) = host(l, node) {
                     // nftables refuses `< 100` on a value that is always below 100.
                     let share = if *percent >= 100 {
                         String::new()
@@ -178,12 +186,9 @@ pub(super) fn apply_faults(
                 text.push_str("}\n");
             }
             st.nft = text;
-        } else if let Some(n) = l.nodes.iter().find(|n| n.ns == st.ns) {
-            let host_rules = &rules.host[usize::from(n.index) - 1];
-            if !host_rules.is_empty() {
-                st.nft
-                    .push_str(&chain("inet", "input", "input", host_rules));
-            }
+        } else if let Some(host_rules) = rules.host.get(&st.ns) {
+            st.nft
+                .push_str(&chain("inet", "input", "input", host_rules));
         }
     }
 }

@@ -2,7 +2,7 @@
 //! the CNI's service-account token, with the node faults that change them.
 
 use std::net::Ipv4Addr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::{API_PORT, API_SERVICE, Layout};
 use crate::lab::pki;
@@ -47,19 +47,12 @@ pub fn host_files(s: &Scenario, l: &Layout, ca_pem: &str, tokens: &Tokens) -> Ho
     let mut allowed = Vec::new();
     for n in &l.nodes {
         let etc = n.root.join("etc");
-        let localhost = has(&|f| matches!(f, Fault::KubeletLocalhost { node } if *node == n.name));
-        let server = if localhost {
+        let server = if kubelet_localhost(s, &n.name) {
             "https://localhost:6443".to_string()
         } else {
             format!("https://{cp}:{API_PORT}")
         };
-        let user = format!("system:node:{}", n.name);
-        let cert = "    client-certificate: /var/lib/kubelet/pki/kubelet-client-current.pem\n    \
-                    client-key: /var/lib/kubelet/pki/kubelet-client-current.pem";
-        files.push((
-            etc.join("kubernetes/kubelet.conf"),
-            kubeconfig(&server, &ca_b64, &user, cert),
-        ));
+        files.push(kubelet_conf(&etc, &server, &ca_b64, &n.name));
         files.push((etc.join("kubernetes/pki/ca.crt"), ca_pem.to_string()));
         // With the loop fault the node points at a local stub resolver, as systemd-resolved does:
         // CoreDNS's `forward . /etc/resolv.conf` then forwards to itself.
@@ -69,53 +62,107 @@ pub fn host_files(s: &Scenario, l: &Layout, ca_pem: &str, tokens: &Tokens) -> Ho
             format!("nameserver {}\n", l.upstream_dns)
         };
         files.push((etc.join("resolv.conf"), resolv));
-        let expired = has(&|f| matches!(f, Fault::CniTokenExpired { node } if *node == n.name));
-        let stale = has(&|f| matches!(f, Fault::CniTokenStale { node } if *node == n.name));
-        let net_d = etc.join("cni/net.d");
-        if s.cni == crate::inventory::Cni::Calico || expired || stale {
-            let (iat, exp) = match (expired, stale) {
-                (true, _) => (tokens.now - 25 * HOUR, tokens.now - HOUR),
-                (_, true) => (tokens.now - 3 * HOUR, tokens.now + 365 * 24 * HOUR),
-                _ => (tokens.now, tokens.now + 24 * HOUR),
-            };
-            let jwt = pki::token(
-                &pki::TokenClaims {
-                    namespace: "kube-system",
-                    service_account: "calico-cni-plugin",
-                    issued_at: iat,
-                    expires_at: exp,
-                },
-                &tokens.key,
-            );
-            let credential = format!("    token: {jwt}");
-            files.push((
-                net_d.join("calico-kubeconfig"),
-                kubeconfig(
-                    &format!("https://{API_SERVICE}:443"),
-                    &ca_b64,
-                    "calico",
-                    &credential,
-                ),
-            ));
-            files.push((
-                net_d.join("10-calico.conflist"),
-                cni_conflist("calico", "/etc/cni/net.d/calico-kubeconfig"),
-            ));
-            // Outside the host root: the token alone, so reachability expectations can send it.
-            files.push((l.state_dir.join("tokens").join(&n.name), format!("{jwt}\n")));
-            allowed.push(jwt);
-        } else {
-            files.push((
-                net_d.join("10-flannel.conflist"),
+        let age = token_fault(s, &n.name)
+            .or((s.cni == crate::inventory::Cni::Calico).then_some(TokenAge::Fresh));
+        match age {
+            Some(age) => {
+                let jwt = cni_token(tokens, age);
+                files.extend(calico_cni_files(&etc, &ca_b64, &jwt));
+                // Outside the host root: the token alone, so reachability expectations can send it.
+                files.push((l.state_dir.join("tokens").join(&n.name), format!("{jwt}\n")));
+                allowed.push(jwt);
+            }
+            None => files.push((
+                etc.join("cni/net.d/10-flannel.conflist"),
                 cni_conflist("flannel", ""),
-            ));
+            )),
         }
     }
-    files.extend(super::candidate::host_files(s, l));
+    files.extend(super::candidate::host_files(s, l, &ca_b64, tokens));
     HostFiles {
         files,
         allowed_tokens: allowed,
     }
+}
+
+/// How old the token in a CNI kubeconfig is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum TokenAge {
+    Fresh,
+    /// Issued three hours ago and never refreshed, still valid (docs/incidents.md, incident 4).
+    Stale,
+    /// Expired an hour ago (docs/incidents.md, incident 3).
+    Expired,
+}
+
+/// The token fault the scenario puts on `node` (a node or the candidate), if any.
+pub(super) fn token_fault(s: &Scenario, node: &str) -> Option<TokenAge> {
+    s.faults.iter().find_map(|f| match f {
+        Fault::CniTokenExpired { node: n } if n == node => Some(TokenAge::Expired),
+        Fault::CniTokenStale { node: n } if n == node => Some(TokenAge::Stale),
+        _ => None,
+    })
+}
+
+/// Whether the scenario points `node`'s kubelet.conf at `https://localhost:6443`.
+pub(super) fn kubelet_localhost(s: &Scenario, node: &str) -> bool {
+    s.faults
+        .iter()
+        .any(|f| matches!(f, Fault::KubeletLocalhost { node: n } if n == node))
+}
+
+/// A bound service-account token of Calico's CNI plugin, of the given age.
+pub(super) fn cni_token(tokens: &Tokens, age: TokenAge) -> String {
+    let (iat, exp) = match age {
+        TokenAge::Expired => (tokens.now - 25 * HOUR, tokens.now - HOUR),
+        TokenAge::Stale => (tokens.now - 3 * HOUR, tokens.now + 365 * 24 * HOUR),
+        TokenAge::Fresh => (tokens.now, tokens.now + 24 * HOUR),
+    };
+    pki::token(
+        &pki::TokenClaims {
+            namespace: "kube-system",
+            service_account: "calico-cni-plugin",
+            issued_at: iat,
+            expires_at: exp,
+        },
+        &tokens.key,
+    )
+}
+
+/// `etc/kubernetes/kubelet.conf` of node `name`, pointing at `server`.
+pub(super) fn kubelet_conf(
+    etc: &Path,
+    server: &str,
+    ca_b64: &str,
+    name: &str,
+) -> (PathBuf, String) {
+    let user = format!("system:node:{name}");
+    let cert = "    client-certificate: /var/lib/kubelet/pki/kubelet-client-current.pem\n    \
+                client-key: /var/lib/kubelet/pki/kubelet-client-current.pem";
+    (
+        etc.join("kubernetes/kubelet.conf"),
+        kubeconfig(server, ca_b64, &user, cert),
+    )
+}
+
+/// Calico's CNI kubeconfig holding `jwt` and the conflist naming it, under `etc/cni/net.d`.
+pub(super) fn calico_cni_files(etc: &Path, ca_b64: &str, jwt: &str) -> [(PathBuf, String); 2] {
+    let net_d = etc.join("cni/net.d");
+    [
+        (
+            net_d.join("calico-kubeconfig"),
+            kubeconfig(
+                &format!("https://{API_SERVICE}:443"),
+                ca_b64,
+                "calico",
+                &format!("    token: {jwt}"),
+            ),
+        ),
+        (
+            net_d.join("10-calico.conflist"),
+            cni_conflist("calico", "/etc/cni/net.d/calico-kubeconfig"),
+        ),
+    ]
 }
 
 fn cni_conflist(plugin: &str, kubeconfig: &str) -> String {

@@ -384,3 +384,60 @@ fn ipip_and_geneve_are_a_tun_device_and_a_tunnel_process() {
         .is_err()
     );
 }
+
+#[test]
+fn faults_aimed_at_the_candidate_land_on_its_host_link_and_root() {
+    let yaml = "candidate: {name: new}\nfaults: [{kind: firewall, action: drop, protocol: tcp, port: 10250, to: [new], place: host}, {kind: mtu, node: new, mtu: 1400}, {kind: loss, node: new, percent: 20}, {kind: kubelet-localhost, node: new}, {kind: cni-token-expired, node: new}]";
+    let (l, st) = lab(yaml);
+    let new = &ns(&st, "plab-t-new").nft;
+    assert!(new.contains("hook input"), "{new}");
+    assert!(
+        new.contains("ip saddr 192.168.56.10 tcp dport 10250 drop")
+            && new.contains("ip saddr 192.168.56.12 tcp dport 10250 drop"),
+        "{new}"
+    );
+    assert!(!ns(&st, "plab-t-n1").nft.contains("hook input"));
+    let sw = ns(&st, "plab-t-sw0");
+    assert!(
+        sw.config.contains(&"link set n240 mtu 1400".to_string()),
+        "{:?}",
+        sw.config
+    );
+    assert!(
+        sw.nft
+            .contains("iifname \"n240\" ether type ip numgen random mod 100 < 20 drop"),
+        "{}",
+        sw.nft
+    );
+    let s = Scenario::parse(yaml).unwrap();
+    let hf = host_files(
+        &s,
+        &l,
+        "CA",
+        &Tokens {
+            now: 100_000,
+            key: b"k".to_vec(),
+        },
+    );
+    let file = |p: &str| {
+        hf.files
+            .iter()
+            .find(|(f, _)| f == Path::new(p))
+            .map_or_else(|| panic!("no {p}"), |(_, t)| t.clone())
+    };
+    let root = "/run/prober-lab/plab-t-/nodes/new/etc";
+    assert!(
+        file(&format!("{root}/kubernetes/kubelet.conf")).contains("server: https://localhost:6443")
+    );
+    let kc = file(&format!("{root}/cni/net.d/calico-kubeconfig"));
+    let jwt = kc
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("token: "))
+        .unwrap();
+    assert_eq!(pki::expiry(jwt), Some(100_000 - HOUR));
+    assert!(file(&format!("{root}/resolv.conf")).contains("nameserver"));
+    assert!(
+        hf.allowed_tokens.is_empty(),
+        "the candidate's leftover token is no credential of this cluster"
+    );
+}

@@ -4,6 +4,7 @@
 //! included — waiting for them, and removing them.
 
 pub mod agents;
+pub mod session;
 pub mod wait;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
@@ -13,6 +14,7 @@ use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, PostParams, Preconditions};
 
 pub use agents::{AgentPod, agents_from_pods, attach_agents};
+pub use session::{Session, SessionError, with_agents};
 pub use wait::wait;
 
 use super::manifests::{
