@@ -53,6 +53,9 @@ pub struct AgentSpec {
     /// `Directory`) or is created on the host (`DirectoryOrCreate`, and an unchecked path that
     /// the container runtime creates); `deploy/components/<distribution>` adds them.
     pub node_files: Option<NodeFiles>,
+    /// The overlay's tunnel port, when the host agents' sniffer would not watch it by default
+    /// (`serve --vxlan-port`/`--geneve-port`): a crafted probe to it must be recorded.
+    pub tunnel: Option<(String, u16)>,
 }
 
 impl Default for AgentSpec {
@@ -63,7 +66,22 @@ impl Default for AgentSpec {
             ttl: None,
             run: None,
             node_files: None,
+            tunnel: None,
         }
+    }
+}
+
+/// The `serve` flag and port that make the host agents' sniffer watch `overlay`'s tunnel port,
+/// when it is not one the agent watches by default (VXLAN 8472 and 4789, Geneve 6081).
+#[must_use]
+pub fn tunnel_flag(overlay: Option<&crate::inventory::Overlay>) -> Option<(String, u16)> {
+    let o = overlay?;
+    match o.mode.as_str() {
+        "vxlan" if ![8472, 4789].contains(&o.port) => Some(("--vxlan-port".into(), o.port)),
+        "geneve" if o.port != probe_proto::DEFAULT_GENEVE_PORT => {
+            Some(("--geneve-port".into(), o.port))
+        }
+        _ => None,
     }
 }
 
@@ -131,6 +149,9 @@ fn resources() -> ResourceRequirements {
 fn args(spec: &AgentSpec, extra: &[&str]) -> Vec<String> {
     let mut a = vec!["serve".to_string()];
     a.extend(extra.iter().map(ToString::to_string));
+    if let Some((flag, port)) = &spec.tunnel {
+        a.extend([flag.clone(), port.to_string()]);
+    }
     if let Some(ttl) = &spec.ttl {
         a.extend(["--ttl".into(), ttl.clone()]);
     }
@@ -431,6 +452,39 @@ pub fn yaml(spec: &AgentSpec) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tunnel_port_the_agent_does_not_watch_by_default_is_passed_to_serve() {
+        let ov = |mode: &str, port: u16| crate::inventory::Overlay {
+            mode: mode.into(),
+            port,
+            vni: 1,
+            mtu: None,
+        };
+        assert_eq!(tunnel_flag(Some(&ov("vxlan", 8472))), None);
+        assert_eq!(tunnel_flag(Some(&ov("vxlan", 4789))), None);
+        assert_eq!(tunnel_flag(Some(&ov("geneve", 6081))), None);
+        assert_eq!(tunnel_flag(Some(&ov("ipip", 0))), None);
+        assert_eq!(tunnel_flag(None), None);
+        let spec = AgentSpec {
+            tunnel: tunnel_flag(Some(&ov("geneve", 6082))),
+            ..AgentSpec::default()
+        };
+        let ds = host_daemonset(&spec);
+        let args = ds.spec.unwrap().template.spec.unwrap().containers[0]
+            .args
+            .clone()
+            .unwrap();
+        let at = args
+            .iter()
+            .position(|a| a == "--geneve-port")
+            .expect("flag");
+        assert_eq!(args[at + 1], "6082");
+        assert_eq!(
+            tunnel_flag(Some(&ov("vxlan", 9999))),
+            Some(("--vxlan-port".to_string(), 9999))
+        );
+    }
 
     #[test]
     fn host_agent_has_host_network_net_raw_only_and_read_only_mounts() {

@@ -89,6 +89,7 @@ where
         run: (!existing).then(|| s.run_id.clone()),
         // The files of the distribution discovery found (none if it found none).
         node_files: inv.cluster.node_files.clone(),
+        tunnel: super::super::manifests::tunnel_flag(inv.cluster.overlay.as_ref()),
     };
     let mut created = Created::default();
     let outcome = async {
