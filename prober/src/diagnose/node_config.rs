@@ -33,6 +33,16 @@ fn credential_state(
     node: &str,
 ) -> Option<(&'static str, String)> {
     let path = &kc.path;
+    // A kubeconfig the agent could not read or parse is one the CNI cannot use either. The
+    // agent's error names the file and the field, never a value, so it may be quoted.
+    if let Some(e) = &kc.error {
+        return Some((
+            "unreadable",
+            format!(
+                "{path} on {node} cannot be used, so the CNI cannot reach the API server with it: {e}"
+            ),
+        ));
+    }
     let server = kc.server.as_deref().unwrap_or("its server");
     match kc.server_trust {
         Some(probe_proto::ServerTrust::Untrusted) => {
@@ -131,6 +141,8 @@ struct NodeFindings {
     localhost: Vec<(String, usize, String)>,
     /// (node, result, looping nameservers)
     loops: Vec<(String, usize, Vec<String>)>,
+    /// (node, result, what could not be read): files other than CNI kubeconfigs.
+    unreadable: Vec<(String, usize, String)>,
 }
 
 pub(super) fn node_checks(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
@@ -164,6 +176,15 @@ pub(super) fn node_checks(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
             continue;
         };
         let node = r.from.node.clone();
+        // `errors` repeats each kubeconfig's own error; the CNI ones become credential findings.
+        for e in facts.errors.iter().filter(|e| {
+            !facts
+                .cni_kubeconfigs
+                .iter()
+                .any(|kc| kc.error.as_ref() == Some(*e))
+        }) {
+            found.unreadable.push((node.clone(), i, e.clone()));
+        }
         for kc in &facts.cni_kubeconfigs {
             if let Some((state, sentence)) = credential_state(kc, &node) {
                 let g = found.credentials.entry(state).or_default();
@@ -211,6 +232,7 @@ pub(super) fn node_checks(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
     credential_findings(ctx, findings, found.credentials);
     localhost_finding(ctx, findings, &found.localhost);
     loop_finding(ctx, findings, &found.loops);
+    unreadable_finding(ctx, findings, &found.unreadable);
 }
 
 fn credential_findings(
@@ -219,7 +241,10 @@ fn credential_findings(
     groups: BTreeMap<&'static str, CredentialGroup>,
 ) {
     for (state, g) in groups {
-        let severity = if matches!(state, "expired" | "rejected" | "untrusted-server") {
+        let severity = if matches!(
+            state,
+            "expired" | "rejected" | "untrusted-server" | "unreadable"
+        ) {
             Severity::Error
         } else {
             Severity::Warning
@@ -321,4 +346,36 @@ fn loop_finding(
     f.fix.push("or give the kubelet a resolv.conf with real upstreams (resolvConf: /run/systemd/resolve/resolv.conf) and restart the DNS pods".into());
     let evidence: Vec<usize> = relevant.iter().map(|l| l.1).collect();
     ctx.emit(findings, f, &evidence, &cons);
+}
+
+/// Node files other than CNI kubeconfigs that the host agent could not read (a kubelet
+/// kubeconfig, resolv.conf): what the node checks say about them is missing.
+fn unreadable_finding(
+    ctx: &mut Ctx<'_>,
+    findings: &mut Vec<Finding>,
+    unreadable: &[(String, usize, String)],
+) {
+    if unreadable.is_empty() {
+        return;
+    }
+    let said: Vec<String> = unreadable
+        .iter()
+        .map(|(node, _, e)| format!("on {node}: {e}"))
+        .collect();
+    let mut f = Finding::new(
+        Kind::Misconfiguration,
+        Severity::Warning,
+        format!(
+            "the host agent could not read a node file, so the node checks could not judge it: {}",
+            said.join("; ")
+        ),
+    );
+    f.state = Some("unreadable".into());
+    let nodes: BTreeSet<String> = unreadable.iter().map(|l| l.0.clone()).collect();
+    f.nodes = nodes.into_iter().collect();
+    f.fix.push(
+        "fix or restore the file named (kubeadm writes /etc/kubernetes/kubelet.conf; the kubelet reads /etc/resolv.conf), then run prober again".into(),
+    );
+    let evidence: BTreeSet<usize> = unreadable.iter().map(|l| l.1).collect();
+    ctx.emit(findings, f, &evidence.into_iter().collect::<Vec<_>>(), &[]);
 }

@@ -908,6 +908,56 @@ mod node_checks {
     }
 
     #[test]
+    fn an_unreadable_cni_kubeconfig_is_a_credential_error_and_other_files_a_warning() {
+        let mut inv = inventory(3, 1, "calico");
+        let f = with_facts(&mut inv, &|node| {
+            let mut f = base(node);
+            match node {
+                "n1" => {
+                    let e = "/etc/cni/net.d/calico-kubeconfig is not a valid kubeconfig: `users[0].user` is a string, expected a mapping".to_string();
+                    f.cni_kubeconfigs = vec![KubeconfigFacts {
+                        path: "/etc/cni/net.d/calico-kubeconfig".into(),
+                        auth: "none".into(),
+                        error: Some(e.clone()),
+                        ..KubeconfigFacts::default()
+                    }];
+                    f.errors = vec![e];
+                }
+                "n2" => {
+                    f.errors =
+                        vec!["resolv.conf /etc/resolv.conf: No such file or directory".into()];
+                }
+                _ => {}
+            }
+            f
+        });
+        assert_eq!(
+            kinds(&f),
+            [Kind::Credential, Kind::Misconfiguration],
+            "{f:#?}"
+        );
+        let cred = &f[0];
+        assert_eq!(cred.severity, Severity::Error);
+        assert_eq!(cred.state.as_deref(), Some("unreadable"));
+        assert_eq!(cred.nodes, ["n1"]);
+        assert!(
+            cred.summary.contains("cannot reach the API server")
+                && cred.summary.contains("users[0].user"),
+            "{}",
+            cred.summary
+        );
+        assert_eq!(cred.evidence.len(), 1, "{cred:#?}");
+        let other = &f[1];
+        assert_eq!(other.severity, Severity::Warning);
+        assert_eq!(other.nodes, ["n2"]);
+        assert!(
+            other.summary.contains("/etc/resolv.conf"),
+            "{}",
+            other.summary
+        );
+    }
+
+    #[test]
     fn certificates_and_fresh_tokens_are_fine() {
         let mut inv = inventory(2, 1, "calico");
         let f = with_facts(&mut inv, &|node| {

@@ -507,6 +507,12 @@ fn credentials(out: &mut String, report: &Report, style: Style) {
         .filter(|r| r.path == PathClass::NodeConfig)
     {
         for kc in r.result.node.iter().flat_map(|n| &n.cni_kubeconfigs) {
+            // The agent's error names the file and field, never a value (a token included).
+            if let Some(e) = &kc.error {
+                lines.push(format!("  {:<5} {}", r.from.node, kc.path));
+                lines.push(format!("        UNUSABLE: {e}"));
+                continue;
+            }
             let Some(t) = &kc.token else { continue };
             let who = t.service_account.as_deref().map_or_else(
                 || t.subject.clone().unwrap_or_else(|| "?".into()),
