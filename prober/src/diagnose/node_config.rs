@@ -10,7 +10,7 @@ use crate::model::PathClass;
 use crate::model::time::{age, utc};
 
 use super::context::{Ctx, failed};
-use super::finding::{Finding, Kind, Severity};
+use super::finding::{Finding, Kind, Severity, State};
 
 /// One hour: a bound service-account token older than this was not refreshed (docs/incidents.md, incident 4).
 const STALE_AFTER: u64 = 3600;
@@ -28,16 +28,13 @@ fn cni_restart(ctx: &Ctx<'_>, node: &str) -> String {
 }
 
 /// What a CNI token's facts say: (state, sentence), or `None` when it is fine.
-fn credential_state(
-    kc: &probe_proto::KubeconfigFacts,
-    node: &str,
-) -> Option<(&'static str, String)> {
+fn credential_state(kc: &probe_proto::KubeconfigFacts, node: &str) -> Option<(State, String)> {
     let path = &kc.path;
     // A kubeconfig the agent could not read or parse is one the CNI cannot use either. The
     // agent's error names the file and the field, never a value, so it may be quoted.
     if let Some(e) = &kc.error {
         return Some((
-            "unreadable",
+            State::Unreadable,
             format!(
                 "{path} on {node} cannot be used, so the CNI cannot reach the API server with it: {e}"
             ),
@@ -47,7 +44,7 @@ fn credential_state(
     match kc.server_trust {
         Some(probe_proto::ServerTrust::Untrusted) => {
             return Some((
-                "untrusted-server",
+                State::UntrustedServer,
                 format!(
                     "the API server at {server} named in {path} on {node} is not signed by the CA this kubeconfig trusts: a rotated CA or an impostor (the credential was not sent)"
                 ),
@@ -55,7 +52,7 @@ fn credential_state(
         }
         Some(probe_proto::ServerTrust::Unverifiable) => {
             return Some((
-                "unverifiable-server",
+                State::UnverifiableServer,
                 format!(
                     "{path} on {node} gives no usable CA for {server}, so the credential was not sent and not checked"
                 ),
@@ -65,7 +62,7 @@ fn credential_state(
     }
     let insecure = kc.insecure_skip_tls_verify.then(|| {
         (
-            "insecure",
+            State::Insecure,
             format!(
                 "{path} on {node} says insecure-skip-tls-verify: its credential goes to whoever answers at {server}"
             ),
@@ -90,7 +87,7 @@ fn credential_state(
         };
         let ago = age(t.checked_at.saturating_sub(exp));
         return Some((
-            "expired",
+            State::Expired,
             format!(
                 "the token in {path} on {node} ({who}) expired {} ({ago} ago){api}",
                 utc(exp)
@@ -99,7 +96,7 @@ fn credential_state(
     }
     if rejected {
         return Some((
-            "rejected",
+            State::Rejected,
             format!("the API server rejects the token in {path} on {node} ({who}) with 401"),
         ));
     }
@@ -109,7 +106,7 @@ fn credential_state(
     {
         let ago = age(t.checked_at.saturating_sub(iat));
         return Some((
-            "stale",
+            State::Stale,
             format!(
                 "the token in {path} on {node} ({who}) was issued {ago} ago ({}) and never refreshed",
                 utc(iat)
@@ -118,7 +115,7 @@ fn credential_state(
     }
     if t.format == "jwt" && t.expires_at.is_none() {
         return Some((
-            "non-expiring",
+            State::NonExpiring,
             format!("the token in {path} on {node} ({who}) never expires: a legacy secret token"),
         ));
     }
@@ -136,7 +133,7 @@ struct CredentialGroup {
 /// What the node checks gathered before they become findings.
 #[derive(Default)]
 struct NodeFindings {
-    credentials: BTreeMap<&'static str, CredentialGroup>,
+    credentials: BTreeMap<State, CredentialGroup>,
     /// (node, result, sentence)
     localhost: Vec<(String, usize, String)>,
     /// (node, result, looping nameservers)
@@ -238,12 +235,12 @@ pub(super) fn node_checks(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
 fn credential_findings(
     ctx: &mut Ctx<'_>,
     findings: &mut Vec<Finding>,
-    groups: BTreeMap<&'static str, CredentialGroup>,
+    groups: BTreeMap<State, CredentialGroup>,
 ) {
     for (state, g) in groups {
         let severity = if matches!(
             state,
-            "expired" | "rejected" | "untrusted-server" | "unreadable"
+            State::Expired | State::Rejected | State::UntrustedServer | State::Unreadable
         ) {
             Severity::Error
         } else {
@@ -254,9 +251,10 @@ fn credential_findings(
             severity,
             format!("CNI credential {state}: {}", g.sentences.join("; ")),
         );
-        f.state = Some(state.into());
+        let untrusted = state == State::UntrustedServer;
+        f.state = Some(state);
         f.nodes = g.nodes.into_iter().collect();
-        if state == "untrusted-server" {
+        if untrusted {
             f.fix.push(
                 "compare the CA in the CNI kubeconfig with the cluster's (kubectl -n kube-system get configmap kube-root-ca.crt -o yaml): if the cluster's CA was rotated, restart the CNI agent as below so it writes a new kubeconfig; if not, find out what answers at that address before anything sends it a credential".into(),
             );
@@ -340,7 +338,7 @@ fn loop_finding(
             servers.into_iter().collect::<Vec<_>>().join(", ")
         ),
     );
-    f.state = Some("loop".into());
+    f.state = Some(State::Loop);
     f.nodes = nodes.iter().map(ToString::to_string).collect();
     f.fix.push("in the coredns ConfigMap, replace `forward . /etc/resolv.conf` with `forward . <your real upstream resolvers>`".into());
     f.fix.push("or give the kubelet a resolv.conf with real upstreams (resolvConf: /run/systemd/resolve/resolv.conf) and restart the DNS pods".into());
@@ -370,7 +368,7 @@ fn unreadable_finding(
             said.join("; ")
         ),
     );
-    f.state = Some("unreadable".into());
+    f.state = Some(State::Unreadable);
     let nodes: BTreeSet<String> = unreadable.iter().map(|l| l.0.clone()).collect();
     f.nodes = nodes.into_iter().collect();
     f.fix.push(

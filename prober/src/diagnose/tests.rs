@@ -253,7 +253,7 @@ fn api_port_blocked_is_a_gap_whose_clusterip_failure_is_a_consequence() {
         f[0]
     );
     assert_eq!(
-        f[1].state.as_deref(),
+        f[1].state.as_ref().map(State::as_str),
         Some("latent"),
         "not an active cycle: {:#?}",
         f[1]
@@ -632,7 +632,7 @@ fn dns_rcode_is_a_dns_finding() {
     let f = diagnose(&inv, &results, &[]);
     assert_every_failure_explained(&results, &f);
     assert_eq!(kinds(&f), [Kind::Dns]);
-    assert_eq!(f[0].state.as_deref(), Some("servfail"));
+    assert_eq!(f[0].state.as_ref().map(State::as_str), Some("servfail"));
 }
 
 #[test]
@@ -804,7 +804,7 @@ mod node_checks {
         assert_eq!(kinds(&f), [Kind::Credential, Kind::Credential], "{f:#?}");
         let untrusted = f
             .iter()
-            .find(|x| x.state.as_deref() == Some("untrusted-server"))
+            .find(|x| x.state.as_ref().map(State::as_str) == Some("untrusted-server"))
             .expect("untrusted finding");
         assert_eq!(untrusted.severity, Severity::Error);
         assert_eq!(untrusted.nodes, ["n1"]);
@@ -815,7 +815,7 @@ mod node_checks {
         );
         let insecure = f
             .iter()
-            .find(|x| x.state.as_deref() == Some("insecure"))
+            .find(|x| x.state.as_ref().map(State::as_str) == Some("insecure"))
             .expect("insecure finding");
         assert_eq!(insecure.severity, Severity::Warning);
         assert_eq!(insecure.nodes, ["n2"]);
@@ -861,7 +861,7 @@ mod node_checks {
         );
         let expired = f
             .iter()
-            .find(|x| x.state.as_deref() == Some("expired"))
+            .find(|x| x.state.as_ref().map(State::as_str) == Some("expired"))
             .unwrap();
         assert!(
             expired.summary.contains("rejects it (HTTP 401)")
@@ -938,7 +938,7 @@ mod node_checks {
         );
         let cred = &f[0];
         assert_eq!(cred.severity, Severity::Error);
-        assert_eq!(cred.state.as_deref(), Some("unreadable"));
+        assert_eq!(cred.state.as_ref().map(State::as_str), Some("unreadable"));
         assert_eq!(cred.nodes, ["n1"]);
         assert!(
             cred.summary.contains("cannot reach the API server")
