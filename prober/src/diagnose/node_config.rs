@@ -33,11 +33,14 @@ fn credential_state(kc: &probe_proto::KubeconfigFacts, node: &str) -> Option<(St
     // A kubeconfig the agent could not read or parse is one the CNI cannot use either. The
     // agent's error names the file and the field, never a value, so it may be quoted.
     if let Some(e) = &kc.error {
+        // It mostly starts with the path, which the sentence says once.
+        let why = e
+            .strip_prefix(path.as_str())
+            .map_or(e.as_str(), |rest| rest.trim_start_matches(':').trim_start());
+        let sep = if why.starts_with("is ") { " " } else { ": " };
         return Some((
             State::Unreadable,
-            format!(
-                "{path} on {node} cannot be used, so the CNI cannot reach the API server with it: {e}"
-            ),
+            format!("{path} on {node}{sep}{why}; the CNI cannot reach the API server with it"),
         ));
     }
     let server = kc.server.as_deref().unwrap_or("its server");

@@ -941,8 +941,15 @@ mod node_checks {
         assert_eq!(cred.state.as_ref().map(State::as_str), Some("unreadable"));
         assert_eq!(cred.nodes, ["n1"]);
         assert!(
-            cred.summary.contains("cannot reach the API server")
-                && cred.summary.contains("users[0].user"),
+            cred.summary.contains(
+                "/etc/cni/net.d/calico-kubeconfig on n1 is not a valid kubeconfig: `users[0].user`"
+            ) && cred.summary.contains("the CNI cannot reach the API server"),
+            "{}",
+            cred.summary
+        );
+        assert_eq!(
+            cred.summary.matches("calico-kubeconfig").count(),
+            1,
             "{}",
             cred.summary
         );
