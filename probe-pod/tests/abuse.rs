@@ -57,6 +57,9 @@ fn established_from(ns: &Ns, peer: &str) -> usize {
 
 #[test]
 fn healthz_answers_while_4096_slow_peers_hold_connections_from_one_source() {
+    if !common::require_root() {
+        return;
+    }
     common::raise_nofile();
     let mut net = Routed::new();
     net.client
@@ -128,6 +131,9 @@ fn healthz_answers_while_4096_slow_peers_hold_connections_from_one_source() {
 
 #[test]
 fn a_connection_has_one_deadline_for_its_whole_life() {
+    if !common::require_root() {
+        return;
+    }
     let mut net = Routed::new();
     net.server.serve(&["--sniff", "never"]);
     // A peer trickling one byte every 0.9 s: every read is quick, the connection is not.
@@ -159,6 +165,9 @@ fn a_connection_has_one_deadline_for_its_whole_life() {
 
 #[test]
 fn the_listen_backlog_is_sized_for_a_matrix() {
+    if !common::require_root() {
+        return;
+    }
     let mut net = Routed::new();
     net.server.serve(&["--sniff", "never"]);
     let line = net.server.exec(&["ss", "-Hltn", "sport = :9917"]);
@@ -174,6 +183,9 @@ fn the_listen_backlog_is_sized_for_a_matrix() {
 fn udp_replies_have_an_aggregate_budget() {
     const SOURCES: u32 = 48;
     const PER: u32 = 420;
+    if !common::require_root() {
+        return;
+    }
     let mut net = Routed::new();
     net.server.serve(&["--sniff", "never"]);
     for i in 0..SOURCES {
@@ -247,6 +259,9 @@ fn udp_replies_have_an_aggregate_budget() {
 
 #[test]
 fn a_full_sightings_buffer_is_read_whole_over_listen_any() {
+    if !common::require_root() {
+        return;
+    }
     let a = Ns::new("a");
     let mut b = Ns::new("b");
     link(&a, "eth0", "192.168.79.1/24", &b, "eth0", "192.168.79.2/24");

@@ -34,6 +34,9 @@ fn assert_outcomes(
 
 #[test]
 fn tcp_and_udp_outcomes() {
+    if !common::require_root() {
+        return;
+    }
     let mut net = Routed::new();
     net.server.serve(&["--sniff", "never"]);
     net.router_rule(
@@ -104,6 +107,9 @@ fn tcp_and_udp_outcomes() {
 
 #[test]
 fn icmp_raw_and_ping_socket() {
+    if !common::require_root() {
+        return;
+    }
     let net = Routed::new();
     net.server
         .ip(&["addr", "add", "10.77.2.3/24", "dev", "eth0"]);
@@ -253,6 +259,9 @@ fn seen_on(ns: &Ns, nonce: u32) -> Vec<String> {
 
 #[test]
 fn vtep_and_crafted_vxlan_with_sniffer() {
+    if !common::require_root() {
+        return;
+    }
     let mut pair = VxlanPair::new();
     // Auto mode: a VXLAN device exists and we are root, so the sniffer starts by itself.
     pair.n2.serve(&["--geneve-port", "6081,7081"]);
@@ -314,6 +323,9 @@ fn receipts(ns: &Ns, flows: &serde_json::Value, nonces: &[u32]) -> ProbeResult {
 
 #[test]
 fn the_receivers_sniffer_sees_syns_and_udp_probes_before_its_firewall() {
+    if !common::require_root() {
+        return;
+    }
     let mut net = Routed::new();
     // The sniffer starts by itself (root, TCP ports to watch), though no VXLAN device exists.
     net.server.serve(&["--receipt-tcp-port", "7002,7003"]);
@@ -396,6 +408,9 @@ fn the_receivers_sniffer_sees_syns_and_udp_probes_before_its_firewall() {
 
 #[test]
 fn vxlan_to_a_node_without_vxlan_is_refused() {
+    if !common::require_root() {
+        return;
+    }
     let a = Ns::new("a");
     let b = Ns::new("b");
     link(&a, "eth0", "192.168.78.1/24", &b, "eth0", "192.168.78.2/24");
@@ -413,6 +428,9 @@ fn vxlan_to_a_node_without_vxlan_is_refused() {
 
 #[test]
 fn tls_probe_against_a_real_tls_server() {
+    if !common::require_root() {
+        return;
+    }
     let mut net = Routed::new();
     net.server.serve(&["--sniff", "never"]);
     let tmp_dir = tempfile::Builder::new()
@@ -495,6 +513,9 @@ fn tls_probe_against_a_real_tls_server() {
 
 #[test]
 fn dns_over_udp_and_tcp_separately() {
+    if !common::require_root() {
+        return;
+    }
     let mut net = Routed::new();
     net.server.spawn(&[
         "dnsmasq",
@@ -566,6 +587,9 @@ fn dns_over_udp_and_tcp_separately() {
 
 #[test]
 fn mtu_black_hole() {
+    if !common::require_root() {
+        return;
+    }
     // a — switch — b, where the switch port towards b takes only 1400-byte frames: bigger ones
     // vanish in the switch, as on a real underlay whose MTU is smaller than the nodes believe.
     let a = Ns::new("a");
@@ -612,6 +636,9 @@ fn mtu_black_hole() {
 
 #[test]
 fn plan_deadline_bounds_the_run_and_still_answers_every_probe() {
+    if !common::require_root() {
+        return;
+    }
     let net = Routed::new();
     net.router_rule("tcp dport 7002 drop;");
     let probes: Vec<_> = (0..3)
@@ -639,6 +666,9 @@ fn plan_deadline_bounds_the_run_and_still_answers_every_probe() {
 
 #[test]
 fn serve_exits_on_ttl() {
+    if !common::require_root() {
+        return;
+    }
     let ns = Ns::new("ttl");
     let started = Instant::now();
     let status = std::process::Command::new("ip")
@@ -661,6 +691,9 @@ fn serve_exits_on_ttl() {
 
 #[test]
 fn local_rejection_and_no_route() {
+    if !common::require_root() {
+        return;
+    }
     // A host with no default route: connect fails locally with ENETUNREACH.
     let a = Ns::new("a");
     let b = Ns::new("b");

@@ -1433,6 +1433,88 @@ mod agents {
         }
     }
 
+    /// A permanent install whose agents were moved off 9917, each container saying so its own
+    /// way: the inventory's agents get the port their pod says, never the default.
+    #[tokio::test]
+    async fn an_existing_install_on_another_port_is_reached_on_that_port() {
+        let with = |mut p: Value, container: Value| {
+            p["spec"]["containers"] = json!([container]);
+            p
+        };
+        let all = move |state: &str| {
+            vec![
+                with(
+                    pod("h1", "cp1", "host-agent", "", state, "192.168.56.10"),
+                    json!({"name": "probe-pod", "args": ["serve", "--port", "9920"],
+                           "ports": [{"containerPort": 9920, "name": "probe"}]}),
+                ),
+                with(
+                    pod("p1", "cp1", "pod-agent", "", state, "10.244.0.5"),
+                    json!({"name": "probe-pod", "args": ["serve", "--port=9921"]}),
+                ),
+                with(
+                    pod("h2", "w1", "host-agent", "", state, "192.168.56.11"),
+                    json!({"name": "probe-pod", "args": ["serve"],
+                           "env": [{"name": "PROBE_POD_PORT", "value": "9922"}]}),
+                ),
+                with(
+                    pod("p2", "w1", "pod-agent", "", state, "10.244.1.5"),
+                    json!({"name": "probe-pod", "args": ["serve"],
+                           "ports": [{"containerPort": 9923, "name": "probe"}]}),
+                ),
+            ]
+        };
+        let (client, server) = serve(Box::new(move |s| {
+            let (path, q) = split(&s.uri);
+            match path.as_str() {
+                "/api/v1/namespaces/prober-system/pods" if q.contains_key("watch") => watch_body(
+                    &all("ready")
+                        .into_iter()
+                        .map(|p| ("MODIFIED", p))
+                        .collect::<Vec<_>>(),
+                ),
+                "/api/v1/namespaces/prober-system/pods" => {
+                    respond(200, &list_of("PodList", all("pending"), "10"))
+                }
+                _ => agents_router(s, "").unwrap_or_else(|| status(404, "NotFound")),
+            }
+        }));
+        let (ready, missing) = deploy::wait(
+            &client,
+            &AgentSpec::default(),
+            &nodes(),
+            std::time::Duration::from_secs(30),
+            &|_, _| {},
+        )
+        .await
+        .unwrap();
+        drop(client);
+        server.await.unwrap();
+        assert!(missing.is_empty(), "{missing:?}");
+        let mut inv = discover("flannel").await;
+        deploy::attach_agents(&mut inv, &ready, "prober-system");
+        let ports: Vec<(String, Option<u16>, Option<u16>)> = inv
+            .nodes
+            .iter()
+            .map(|n| {
+                (
+                    n.name.clone(),
+                    n.agents.host.as_ref().map(|a| a.port),
+                    n.agents.pod.as_ref().map(|a| a.port),
+                )
+            })
+            .collect();
+        assert_eq!(
+            ports,
+            [
+                ("cp1".to_string(), Some(9920), Some(9921)),
+                ("w1".to_string(), Some(9922), Some(9923)),
+                ("w2".to_string(), None, None),
+            ],
+            "w2 has no agent pod: no agent, not one on 9917"
+        );
+    }
+
     #[tokio::test]
     async fn the_wait_lists_once_then_watches() {
         let (client, server) = serve(Box::new(|s| {
@@ -1457,7 +1539,8 @@ mod agents {
             }],
             AgentPod {
                 pod: "p2".into(),
-                address: "10.244.1.5".parse().unwrap()
+                address: "10.244.1.5".parse().unwrap(),
+                port: 9917,
             },
             "the IPv4 pod IP, wherever podIPs lists it"
         );
@@ -1651,6 +1734,7 @@ mod agents {
             AgentPod {
                 pod: "probe-pod-x7k2p".into(),
                 address: "10.244.1.5".parse().unwrap(),
+                port: 9917,
             },
         )]);
         let exec = KubeExec::new(client, "prober-system", agents);

@@ -539,6 +539,27 @@ fn bad_inventories_exit_2_naming_the_problem() {
     );
 }
 
+/// `node`'s CNI kubeconfig malformed the careless way: its token as `user:` itself, one level up.
+fn malform_kubeconfig(lab: &TestLab, tokens_dir: &std::path::Path, node: &str) {
+    let token = std::fs::read_to_string(tokens_dir.join(node)).unwrap();
+    let file = lab.state.join(format!(
+        "plab-{}/nodes/{node}/etc/cni/net.d/calico-kubeconfig",
+        lab.name
+    ));
+    let good = std::fs::read_to_string(&file).unwrap();
+    let cut = good.find("users:").unwrap();
+    let rest = &good[good.find("contexts:").unwrap()..];
+    std::fs::write(
+        &file,
+        format!(
+            "{}users:\n- name: calico\n  user: {}\n{rest}",
+            &good[..cut],
+            token.trim()
+        ),
+    )
+    .unwrap();
+}
+
 #[test]
 fn no_token_appears_in_any_output_format() {
     if !netns_available() {
@@ -556,6 +577,7 @@ fn no_token_appears_in_any_output_format() {
         })
         .collect();
     assert_eq!(tokens.len(), 3, "every node has a CNI token");
+    malform_kubeconfig(&lab, &tokens_dir, "n3");
     let saved = lab.state.join("report.json");
     let table = matrix(
         &lab.inventory(),
@@ -608,6 +630,25 @@ fn no_token_appears_in_any_output_format() {
         .expect("a credential finding");
     assert_eq!(cred["state"], "expired");
     assert_eq!(cred["nodes"], serde_json::json!(["n2"]));
+    let unreadable = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["kind"] == "credential" && f["state"] == "unreadable")
+        .expect("the malformed kubeconfig is a credential finding");
+    assert_eq!(unreadable["severity"], "error");
+    assert_eq!(unreadable["nodes"], serde_json::json!(["n3"]));
+    let n3 = outputs[0]
+        .find("n3    /etc/cni/net.d/calico-kubeconfig")
+        .expect("n3's kubeconfig in the credentials section");
+    assert!(
+        outputs[0][n3..]
+            .lines()
+            .nth(1)
+            .is_some_and(|l| l.contains("UNUSABLE")),
+        "{}",
+        outputs[0]
+    );
     assert!(
         outputs[0].contains("EXPIRED") && outputs[0].contains("API unauthorized (401)"),
         "{}",

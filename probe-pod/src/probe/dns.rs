@@ -154,22 +154,38 @@ async fn query(
             }
         }
     };
-    decode_answer(&answer, id).map_err(Fail::Local)
+    decode_answer(&answer, id).map_err(|e| Fail::Local(e.to_string()))
+}
+
+/// Why bytes from a DNS server are not an answer to the query sent.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AnswerError {
+    /// hickory's message, at most 200 bytes.
+    #[error("unparsable answer: {0}")]
+    Unparsable(String),
+    #[error("answer id does not match the query")]
+    OtherId,
+    #[error("the answer is not a response")]
+    NotAResponse,
 }
 
 /// Decodes an answer from the wire and checks it answers query `id`.
-fn decode_answer(wire: &[u8], id: u16) -> Result<Message, String> {
+fn decode_answer(wire: &[u8], id: u16) -> Result<Message, AnswerError> {
     let reply = Message::from_vec(wire).map_err(|e| {
         // hickory's messages are short and describe the structure, but keep them bounded anyway.
         let mut text = e.to_string();
-        text.truncate(200);
-        format!("unparsable answer: {text}")
+        let mut cut = text.len().min(200);
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        text.truncate(cut);
+        AnswerError::Unparsable(text)
     })?;
     if reply.metadata.id != id {
-        return Err("answer id does not match the query".into());
+        return Err(AnswerError::OtherId);
     }
     if reply.metadata.message_type != MessageType::Response {
-        return Err("the answer is not a response".into());
+        return Err(AnswerError::NotAResponse);
     }
     Ok(reply)
 }
@@ -183,7 +199,7 @@ pub fn judge_answer(
     wire: &[u8],
     id: u16,
     rtt: Duration,
-) -> Result<ProbeResult, String> {
+) -> Result<ProbeResult, AnswerError> {
     let reply = decode_answer(wire, id)?;
     Ok(judge(probe_id, what, server, name, &reply, rtt))
 }

@@ -88,17 +88,26 @@ pub fn token_facts(token: &str, checked_at: u64) -> TokenFacts {
 
 /// Resolves the host of a kubeconfig's server. Messages do not repeat the host name: the
 /// kubeconfig's `server` is reported on its own, and a malformed file may have put anything there.
-async fn resolve(host: &str, port: u16, deadline: Instant) -> Result<SocketAddr, String> {
+async fn resolve(host: &str, port: u16, deadline: Instant) -> Result<SocketAddr, ResolveError> {
     if let Ok(ip) = host.parse::<IpAddr>() {
         return Ok(SocketAddr::new(ip, port));
     }
     match tokio::time::timeout_at(deadline, tokio::net::lookup_host((host, port))).await {
-        Ok(Ok(mut addrs)) => addrs
-            .next()
-            .ok_or_else(|| "the server's host name resolves to nothing".to_string()),
-        Ok(Err(e)) => Err(format!("cannot resolve the server's host name: {e}")),
-        Err(_) => Err("resolving the server's host name timed out".to_string()),
+        Ok(Ok(mut addrs)) => addrs.next().ok_or(ResolveError::Nothing),
+        Ok(Err(e)) => Err(ResolveError::Lookup(e)),
+        Err(_) => Err(ResolveError::Timeout),
     }
+}
+
+/// Why a kubeconfig's server host name gave no address (the name itself is reported apart).
+#[derive(Debug, thiserror::Error)]
+enum ResolveError {
+    #[error("the server's host name resolves to nothing")]
+    Nothing,
+    #[error("cannot resolve the server's host name: {0}")]
+    Lookup(std::io::Error),
+    #[error("resolving the server's host name timed out")]
+    Timeout,
 }
 
 fn check_of(r: &ProbeResult) -> CheckFacts {
@@ -398,7 +407,7 @@ async fn api_check(
     };
     let addr = match resolve(&host, port, deadline).await {
         Ok(a) => a,
-        Err(e) => return (Some(check_error(e)), None),
+        Err(e) => return (Some(check_error(e.to_string())), None),
     };
     let (roots, verify) = match &ca_pem {
         Some(p) => (
@@ -457,7 +466,7 @@ async fn kubelet_check(id: &str, server: &str, deadline: Instant) -> Option<Chec
                 std::time::Duration::ZERO,
             )),
         },
-        Err(e) => check_error(e),
+        Err(e) => check_error(e.to_string()),
     })
 }
 

@@ -54,37 +54,56 @@ enum Answer {
     Refused(String),
 }
 
+/// Why the local agent's `/seen` could not be read; the probe's detail names the agent.
+#[derive(Debug, thiserror::Error)]
+enum SeenError {
+    /// Connecting failed, in the words the probes use (`connection refused`, ...).
+    #[error("{0}")]
+    Connect(String),
+    #[error("no answer")]
+    NoAnswer,
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("an answer larger than {MAX_BODY} bytes")]
+    TooLarge,
+    #[error("malformed answer")]
+    Malformed,
+    #[error("bad answer: {0}")]
+    Bad(#[from] serde_json::Error),
+    /// The agent answered with an error status; its reason, at most 200 bytes.
+    #[error("{0}")]
+    Refused(String),
+    #[error("the answer did not end after {0} page(s)")]
+    Endless(usize),
+}
+
 /// One GET of `/seen` on the local agent.
 async fn get_page(
     addr: SocketAddr,
     since_ms: u64,
     after: u64,
     deadline: Instant,
-) -> Result<Answer, String> {
+) -> Result<Answer, SeenError> {
     let (mut stream, _) = tcp::connect(addr, deadline).await.map_err(|f| match f {
-        Fail::Net(n) => n.classify().1,
-        Fail::Timeout => "no answer".into(),
-        Fail::Local(m) => m,
+        Fail::Net(n) => SeenError::Connect(n.classify().1),
+        Fail::Timeout => SeenError::NoAnswer,
+        Fail::Local(m) => SeenError::Connect(m),
     })?;
     let request = format!(
         "GET /seen?since={since_ms}&after={after}&limit={SIGHTINGS_PAGE} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
     );
-    stream
-        .write_all(request.as_bytes())
-        .await
-        .map_err(|e| e.to_string())?;
+    stream.write_all(request.as_bytes()).await?;
     let mut body = Vec::new();
     (&mut stream)
         .take(MAX_BODY as u64 + 1)
         .read_to_end(&mut body)
-        .await
-        .map_err(|e| e.to_string())?;
+        .await?;
     if body.len() > MAX_BODY {
-        return Err(format!("an answer larger than {MAX_BODY} bytes"));
+        return Err(SeenError::TooLarge);
     }
     let text = String::from_utf8_lossy(&body);
     let Some((head, body)) = text.split_once("\r\n\r\n") else {
-        return Err("malformed answer".into());
+        return Err(SeenError::Malformed);
     };
     if !head.starts_with("HTTP/1.1 200") {
         let mut reason = body.trim().to_string();
@@ -93,8 +112,7 @@ async fn get_page(
     }
     if body.trim_start().starts_with('[') {
         // An older responder: everything in one array.
-        let sightings: Vec<Sighting> =
-            serde_json::from_str(body).map_err(|e| format!("bad answer: {e}"))?;
+        let sightings: Vec<Sighting> = serde_json::from_str(body)?;
         return Ok(Answer::Page(Page {
             next: after,
             more: false,
@@ -102,9 +120,7 @@ async fn get_page(
             tcp_ports: None,
         }));
     }
-    serde_json::from_str(body)
-        .map(Answer::Page)
-        .map_err(|e| format!("bad answer: {e}"))
+    Ok(Answer::Page(serde_json::from_str(body)?))
 }
 
 pub async fn probe(
@@ -127,7 +143,7 @@ pub async fn probe(
         loop {
             pages += 1;
             match get_page(addr, since_ms, after, deadline).await? {
-                Answer::Refused(reason) => return Err(reason),
+                Answer::Refused(reason) => return Err(SeenError::Refused(reason)),
                 Answer::Page(p) => {
                     let moved = p.next != after;
                     after = p.next;
@@ -144,7 +160,7 @@ pub async fn probe(
                         return Ok(());
                     }
                     if !moved || pages >= MAX_PAGES {
-                        return Err(format!("the answer did not end after {pages} page(s)"));
+                        return Err(SeenError::Endless(pages));
                     }
                 }
             }
@@ -154,7 +170,7 @@ pub async fn probe(
         Err(_) => return Fail::Timeout.into_result(id, &what, start.elapsed()),
         Ok(Err(e)) if pages <= 1 && seen.is_empty() => {
             // The local agent is not a network path under test: not reaching it is an error.
-            let hint = if e.contains("refused") {
+            let hint = if matches!(&e, SeenError::Connect(m) if m.contains("refused")) {
                 " (is probe-pod serve running?)"
             } else {
                 ""

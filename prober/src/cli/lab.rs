@@ -215,9 +215,7 @@ async fn run_scenario(args: &RunArgs) -> Result<u8, CliError> {
     }
     outln!("\nexpectations:")?;
     eprintln!("checking the scenario's reachability expectations...");
-    // The checks drive their own small runtime: run them off this one's threads.
-    let checked = std::thread::scope(|t| t.spawn(|| check::run(&lab)).join())
-        .map_err(|_| CliError::Environment("the expectation checks panicked".into()))?;
+    let checked = check::run(&lab).await;
     let (report, reach_ok) = check::render(&checked);
     out!("{}", fit(&report))?;
     let expected = s.expect.findings.len() + s.expect.not_findings.len();

@@ -7,7 +7,7 @@ use crate::inventory::{ApiAccess, Component};
 use crate::model::{PathClass, ResultRecord};
 
 use super::context::{Ctx, failed, list, names_text};
-use super::finding::{Finding, Kind, Severity};
+use super::finding::{Finding, Kind, Severity, State};
 
 fn is_service_path(r: &ResultRecord) -> bool {
     matches!(r.path, PathClass::PodToService | PathClass::NodeToService)
@@ -154,7 +154,7 @@ pub(super) fn bootstrap_cycles(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
                 cni.name, cni.name
             ),
         );
-        f.state = Some("latent".into());
+        f.state = Some(State::Latent);
         let ev: Vec<usize> = ctx
             .results
             .iter()
@@ -201,7 +201,7 @@ pub(super) fn bootstrap_cycles(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
                 }
             ),
         );
-        f.state = Some("active".into());
+        f.state = Some(State::Active);
         f.nodes = names;
         (f, ev, cons)
     };

@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use crate::model::PathClass;
 
 use super::context::{Ctx, failed};
-use super::finding::{Finding, Kind, Severity};
+use super::finding::{Finding, Kind, Severity, State};
 
 /// A node that nothing reaches and that reaches nothing (beyond itself) is down or cut off: one
 /// finding for all of its paths, not a gap per port.
@@ -62,7 +62,7 @@ pub(super) fn unreachable_nodes(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) 
                 "{name} is cut off{peers}: no probe to or from it gets through on any port (the node is down, partitioned, or dropping everything)"
             ),
         );
-        f.state = Some("unreachable".into());
+        f.state = Some(State::Unreachable);
         f.nodes = vec![name.clone()];
         f.fix.push(format!("check that {name} is up and that its uplink and the network around it pass traffic at all (ping {})", ctx.inv.nodes[x].address));
         ctx.emit(findings, f, &ev, &cons);

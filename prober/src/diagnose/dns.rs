@@ -7,7 +7,7 @@ use probe_proto::Outcome;
 use crate::model::PathClass;
 
 use super::context::{Ctx, failed};
-use super::finding::{Finding, Kind, Severity};
+use super::finding::{Finding, Kind, Severity, State};
 
 pub(super) fn dns(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
     let mut by_rcode: BTreeMap<String, Vec<usize>> = BTreeMap::new();
@@ -37,7 +37,7 @@ pub(super) fn dns(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
                 names.into_iter().collect::<Vec<_>>().join(", ")
             ),
         );
-        f.state = Some(rcode.to_lowercase());
+        f.state = Some(State::from(rcode.to_lowercase().as_str()));
         f.fix.push("check the DNS pods' logs and configuration (kubectl -n kube-system logs -l k8s-app=kube-dns; the coredns ConfigMap)".into());
         ctx.emit(findings, f, &idx, &[]);
     }
@@ -47,7 +47,7 @@ pub(super) fn dns(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
             Severity::Error,
             "cluster DNS does not answer although the paths to it are not known to be blocked: the DNS pods may be down or not listening",
         );
-        f.state = Some("no-answer".into());
+        f.state = Some(State::NoAnswer);
         f.fix.push("kubectl -n kube-system get pods -l k8s-app=kube-dns -o wide; kubectl -n kube-system logs -l k8s-app=kube-dns".into());
         ctx.emit(findings, f, &silent, &[]);
     }

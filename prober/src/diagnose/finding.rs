@@ -69,15 +69,113 @@ pub struct Finding {
         with = "places"
     )]
     pub where_: Vec<Where>,
-    /// `active`/`latent` for cycles; `expired`/`stale`/`rejected` for credentials; `loop` for DNS.
+    /// Which variety of its kind: `active`/`latent` for cycles, `expired`/`stale`/... for
+    /// credentials, `loop`/`servfail`/... for DNS.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub state: Option<String>,
+    pub state: Option<State>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cycle: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub components: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub nodes: Vec<String>,
+}
+
+/// Which variety of its kind a finding is, written in kebab-case as the report always has.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum State {
+    /// `bootstrap-cycle`: the cycle is broken now.
+    Active,
+    /// `bootstrap-cycle`: it works now but cannot recover if it breaks.
+    Latent,
+    /// `credential`: the token's expiry has passed.
+    Expired,
+    /// `credential`: a bound token older than an hour, never refreshed.
+    Stale,
+    /// `credential`: the API server answers 401 to it.
+    Rejected,
+    /// `credential`: a legacy token without an expiry.
+    NonExpiring,
+    /// `credential`: `insecure-skip-tls-verify`.
+    Insecure,
+    /// `credential`: the server is not the one the kubeconfig's CA vouches for.
+    UntrustedServer,
+    /// `credential`: nothing usable to verify the server against.
+    UnverifiableServer,
+    /// `credential` (a CNI kubeconfig) or `misconfiguration` (another node file): the host agent
+    /// could not read or parse it.
+    Unreadable,
+    /// `dns`: a forward loop.
+    Loop,
+    /// `dns`: the cluster DNS does not answer.
+    NoAnswer,
+    /// `dns`: the server answered FORMERR.
+    Formerr,
+    /// `dns`: the server answered SERVFAIL.
+    Servfail,
+    /// `dns`: the server answered NXDOMAIN.
+    Nxdomain,
+    /// `dns`: the server answered NOTIMP.
+    Notimp,
+    /// `dns`: the server answered REFUSED.
+    Refused,
+    /// `partition`: a node nothing reaches.
+    Unreachable,
+    /// `misconfiguration` (preflight): the joining node's clock is off.
+    ClockSkew,
+    /// `loss`: paths that got through on some attempts only.
+    Intermittent,
+    /// Any other state, as written: a DNS response code without a name here (`rcode9`), or a
+    /// state a newer prober wrote into a report this one reads.
+    #[serde(untagged)]
+    Other(String),
+}
+
+impl State {
+    /// The state as the report writes it.
+    #[must_use]
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::Active => "active",
+            Self::Latent => "latent",
+            Self::Expired => "expired",
+            Self::Stale => "stale",
+            Self::Rejected => "rejected",
+            Self::NonExpiring => "non-expiring",
+            Self::Insecure => "insecure",
+            Self::UntrustedServer => "untrusted-server",
+            Self::UnverifiableServer => "unverifiable-server",
+            Self::Unreadable => "unreadable",
+            Self::Loop => "loop",
+            Self::NoAnswer => "no-answer",
+            Self::Formerr => "formerr",
+            Self::Servfail => "servfail",
+            Self::Nxdomain => "nxdomain",
+            Self::Notimp => "notimp",
+            Self::Refused => "refused",
+            Self::Unreachable => "unreachable",
+            Self::ClockSkew => "clock-skew",
+            Self::Intermittent => "intermittent",
+            Self::Other(s) => s,
+        }
+    }
+}
+
+/// A state from its report name: a known one as its variant, anything else as `Other`.
+impl From<&str> for State {
+    fn from(s: &str) -> Self {
+        use serde::de::IntoDeserializer as _;
+        let d: serde::de::value::StrDeserializer<'_, serde::de::value::Error> =
+            s.into_deserializer();
+        Self::deserialize(d).unwrap_or_else(|_| Self::Other(s.to_string()))
+    }
+}
+
+impl std::fmt::Display for State {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// Where a firewall gap's packets died. Written `network` or `host:NODE`, as the report's
@@ -230,6 +328,46 @@ mod tests {
         assert_eq!(json["kind"], "firewall-gap");
         assert!(json.get("where").is_none() && json.get("cycle").is_none());
         assert_eq!(json["protocol"], "udp");
+    }
+
+    #[test]
+    fn a_state_is_written_as_the_report_always_wrote_it() {
+        let named = [
+            ("active", State::Active),
+            ("latent", State::Latent),
+            ("expired", State::Expired),
+            ("stale", State::Stale),
+            ("rejected", State::Rejected),
+            ("non-expiring", State::NonExpiring),
+            ("insecure", State::Insecure),
+            ("untrusted-server", State::UntrustedServer),
+            ("unverifiable-server", State::UnverifiableServer),
+            ("unreadable", State::Unreadable),
+            ("loop", State::Loop),
+            ("no-answer", State::NoAnswer),
+            ("formerr", State::Formerr),
+            ("servfail", State::Servfail),
+            ("nxdomain", State::Nxdomain),
+            ("notimp", State::Notimp),
+            ("refused", State::Refused),
+            ("unreachable", State::Unreachable),
+            ("clock-skew", State::ClockSkew),
+            ("intermittent", State::Intermittent),
+            ("rcode9", State::Other("rcode9".into())),
+        ];
+        for (text, state) in named {
+            assert_eq!(serde_json::to_value(&state).unwrap(), json!(text));
+            assert_eq!(state.as_str(), text);
+            assert_eq!(State::from(text), state, "{text}");
+            let back: State = serde_json::from_value(json!(text)).unwrap();
+            assert_eq!(back, state, "{text}");
+        }
+        let mut f = Finding::new(Kind::Dns, Severity::Error, "x");
+        f.state = Some(State::NoAnswer);
+        assert_eq!(
+            serde_json::to_value(&f).unwrap()["state"],
+            json!("no-answer")
+        );
     }
 
     #[test]

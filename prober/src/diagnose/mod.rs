@@ -25,7 +25,7 @@ mod prober_port;
 pub mod sampled;
 mod unexplained;
 
-pub use finding::{Finding, Kind, Severity, Where};
+pub use finding::{Finding, Kind, Severity, State, Where};
 
 use crate::inventory::Inventory;
 use crate::model::{AgentStatus, ResultRecord};

@@ -10,7 +10,7 @@ use crate::model::PathClass;
 use crate::model::time::{age, utc};
 
 use super::context::{Ctx, failed};
-use super::finding::{Finding, Kind, Severity};
+use super::finding::{Finding, Kind, Severity, State};
 
 /// One hour: a bound service-account token older than this was not refreshed (docs/incidents.md, incident 4).
 const STALE_AFTER: u64 = 3600;
@@ -28,16 +28,26 @@ fn cni_restart(ctx: &Ctx<'_>, node: &str) -> String {
 }
 
 /// What a CNI token's facts say: (state, sentence), or `None` when it is fine.
-fn credential_state(
-    kc: &probe_proto::KubeconfigFacts,
-    node: &str,
-) -> Option<(&'static str, String)> {
+fn credential_state(kc: &probe_proto::KubeconfigFacts, node: &str) -> Option<(State, String)> {
     let path = &kc.path;
+    // A kubeconfig the agent could not read or parse is one the CNI cannot use either. The
+    // agent's error names the file and the field, never a value, so it may be quoted.
+    if let Some(e) = &kc.error {
+        // It mostly starts with the path, which the sentence says once.
+        let why = e
+            .strip_prefix(path.as_str())
+            .map_or(e.as_str(), |rest| rest.trim_start_matches(':').trim_start());
+        let sep = if why.starts_with("is ") { " " } else { ": " };
+        return Some((
+            State::Unreadable,
+            format!("{path} on {node}{sep}{why}; the CNI cannot reach the API server with it"),
+        ));
+    }
     let server = kc.server.as_deref().unwrap_or("its server");
     match kc.server_trust {
         Some(probe_proto::ServerTrust::Untrusted) => {
             return Some((
-                "untrusted-server",
+                State::UntrustedServer,
                 format!(
                     "the API server at {server} named in {path} on {node} is not signed by the CA this kubeconfig trusts: a rotated CA or an impostor (the credential was not sent)"
                 ),
@@ -45,7 +55,7 @@ fn credential_state(
         }
         Some(probe_proto::ServerTrust::Unverifiable) => {
             return Some((
-                "unverifiable-server",
+                State::UnverifiableServer,
                 format!(
                     "{path} on {node} gives no usable CA for {server}, so the credential was not sent and not checked"
                 ),
@@ -55,7 +65,7 @@ fn credential_state(
     }
     let insecure = kc.insecure_skip_tls_verify.then(|| {
         (
-            "insecure",
+            State::Insecure,
             format!(
                 "{path} on {node} says insecure-skip-tls-verify: its credential goes to whoever answers at {server}"
             ),
@@ -80,7 +90,7 @@ fn credential_state(
         };
         let ago = age(t.checked_at.saturating_sub(exp));
         return Some((
-            "expired",
+            State::Expired,
             format!(
                 "the token in {path} on {node} ({who}) expired {} ({ago} ago){api}",
                 utc(exp)
@@ -89,7 +99,7 @@ fn credential_state(
     }
     if rejected {
         return Some((
-            "rejected",
+            State::Rejected,
             format!("the API server rejects the token in {path} on {node} ({who}) with 401"),
         ));
     }
@@ -99,7 +109,7 @@ fn credential_state(
     {
         let ago = age(t.checked_at.saturating_sub(iat));
         return Some((
-            "stale",
+            State::Stale,
             format!(
                 "the token in {path} on {node} ({who}) was issued {ago} ago ({}) and never refreshed",
                 utc(iat)
@@ -108,7 +118,7 @@ fn credential_state(
     }
     if t.format == "jwt" && t.expires_at.is_none() {
         return Some((
-            "non-expiring",
+            State::NonExpiring,
             format!("the token in {path} on {node} ({who}) never expires: a legacy secret token"),
         ));
     }
@@ -126,11 +136,13 @@ struct CredentialGroup {
 /// What the node checks gathered before they become findings.
 #[derive(Default)]
 struct NodeFindings {
-    credentials: BTreeMap<&'static str, CredentialGroup>,
+    credentials: BTreeMap<State, CredentialGroup>,
     /// (node, result, sentence)
     localhost: Vec<(String, usize, String)>,
     /// (node, result, looping nameservers)
     loops: Vec<(String, usize, Vec<String>)>,
+    /// (node, result, what could not be read): files other than CNI kubeconfigs.
+    unreadable: Vec<(String, usize, String)>,
 }
 
 pub(super) fn node_checks(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
@@ -164,6 +176,15 @@ pub(super) fn node_checks(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
             continue;
         };
         let node = r.from.node.clone();
+        // `errors` repeats each kubeconfig's own error; the CNI ones become credential findings.
+        for e in facts.errors.iter().filter(|e| {
+            !facts
+                .cni_kubeconfigs
+                .iter()
+                .any(|kc| kc.error.as_ref() == Some(*e))
+        }) {
+            found.unreadable.push((node.clone(), i, e.clone()));
+        }
         for kc in &facts.cni_kubeconfigs {
             if let Some((state, sentence)) = credential_state(kc, &node) {
                 let g = found.credentials.entry(state).or_default();
@@ -211,15 +232,19 @@ pub(super) fn node_checks(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
     credential_findings(ctx, findings, found.credentials);
     localhost_finding(ctx, findings, &found.localhost);
     loop_finding(ctx, findings, &found.loops);
+    unreadable_finding(ctx, findings, &found.unreadable);
 }
 
 fn credential_findings(
     ctx: &mut Ctx<'_>,
     findings: &mut Vec<Finding>,
-    groups: BTreeMap<&'static str, CredentialGroup>,
+    groups: BTreeMap<State, CredentialGroup>,
 ) {
     for (state, g) in groups {
-        let severity = if matches!(state, "expired" | "rejected" | "untrusted-server") {
+        let severity = if matches!(
+            state,
+            State::Expired | State::Rejected | State::UntrustedServer | State::Unreadable
+        ) {
             Severity::Error
         } else {
             Severity::Warning
@@ -229,9 +254,10 @@ fn credential_findings(
             severity,
             format!("CNI credential {state}: {}", g.sentences.join("; ")),
         );
-        f.state = Some(state.into());
+        let untrusted = state == State::UntrustedServer;
+        f.state = Some(state);
         f.nodes = g.nodes.into_iter().collect();
-        if state == "untrusted-server" {
+        if untrusted {
             f.fix.push(
                 "compare the CA in the CNI kubeconfig with the cluster's (kubectl -n kube-system get configmap kube-root-ca.crt -o yaml): if the cluster's CA was rotated, restart the CNI agent as below so it writes a new kubeconfig; if not, find out what answers at that address before anything sends it a credential".into(),
             );
@@ -315,10 +341,42 @@ fn loop_finding(
             servers.into_iter().collect::<Vec<_>>().join(", ")
         ),
     );
-    f.state = Some("loop".into());
+    f.state = Some(State::Loop);
     f.nodes = nodes.iter().map(ToString::to_string).collect();
     f.fix.push("in the coredns ConfigMap, replace `forward . /etc/resolv.conf` with `forward . <your real upstream resolvers>`".into());
     f.fix.push("or give the kubelet a resolv.conf with real upstreams (resolvConf: /run/systemd/resolve/resolv.conf) and restart the DNS pods".into());
     let evidence: Vec<usize> = relevant.iter().map(|l| l.1).collect();
     ctx.emit(findings, f, &evidence, &cons);
+}
+
+/// Node files other than CNI kubeconfigs that the host agent could not read (a kubelet
+/// kubeconfig, resolv.conf): what the node checks say about them is missing.
+fn unreadable_finding(
+    ctx: &mut Ctx<'_>,
+    findings: &mut Vec<Finding>,
+    unreadable: &[(String, usize, String)],
+) {
+    if unreadable.is_empty() {
+        return;
+    }
+    let said: Vec<String> = unreadable
+        .iter()
+        .map(|(node, _, e)| format!("on {node}: {e}"))
+        .collect();
+    let mut f = Finding::new(
+        Kind::Misconfiguration,
+        Severity::Warning,
+        format!(
+            "the host agent could not read a node file, so the node checks could not judge it: {}",
+            said.join("; ")
+        ),
+    );
+    f.state = Some(State::Unreadable);
+    let nodes: BTreeSet<String> = unreadable.iter().map(|l| l.0.clone()).collect();
+    f.nodes = nodes.into_iter().collect();
+    f.fix.push(
+        "fix or restore the file named (kubeadm writes /etc/kubernetes/kubelet.conf; the kubelet reads /etc/resolv.conf), then run prober again".into(),
+    );
+    let evidence: BTreeSet<usize> = unreadable.iter().map(|l| l.1).collect();
+    ctx.emit(findings, f, &evidence.into_iter().collect::<Vec<_>>(), &[]);
 }

@@ -7,7 +7,7 @@ use std::net::IpAddr;
 use crate::inventory::Inventory;
 use crate::model::{PathClass, Protocol, ResultRecord};
 
-use super::finding::{Finding, Kind, Severity};
+use super::finding::{Finding, Kind, Severity, State};
 
 /// A port the candidate's stand-in could not bind.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -97,7 +97,7 @@ pub fn candidate_resolver(
             looping.join(", ")
         ),
     );
-    f.state = Some("loop".into());
+    f.state = Some(State::Loop);
     f.nodes = vec![candidate.to_string()];
     f.evidence = vec![r.result.id.clone()];
     f.fix = vec![
@@ -147,7 +147,7 @@ pub fn clock_skew(candidate: &str, results: &[ResultRecord]) -> Option<Finding> 
             }
         ),
     );
-    f.state = Some("clock-skew".into());
+    f.state = Some(State::ClockSkew);
     f.nodes = vec![candidate.to_string()];
     f.evidence = vec![r.result.id.clone()];
     f.fix = vec![
@@ -222,7 +222,7 @@ mod tests {
         assert!(f.summary.contains("8 s ahead of"), "{}", f.summary);
         let f = clock_skew("new", &[api_check(Some(3_000)), api_check(Some(90_400))]).unwrap();
         assert_eq!(f.severity, Severity::Error);
-        assert_eq!(f.state.as_deref(), Some("clock-skew"));
+        assert_eq!(f.state.as_ref().map(State::as_str), Some("clock-skew"));
         assert_eq!(f.nodes, ["new"]);
         assert!(f.summary.contains("90 s behind"), "{}", f.summary);
         assert!(clock_skew("other", &[api_check(Some(90_000))]).is_none());
@@ -237,7 +237,7 @@ mod tests {
         let f = candidate_resolver("new", &inv, &[node_check(&["127.0.0.53"])]).unwrap();
         assert_eq!((f.kind, f.severity), (Kind::Dns, Severity::Error));
         assert_eq!(f.nodes, ["new"]);
-        assert_eq!(f.state.as_deref(), Some("loop"));
+        assert_eq!(f.state.as_ref().map(State::as_str), Some("loop"));
         assert!(f.summary.contains("127.0.0.53"), "{}", f.summary);
         assert!(
             candidate_resolver("new", &inv, &[node_check(&["192.168.56.1"])]).is_none(),

@@ -253,7 +253,7 @@ fn api_port_blocked_is_a_gap_whose_clusterip_failure_is_a_consequence() {
         f[0]
     );
     assert_eq!(
-        f[1].state.as_deref(),
+        f[1].state.as_ref().map(State::as_str),
         Some("latent"),
         "not an active cycle: {:#?}",
         f[1]
@@ -632,7 +632,7 @@ fn dns_rcode_is_a_dns_finding() {
     let f = diagnose(&inv, &results, &[]);
     assert_every_failure_explained(&results, &f);
     assert_eq!(kinds(&f), [Kind::Dns]);
-    assert_eq!(f[0].state.as_deref(), Some("servfail"));
+    assert_eq!(f[0].state.as_ref().map(State::as_str), Some("servfail"));
 }
 
 #[test]
@@ -804,7 +804,7 @@ mod node_checks {
         assert_eq!(kinds(&f), [Kind::Credential, Kind::Credential], "{f:#?}");
         let untrusted = f
             .iter()
-            .find(|x| x.state.as_deref() == Some("untrusted-server"))
+            .find(|x| x.state.as_ref().map(State::as_str) == Some("untrusted-server"))
             .expect("untrusted finding");
         assert_eq!(untrusted.severity, Severity::Error);
         assert_eq!(untrusted.nodes, ["n1"]);
@@ -815,7 +815,7 @@ mod node_checks {
         );
         let insecure = f
             .iter()
-            .find(|x| x.state.as_deref() == Some("insecure"))
+            .find(|x| x.state.as_ref().map(State::as_str) == Some("insecure"))
             .expect("insecure finding");
         assert_eq!(insecure.severity, Severity::Warning);
         assert_eq!(insecure.nodes, ["n2"]);
@@ -861,7 +861,7 @@ mod node_checks {
         );
         let expired = f
             .iter()
-            .find(|x| x.state.as_deref() == Some("expired"))
+            .find(|x| x.state.as_ref().map(State::as_str) == Some("expired"))
             .unwrap();
         assert!(
             expired.summary.contains("rejects it (HTTP 401)")
@@ -905,6 +905,63 @@ mod node_checks {
             "{f:#?}"
         );
         assert!(f.iter().any(|x| x.matches(&json!({"kind": "credential", "state": "non-expiring", "severity": "warning", "nodes": ["n2"]}))), "{f:#?}");
+    }
+
+    #[test]
+    fn an_unreadable_cni_kubeconfig_is_a_credential_error_and_other_files_a_warning() {
+        let mut inv = inventory(3, 1, "calico");
+        let f = with_facts(&mut inv, &|node| {
+            let mut f = base(node);
+            match node {
+                "n1" => {
+                    let e = "/etc/cni/net.d/calico-kubeconfig is not a valid kubeconfig: `users[0].user` is a string, expected a mapping".to_string();
+                    f.cni_kubeconfigs = vec![KubeconfigFacts {
+                        path: "/etc/cni/net.d/calico-kubeconfig".into(),
+                        auth: "none".into(),
+                        error: Some(e.clone()),
+                        ..KubeconfigFacts::default()
+                    }];
+                    f.errors = vec![e];
+                }
+                "n2" => {
+                    f.errors =
+                        vec!["resolv.conf /etc/resolv.conf: No such file or directory".into()];
+                }
+                _ => {}
+            }
+            f
+        });
+        assert_eq!(
+            kinds(&f),
+            [Kind::Credential, Kind::Misconfiguration],
+            "{f:#?}"
+        );
+        let cred = &f[0];
+        assert_eq!(cred.severity, Severity::Error);
+        assert_eq!(cred.state.as_ref().map(State::as_str), Some("unreadable"));
+        assert_eq!(cred.nodes, ["n1"]);
+        assert!(
+            cred.summary.contains(
+                "/etc/cni/net.d/calico-kubeconfig on n1 is not a valid kubeconfig: `users[0].user`"
+            ) && cred.summary.contains("the CNI cannot reach the API server"),
+            "{}",
+            cred.summary
+        );
+        assert_eq!(
+            cred.summary.matches("calico-kubeconfig").count(),
+            1,
+            "{}",
+            cred.summary
+        );
+        assert_eq!(cred.evidence.len(), 1, "{cred:#?}");
+        let other = &f[1];
+        assert_eq!(other.severity, Severity::Warning);
+        assert_eq!(other.nodes, ["n2"]);
+        assert!(
+            other.summary.contains("/etc/resolv.conf"),
+            "{}",
+            other.summary
+        );
     }
 
     #[test]

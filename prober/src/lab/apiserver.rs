@@ -71,6 +71,9 @@ fn unauthorized() -> (u16, String) {
     (401, serde_json::json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Unauthorized", "code": 401, "message": "Unauthorized"}).to_string())
 }
 
+/// The largest certificate, key or token allow-list read: a lab's are a few KiB.
+const MAX_INPUT_BYTES: u64 = 1 << 20;
+
 fn load(
     cert: &Path,
     key: &Path,
@@ -81,13 +84,19 @@ fn load(
         path: path.display().to_string(),
         message: e.to_string(),
     };
-    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
-        .map_err(|e| load_err("certificate", cert, &e))?
+    // Paths from the command line: each read once, capped, so a device or a huge file fails
+    // at once naming it.
+    let read = |what, path: &Path| {
+        crate::model::read::read_capped(path, MAX_INPUT_BYTES, what)
+            .map_err(|e| load_err(what, path, &e))
+    };
+    let cert_pem = read("certificate", cert)?;
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem.as_bytes())
         .collect::<Result<_, _>>()
         .map_err(|e| load_err("certificate", cert, &e))?;
-    let key = PrivateKeyDer::from_pem_file(key).map_err(|e| load_err("key", key, &e))?;
-    let text =
-        std::fs::read_to_string(tokens).map_err(|e| load_err("token allow-list", tokens, &e))?;
+    let key = PrivateKeyDer::from_pem_slice(read("key", key)?.as_bytes())
+        .map_err(|e| load_err("key", key, &e))?;
+    let text = read("token allow-list", tokens)?;
     let allowed = text
         .lines()
         .map(str::trim)
@@ -206,6 +215,24 @@ async fn answer<S: AsyncReadExt + AsyncWriteExt + Unpin>(
 mod tests {
     use super::*;
     use crate::lab::pki::{TokenClaims, token};
+
+    #[test]
+    fn a_device_or_huge_input_is_refused_naming_it() {
+        let zero = Path::new("/dev/zero");
+        let err = load(zero, zero, zero).unwrap_err().to_string();
+        assert!(
+            err.contains("certificate /dev/zero") && err.contains("not a regular file"),
+            "{err}"
+        );
+        let tmp = tempfile::tempdir().unwrap();
+        let huge = tmp.path().join("tokens");
+        std::fs::File::create(&huge)
+            .unwrap()
+            .set_len(MAX_INPUT_BYTES + 1)
+            .unwrap();
+        let err = load(&huge, zero, zero).unwrap_err().to_string();
+        assert!(err.contains("larger than"), "{err}");
+    }
 
     #[test]
     fn the_date_header_is_an_imf_fixdate() {

@@ -28,6 +28,36 @@ pub struct Checked {
     pub pass: bool,
 }
 
+/// Why an expectation could not be turned into a probe or run: names the expectation's field or
+/// the agent.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckError {
+    #[error("target {to:?}: expected NODE/host, NODE/pod or NODE/vtep")]
+    TargetShape { to: String },
+    #[error("target {to:?}: unknown node")]
+    TargetNode { to: String },
+    #[error("target {to:?}: the lab has no control-plane node")]
+    NoControlPlane { to: String },
+    #[error("source {from:?}: expected NODE/host or NODE/pod")]
+    SourceShape { from: String },
+    #[error("source {from:?}: unknown node")]
+    SourceNode { from: String },
+    #[error("target {to:?}: a {probe} probe needs a node target")]
+    NeedsNode { to: String, probe: &'static str },
+    #[error("icmpFrom {0:?}: expected an IPv4 address or `router`")]
+    IcmpFrom(String),
+    #[error("the probes for agent {agent}: {source}")]
+    Plan {
+        agent: AgentRef,
+        source: probe_proto::PlanError,
+    },
+    #[error("agent {agent}: {source}")]
+    Run {
+        agent: AgentRef,
+        source: crate::runtime::RuntimeError,
+    },
+}
+
 /// Where a probe goes.
 struct Target {
     address: Ipv4Addr,
@@ -40,7 +70,7 @@ fn resolve_target(
     to: &str,
     probe: ReachProbe,
     port: Option<u16>,
-) -> Result<Target, String> {
+) -> Result<Target, CheckError> {
     let default_port = |p: u16| port.unwrap_or(p);
     let (address, port, node) = match to {
         "service/kubernetes" => (API_SERVICE, default_port(443), None),
@@ -53,18 +83,18 @@ fn resolve_target(
                 .nodes
                 .iter()
                 .position(|n| n.control_plane)
-                .ok_or("no control-plane node")?;
+                .ok_or_else(|| CheckError::NoControlPlane { to: to.into() })?;
             (l.nodes[cp].address, default_port(API_PORT), Some(cp))
         }
         _ => {
-            let (node, what) = to.split_once('/').ok_or_else(|| {
-                format!("target {to:?}: expected NODE/host, NODE/pod or NODE/vtep")
-            })?;
+            let (node, what) = to
+                .split_once('/')
+                .ok_or_else(|| CheckError::TargetShape { to: to.into() })?;
             let i = l
                 .nodes
                 .iter()
                 .position(|n| n.name == node)
-                .ok_or_else(|| format!("target {to:?}: unknown node"))?;
+                .ok_or_else(|| CheckError::TargetNode { to: to.into() })?;
             let n = &l.nodes[i];
             let tls_default = if probe == ReachProbe::Tls {
                 API_PORT
@@ -75,11 +105,7 @@ fn resolve_target(
                 "host" => (n.address, default_port(tls_default), Some(i)),
                 "pod" => (n.pods[0].address, default_port(AGENT_PORT), Some(i)),
                 "vtep" => (n.vtep, 0, Some(i)),
-                _ => {
-                    return Err(format!(
-                        "target {to:?}: expected NODE/host, NODE/pod or NODE/vtep"
-                    ));
-                }
+                _ => return Err(CheckError::TargetShape { to: to.into() }),
             }
         }
     };
@@ -90,15 +116,15 @@ fn resolve_target(
     })
 }
 
-fn agent_of(l: &Layout, from: &str) -> Result<(AgentRef, usize), String> {
+fn agent_of(l: &Layout, from: &str) -> Result<(AgentRef, usize), CheckError> {
     let (node, which) = from
         .split_once('/')
-        .ok_or_else(|| format!("source {from:?}: expected NODE/host or NODE/pod"))?;
+        .ok_or_else(|| CheckError::SourceShape { from: from.into() })?;
     let i = l
         .nodes
         .iter()
         .position(|n| n.name == node)
-        .ok_or_else(|| format!("source {from:?}: unknown node"))?;
+        .ok_or_else(|| CheckError::SourceNode { from: from.into() })?;
     match which {
         "host" => Ok((
             AgentRef {
@@ -114,12 +140,12 @@ fn agent_of(l: &Layout, from: &str) -> Result<(AgentRef, usize), String> {
             },
             i,
         )),
-        _ => Err(format!("source {from:?}: expected NODE/host or NODE/pod")),
+        _ => Err(CheckError::SourceShape { from: from.into() }),
     }
 }
 
 /// The probe spec (JSON) for one expectation.
-fn spec(lab: &Lab, id: &str, r: &Reach, from_node: usize, nonce: u32) -> Result<Value, String> {
+fn spec(lab: &Lab, id: &str, r: &Reach, from_node: usize, nonce: u32) -> Result<Value, CheckError> {
     let l = &lab.layout;
     let t = resolve_target(l, &r.to, r.probe, r.port)?;
     let addr = t.address.to_string();
@@ -130,9 +156,10 @@ fn spec(lab: &Lab, id: &str, r: &Reach, from_node: usize, nonce: u32) -> Result<
         ReachProbe::Udp => json!({"id": id, "kind": "udp", "address": addr, "port": t.port}),
         ReachProbe::Icmp => json!({"id": id, "kind": "icmp", "address": addr}),
         ReachProbe::Vtep => {
-            let n = t
-                .node
-                .ok_or_else(|| format!("{}: vtep needs a node target", r.to))?;
+            let n = t.node.ok_or_else(|| CheckError::NeedsNode {
+                to: r.to.clone(),
+                probe: "vtep",
+            })?;
             json!({"id": id, "kind": "vtep", "address": l.nodes[n].vtep.to_string()})
         }
         ReachProbe::Mtu => {
@@ -151,9 +178,10 @@ fn spec(lab: &Lab, id: &str, r: &Reach, from_node: usize, nonce: u32) -> Result<
             "server": format!("{addr}:{}", t.port), "protocol": r.transport.clone().unwrap_or_else(|| "udp".into())})
         }
         ReachProbe::Vxlan => {
-            let n = t
-                .node
-                .ok_or_else(|| format!("{}: vxlan needs a node target", r.to))?;
+            let n = t.node.ok_or_else(|| CheckError::NeedsNode {
+                to: r.to.clone(),
+                probe: "vxlan",
+            })?;
             let (src, dst) = (&l.nodes[from_node], &l.nodes[n]);
             json!({"id": id, "kind": "vxlan", "address": dst.address.to_string(), "nonce": nonce,
                 "port": lab.scenario.overlay().1, "vni": super::build::vni(&lab.scenario),
@@ -169,7 +197,7 @@ pub fn cni_token_file(l: &Layout, node: usize) -> std::path::PathBuf {
 }
 
 /// The address an `icmpFrom` expectation names.
-fn expected_offender(l: &Layout, r: &Reach) -> Option<Result<Ipv4Addr, String>> {
+fn expected_offender(l: &Layout, r: &Reach) -> Option<Result<Ipv4Addr, CheckError>> {
     let want = r.icmp_from.as_deref()?;
     if want == "router" {
         let zone = agent_of(l, &r.from)
@@ -181,76 +209,58 @@ fn expected_offender(l: &Layout, r: &Reach) -> Option<Result<Ipv4Addr, String>> 
             .find(|n| n.zone == zone)
             .map_or(l.upstream_dns, super::build::LabNode::gateway)));
     }
-    Some(
-        want.parse()
-            .map_err(|_| format!("icmpFrom {want:?}: expected an IPv4 address or `router`")),
-    )
+    Some(want.parse().map_err(|_| CheckError::IcmpFrom(want.into())))
 }
 
-/// The lab's agents, reached through the local runtime exactly as the matrix reaches them.
+/// The lab's agents, reached through the local runtime exactly as the matrix reaches them, on
+/// the caller's tokio runtime.
 struct Agents {
     local: Local,
-    rt: tokio::runtime::Runtime,
 }
 
 impl Agents {
-    fn new(lab: &Lab) -> Result<Self, String> {
+    fn new(lab: &Lab) -> Self {
         let inv = super::build::inventory(&lab.scenario, &lab.layout);
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| format!("cannot start the runtime: {e}"))?;
-        Ok(Self {
+        Self {
             local: Local::new(&inv, lab.agent_bin.display().to_string()),
-            rt,
-        })
+        }
     }
 
     /// Runs `probes` (JSON specs) on `agent`; results by id.
-    fn run(
+    async fn run(
         &self,
         agent: &AgentRef,
         probes: &[Value],
         deadline_ms: u64,
-    ) -> Result<BTreeMap<String, ProbeResult>, String> {
+    ) -> Result<BTreeMap<String, ProbeResult>, CheckError> {
         let text = json!({"deadlineMs": deadline_ms, "probeTimeoutMs": PROBE_TIMEOUT_MS, "probes": probes}).to_string();
-        let plan = probe_proto::parse_plan(&text).map_err(|e| e.to_string())?;
+        let plan = probe_proto::parse_plan(&text).map_err(|source| CheckError::Plan {
+            agent: agent.clone(),
+            source,
+        })?;
         let (tx, mut rx) = tokio::sync::mpsc::channel::<ProbeResult>(64);
-        self.rt.block_on(async {
-            let collect = async {
-                let mut out = BTreeMap::new();
-                while let Some(r) = rx.recv().await {
-                    out.insert(r.id.clone(), r);
-                }
-                out
-            };
-            let (ran, out) = tokio::join!(self.local.run(agent, &plan, tx), collect);
-            ran.map(|()| out).map_err(|e| e.to_string())
+        let collect = async {
+            let mut out = BTreeMap::new();
+            while let Some(r) = rx.recv().await {
+                out.insert(r.id.clone(), r);
+            }
+            out
+        };
+        let (ran, out) = tokio::join!(self.local.run(agent, &plan, tx), collect);
+        ran.map(|()| out).map_err(|source| CheckError::Run {
+            agent: agent.clone(),
+            source,
         })
     }
 }
 
 /// Runs every reachability expectation of the lab's scenario.
-#[must_use]
-pub fn run(lab: &Lab) -> Vec<Checked> {
+pub async fn run(lab: &Lab) -> Vec<Checked> {
     let l = &lab.layout;
     let reaches = &lab.scenario.expect.reachability;
-    let agents = match Agents::new(lab) {
-        Ok(a) => a,
-        Err(e) => {
-            return reaches
-                .iter()
-                .map(|r| Checked {
-                    reach: r.clone(),
-                    outcome: None,
-                    detail: e.clone(),
-                    seen_on: None,
-                    pass: false,
-                })
-                .collect();
-        }
-    };
+    let agents = Agents::new(lab);
     let mut by_agent: BTreeMap<AgentRef, Vec<Value>> = BTreeMap::new();
+    // Errors as text: one agent's failure is every one of its expectations' detail.
     let mut errors: BTreeMap<usize, String> = BTreeMap::new();
     let mut nonces = BTreeMap::new();
     for (i, r) in reaches.iter().enumerate() {
@@ -260,7 +270,7 @@ pub fn run(lab: &Lab) -> Vec<Checked> {
         }) {
             Ok((agent, s)) => by_agent.entry(agent).or_default().push(s),
             Err(e) => {
-                errors.insert(i, e);
+                errors.insert(i, e.to_string());
             }
         }
         if r.probe == ReachProbe::Vxlan {
@@ -270,9 +280,10 @@ pub fn run(lab: &Lab) -> Vec<Checked> {
     let sent_at = probe_proto::util::unix_ms();
     let mut results: BTreeMap<String, ProbeResult> = BTreeMap::new();
     for (agent, probes) in &by_agent {
-        match agents.run(agent, probes, PROBE_TIMEOUT_MS * 3) {
+        match agents.run(agent, probes, PROBE_TIMEOUT_MS * 3).await {
             Ok(r) => results.extend(r),
             Err(e) => {
+                let e = e.to_string();
                 for p in probes {
                     let id = p["id"].as_str().unwrap_or_default();
                     if let Some(i) = id.strip_prefix('r').and_then(|n| n.parse().ok()) {
@@ -282,52 +293,59 @@ pub fn run(lab: &Lab) -> Vec<Checked> {
             }
         }
     }
-    reaches
-        .iter()
-        .enumerate()
-        .map(|(i, r)| {
-            if let Some(e) = errors.get(&i) {
-                return Checked {
-                    reach: r.clone(),
-                    outcome: None,
-                    detail: e.clone(),
-                    seen_on: None,
-                    pass: false,
-                };
+    let mut checked = Vec::with_capacity(reaches.len());
+    for (i, r) in reaches.iter().enumerate() {
+        let failed = |detail: String| Checked {
+            reach: r.clone(),
+            outcome: None,
+            detail,
+            seen_on: None,
+            pass: false,
+        };
+        if let Some(e) = errors.get(&i) {
+            checked.push(failed(e.clone()));
+            continue;
+        }
+        let Some(res) = results.get(&format!("r{i}")) else {
+            checked.push(failed(format!(
+                "agent {}: returned no result for it",
+                r.from
+            )));
+            continue;
+        };
+        let seen_on = match nonces.get(&i) {
+            Some(&nonce) => Some(seen(lab, &agents, r, nonce, sent_at).await),
+            None => None,
+        };
+        let mut detail = res.detail.clone();
+        let offender_ok = match expected_offender(l, r) {
+            None => true,
+            Some(Err(e)) => {
+                detail = e.to_string();
+                false
             }
-            let res = &results[&format!("r{i}")];
-            let seen_on = nonces
-                .get(&i)
-                .map(|&nonce| seen(lab, &agents, r, nonce, sent_at));
-            let mut detail = res.detail.clone();
-            let offender_ok = match expected_offender(l, r) {
-                None => true,
-                Some(Err(e)) => {
-                    detail = e;
-                    false
+            Some(Ok(want)) => {
+                let got = res.icmp.and_then(|i| i.from);
+                if got != Some(std::net::IpAddr::V4(want)) {
+                    detail = format!("{detail} (ICMP from {got:?}, want {want})");
                 }
-                Some(Ok(want)) => {
-                    let got = res.icmp.and_then(|i| i.from);
-                    if got != Some(std::net::IpAddr::V4(want)) {
-                        detail = format!("{detail} (ICMP from {got:?}, want {want})");
-                    }
-                    got == Some(std::net::IpAddr::V4(want))
-                }
-            };
-            let seen_matches = r
-                .seen_on
-                .as_ref()
-                .is_none_or(|want| seen_on.as_ref() == Some(&sorted(want)));
-            let pass = res.outcome == r.outcome && seen_matches && offender_ok;
-            Checked {
-                reach: r.clone(),
-                outcome: Some(res.outcome),
-                detail,
-                seen_on,
-                pass,
+                got == Some(std::net::IpAddr::V4(want))
             }
-        })
-        .collect()
+        };
+        let seen_matches = r
+            .seen_on
+            .as_ref()
+            .is_none_or(|want| seen_on.as_ref() == Some(&sorted(want)));
+        let pass = res.outcome == r.outcome && seen_matches && offender_ok;
+        checked.push(Checked {
+            reach: r.clone(),
+            outcome: Some(res.outcome),
+            detail,
+            seen_on,
+            pass,
+        });
+    }
+    checked
 }
 
 fn sorted(v: &[String]) -> Vec<String> {
@@ -339,7 +357,7 @@ fn sorted(v: &[String]) -> Vec<String> {
 
 /// Asks the target node's host agent which interfaces saw `nonce`, waiting briefly for both the
 /// underlay and the VXLAN device.
-fn seen(lab: &Lab, agents: &Agents, r: &Reach, nonce: u32, since: u64) -> Vec<String> {
+async fn seen(lab: &Lab, agents: &Agents, r: &Reach, nonce: u32, since: u64) -> Vec<String> {
     let l = &lab.layout;
     let Ok(t) = resolve_target(l, &r.to, r.probe, r.port) else {
         return Vec::new();
@@ -360,6 +378,7 @@ fn seen(lab: &Lab, agents: &Agents, r: &Reach, nonce: u32, since: u64) -> Vec<St
                 &[probe],
                 3000,
             )
+            .await
             .ok()
             .and_then(|mut m| m.remove("seen"))
             .and_then(|r| r.seen)
@@ -368,7 +387,7 @@ fn seen(lab: &Lab, agents: &Agents, r: &Reach, nonce: u32, since: u64) -> Vec<St
         if got.len() >= want || Instant::now() > deadline {
             return got;
         }
-        std::thread::sleep(Duration::from_millis(100));
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 

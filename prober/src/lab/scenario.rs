@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::diagnose::{Finding, Kind, Severity};
+use crate::diagnose::{Finding, Kind, Severity, State};
 use crate::inventory::{Cni, Component, YamlError, from_yaml};
 use crate::model::{Direction, Protocol};
 
@@ -323,14 +323,31 @@ pub struct FindingPattern {
     /// `network` or `host:NODE`.
     #[serde(default, rename = "where", skip_serializing_if = "Option::is_none")]
     pub where_: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub state: Option<String>,
+    /// A state this prober names: an unknown or misspelled one is an error, not a pattern that
+    /// can never match.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "known_state"
+    )]
+    pub state: Option<State>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cycle: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub components: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nodes: Option<Vec<String>>,
+}
+
+/// A pattern's `state`, refused unless it is one of the states the diagnosis writes.
+fn known_state<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<State>, D::Error> {
+    use serde::de::Error as _;
+    match State::deserialize(d)? {
+        State::Other(s) => Err(D::Error::custom(format!(
+            "state {s:?} is not a state any finding has (see docs/report.schema.json)"
+        ))),
+        known => Ok(Some(known)),
+    }
 }
 
 impl FindingPattern {
@@ -797,6 +814,11 @@ expect:
                 "expect: {findings: [{kind: dns, protocol: udpp}]}",
                 "udpp",
                 "expect.findings[0].protocol",
+            ),
+            (
+                "expect: {notFindings: [{kind: bootstrap-cycle, state: actve}]}",
+                "actve",
+                "expect.notFindings[0].state",
             ),
         ];
         for (text, key, path) in cases {

@@ -209,7 +209,7 @@ pub fn reason(f: &Finding) -> String {
     if f.kind == crate::diagnose::Kind::Credential
         && let Some(state) = &f.state
     {
-        r.push_str(&camel(state));
+        r.push_str(&camel(state.as_str()));
     }
     r
 }
@@ -244,7 +244,7 @@ mod tests {
         f
     }
 
-    fn kinds(list: &[Finding]) -> Vec<(Kind, Option<u16>, Option<String>)> {
+    fn kinds(list: &[Finding]) -> Vec<(Kind, Option<u16>, Option<crate::diagnose::State>)> {
         list.iter()
             .map(|f| (f.kind, f.port, f.state.clone()))
             .collect()
@@ -404,7 +404,11 @@ mod tests {
             kinds(&d.new),
             [
                 (Kind::FirewallGap, Some(8472), None),
-                (Kind::Credential, None, Some("expired".into())),
+                (
+                    Kind::Credential,
+                    None,
+                    Some(crate::diagnose::State::Expired)
+                ),
                 (Kind::BootstrapCycle, None, Some("active".into())),
             ]
         );

@@ -87,8 +87,8 @@ impl Runtime for Local {
                 secs: deadline.as_secs(),
             });
         };
-        if let Err(message) = talk.read {
-            return Err(RuntimeError::Protocol { command, message });
+        if let Err(e) = talk.read {
+            return Err(e.of(&command));
         }
         let err_text = talk.stderr;
         match status {

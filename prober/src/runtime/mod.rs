@@ -40,8 +40,33 @@ pub enum RuntimeError {
     Deadline { command: String, secs: u64 },
     #[error("`{command}`: {message}")]
     Protocol { command: String, message: String },
+    #[error("`{command}`: {source}")]
+    Results { command: String, source: ReadError },
     #[error("the inventory names no exec prefix for agent {0}")]
     NoAgent(AgentRef),
+}
+
+/// Why an agent's results could not be read; the caller names the command.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("unreadable result line {line}: {source}")]
+    Line {
+        line: usize,
+        source: serde_json::Error,
+    },
+    #[error("reading results: {0}")]
+    Io(#[source] std::io::Error),
+}
+
+impl ReadError {
+    /// The error as a runtime error of `command`.
+    #[must_use]
+    pub fn of(self, command: &str) -> RuntimeError {
+        RuntimeError::Results {
+            command: command.to_string(),
+            source: self,
+        }
+    }
 }
 
 /// Most stderr kept for an error message.
@@ -66,7 +91,7 @@ pub fn plan_text(plan: &Plan, command: &str) -> Result<String, RuntimeError> {
 /// What one conversation with an agent produced.
 pub struct Conversation {
     /// `Err` when a result line could not be read.
-    pub read: Result<usize, String>,
+    pub read: Result<usize, ReadError>,
     /// The start of the agent's stderr, for an error message.
     pub stderr: String,
 }
@@ -111,21 +136,25 @@ where
 pub async fn read_results<R: tokio::io::AsyncRead + Unpin>(
     stdout: R,
     results: &mpsc::Sender<ProbeResult>,
-) -> Result<usize, String> {
+) -> Result<usize, ReadError> {
     use tokio::io::AsyncBufReadExt;
     let mut lines = tokio::io::BufReader::new(stdout).lines();
-    let mut n = 0;
+    let (mut n, mut line_no) = (0, 0);
     loop {
+        line_no += 1;
         match lines.next_line().await {
             Ok(Some(line)) if line.trim().is_empty() => {}
             Ok(Some(line)) => {
-                let r: ProbeResult = serde_json::from_str(&line)
-                    .map_err(|e| format!("unreadable result line: {e}"))?;
+                let r: ProbeResult =
+                    serde_json::from_str(&line).map_err(|source| ReadError::Line {
+                        line: line_no,
+                        source,
+                    })?;
                 n += 1;
                 let _ = results.send(r).await;
             }
             Ok(None) => return Ok(n),
-            Err(e) => return Err(format!("reading results: {e}")),
+            Err(e) => return Err(ReadError::Io(e)),
         }
     }
 }
@@ -158,7 +187,7 @@ mod tests {
             w.write_all(chunk).await.unwrap();
         }
         drop(w);
-        assert_eq!(reader.await.unwrap(), Ok(2));
+        assert_eq!(reader.await.unwrap().unwrap(), 2);
         assert_eq!(rx.recv().await.unwrap().id, "a");
         assert_eq!(
             rx.recv().await.unwrap().outcome,
@@ -169,7 +198,12 @@ mod tests {
     #[tokio::test]
     async fn a_garbled_line_is_a_protocol_error() {
         let (tx, _rx) = mpsc::channel(8);
-        let err = read_results(&b"not json\n"[..], &tx).await.unwrap_err();
-        assert!(err.contains("unreadable result line"), "{err}");
+        let err = read_results(&b"\nnot json\n"[..], &tx).await.unwrap_err();
+        assert!(matches!(err, ReadError::Line { line: 2, .. }), "{err:?}");
+        let err = err.of("probe-pod probe --plan -").to_string();
+        assert!(
+            err.starts_with("`probe-pod probe --plan -`: unreadable result line 2:"),
+            "{err}"
+        );
     }
 }

@@ -103,7 +103,7 @@ impl Runtime for KubeExec {
             let stderr = proc.stderr();
             let status = proc.take_status();
             let talk = crate::runtime::converse(stdin, stdout, stderr, &text, &results).await;
-            talk.read.map_err(|m| protocol(&m))?;
+            talk.read.map_err(|e| e.of(&command))?;
             let status = match status {
                 Some(s) => s.await,
                 None => None,

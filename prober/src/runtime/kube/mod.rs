@@ -17,6 +17,65 @@ use kube::config::{Config, KubeConfigOptions, Kubeconfig};
 /// Connecting gives up after this: a cluster that cannot be reached is reported within seconds.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// The largest `--kubeconfig` read: one with hundreds of contexts and embedded certificates is
+/// well under a MiB.
+pub const MAX_KUBECONFIG_BYTES: u64 = 16 << 20;
+
+/// A `--kubeconfig` file that could not be read or parsed.
+#[derive(Debug, thiserror::Error)]
+pub enum KubeconfigReadError {
+    #[error(transparent)]
+    Read(#[from] crate::model::read::ReadError),
+    #[error("{}: {source}", path.display())]
+    Parse {
+        path: std::path::PathBuf,
+        source: kube::config::KubeconfigError,
+    },
+}
+
+/// The kubeconfig at `path`, read once and capped, with its relative file references (CA,
+/// client certificate and key, token file, an exec command with a path) made relative to its
+/// directory, as `Kubeconfig::read_from` and kubectl resolve them.
+pub fn read_kubeconfig(path: &Path) -> Result<Kubeconfig, KubeconfigReadError> {
+    let text = crate::model::read::read_capped(path, MAX_KUBECONFIG_BYTES, "kubeconfig")?;
+    let mut kc = Kubeconfig::from_yaml(&text).map_err(|source| KubeconfigReadError::Parse {
+        path: path.into(),
+        source,
+    })?;
+    let Some(dir) = path.parent() else {
+        return Ok(kc);
+    };
+    let absolute = |file: &mut Option<String>| {
+        if let Some(f) = file.as_deref().filter(|f| Path::new(f).is_relative())
+            && let Some(abs) = dir.join(f).to_str()
+        {
+            *file = Some(abs.to_string());
+        }
+    };
+    for c in kc.clusters.iter_mut().filter_map(|n| n.cluster.as_mut()) {
+        absolute(&mut c.certificate_authority);
+    }
+    for a in kc
+        .auth_infos
+        .iter_mut()
+        .filter_map(|n| n.auth_info.as_mut())
+    {
+        absolute(&mut a.client_certificate);
+        absolute(&mut a.client_key);
+        absolute(&mut a.token_file);
+        // A bare command (`aws`) is looked up in PATH, as client-go does; only a path is fixed.
+        if let Some(exec) = a.exec.as_mut()
+            && exec
+                .command
+                .as_deref()
+                .is_some_and(|c| c.contains(std::path::MAIN_SEPARATOR))
+        {
+            absolute(&mut exec.command);
+        }
+    }
+    Ok(kc)
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {
     #[error("cannot load the kubeconfig {source_name}: {message}")]
@@ -68,7 +127,7 @@ pub async fn client(
         Some(path) => {
             let source_name = path.display().to_string();
             let err = config_err(&source_name);
-            let kc = Kubeconfig::read_from(path).map_err(|e| err(&e))?;
+            let kc = read_kubeconfig(path).map_err(|e| err(&e))?;
             (
                 Config::from_custom_kubeconfig(kc, &options)
                     .await
@@ -147,4 +206,53 @@ pub async fn discover(
         inventory,
         forbidden: raw.forbidden,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kubeconfig_is_read_capped_and_its_relative_files_resolved() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let file = dir.join("config");
+        std::fs::write(
+            &file,
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://10.0.0.1:6443\n    certificate-authority: pki/ca.crt\n\
+             users:\n- name: u\n  user:\n    client-certificate: /abs/u.crt\n    client-key: u.key\n    exec: {command: aws, apiVersion: client.authentication.k8s.io/v1}\n\
+             contexts:\n- name: x\n  context: {cluster: c, user: u}\ncurrent-context: x\n",
+        )
+        .unwrap();
+        let kc = read_kubeconfig(&file).unwrap();
+        let cluster = kc.clusters[0].cluster.as_ref().unwrap();
+        let ca = dir.join("pki/ca.crt");
+        assert_eq!(cluster.certificate_authority.as_deref(), ca.to_str());
+        let user = kc.auth_infos[0].auth_info.as_ref().unwrap();
+        assert_eq!(user.client_certificate.as_deref(), Some("/abs/u.crt"));
+        assert_eq!(user.client_key.as_deref(), dir.join("u.key").to_str());
+        assert_eq!(
+            user.exec.as_ref().and_then(|e| e.command.as_deref()),
+            Some("aws"),
+            "a bare command stays a PATH lookup"
+        );
+        // Larger than the cap: refused before it is read, naming the file.
+        let huge = dir.join("huge");
+        std::fs::File::create(&huge)
+            .unwrap()
+            .set_len(MAX_KUBECONFIG_BYTES + 1)
+            .unwrap();
+        let err = read_kubeconfig(&huge).unwrap_err().to_string();
+        assert!(
+            err.contains(&huge.display().to_string()) && err.contains("larger than"),
+            "{err}"
+        );
+        let err = read_kubeconfig(Path::new("/dev/zero"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("/dev/zero is not a regular file"), "{err}");
+        std::fs::write(&file, "clusters: [").unwrap();
+        let err = read_kubeconfig(&file).unwrap_err().to_string();
+        assert!(err.starts_with(&file.display().to_string()), "{err}");
+    }
 }

@@ -9,11 +9,66 @@ use k8s_openapi::api::core::v1::Pod;
 use crate::model::{AgentKind, AgentRef, AgentStatus};
 use crate::runtime::kube::discover::family;
 
-/// A ready agent: its pod and the address other agents probe.
+/// A ready agent: its pod, the address other agents probe, and the port it serves on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AgentPod {
     pub pod: String,
     pub address: Ipv4Addr,
+    pub port: u16,
+}
+
+/// The port the agent in `p` listens on, as its container says: `--port` in its arguments
+/// (what `probe-pod serve` obeys first), else `PROBE_POD_PORT` in its environment, else the
+/// container port named `probe` (or its only one), else the agent's default. A permanent
+/// install may have changed any of them.
+#[must_use]
+pub fn agent_port(p: &Pod) -> u16 {
+    let containers = p.spec.as_ref().map_or(&[][..], |s| s.containers.as_slice());
+    let named = |c: &&k8s_openapi::api::core::v1::Container| {
+        c.ports
+            .iter()
+            .flatten()
+            .any(|cp| cp.name.as_deref() == Some("probe"))
+    };
+    let Some(c) = containers.iter().find(named).or_else(|| containers.first()) else {
+        return probe_proto::DEFAULT_AGENT_PORT;
+    };
+    let args = c.command.iter().flatten().chain(c.args.iter().flatten());
+    let mut from_args = None;
+    let mut next_is_port = false;
+    for a in args {
+        if next_is_port {
+            from_args = a.parse().ok();
+            next_is_port = false;
+        } else if a == "--port" {
+            next_is_port = true;
+        } else if let Some(v) = a.strip_prefix("--port=") {
+            from_args = v.parse().ok();
+        }
+    }
+    let from_env = || {
+        c.env
+            .iter()
+            .flatten()
+            .find(|e| e.name == "PROBE_POD_PORT")
+            .and_then(|e| e.value.as_deref()?.parse().ok())
+    };
+    let from_ports = || {
+        let ports = c.ports.as_deref().unwrap_or_default();
+        ports
+            .iter()
+            .find(|cp| cp.name.as_deref() == Some("probe"))
+            .or(if ports.len() == 1 {
+                ports.first()
+            } else {
+                None
+            })
+            .and_then(|cp| u16::try_from(cp.container_port).ok())
+    };
+    from_args
+        .or_else(from_env)
+        .or_else(from_ports)
+        .unwrap_or(probe_proto::DEFAULT_AGENT_PORT)
 }
 
 /// Said of a node where no agent pod exists and its `DaemonSet` reported nothing.
@@ -127,7 +182,8 @@ pub fn agents_from_pods(
         let ip = p.status.as_ref().and_then(family::pod_ipv4);
         match (is_ready(p), ip, p.metadata.name.clone()) {
             (true, Some(address), Some(pod)) => {
-                ready.insert(agent, AgentPod { pod, address });
+                let port = agent_port(p);
+                ready.insert(agent, AgentPod { pod, address, port });
             }
             _ => {
                 seen.insert(agent, not_ready_reason(p));
@@ -215,8 +271,7 @@ pub fn attach_agents(
                     .map(String::from)
                     .to_vec(),
                 address: p.address,
-                // The manifests start `probe-pod serve` on its default port.
-                port: probe_proto::DEFAULT_AGENT_PORT,
+                port: p.port,
             });
         }
     }
