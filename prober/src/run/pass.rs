@@ -1,0 +1,456 @@
+//! One pass over some of the planned probes: their plans fanned out to their agents (bounded,
+//! each plan made on its agent's turn), the answers put in their probes' slots, then what the
+//! receivers' sniffers saw of the crafted datagrams. The first pass runs everything; retries run
+//! what failed.
+
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use probe_proto::{Outcome, Plan, Port, Probe, ProbeResult, ProbeSpec, Receipt};
+use tokio::sync::{Semaphore, mpsc};
+use tokio::task::JoinSet;
+
+use super::{Progress, RESPONDER_CHECK, RunConfig, nonce_for, plan_for};
+use crate::model::{AgentKind, AgentRef};
+use crate::plan::PlannedProbe;
+use crate::runtime::Runtime;
+
+/// Runs plans on many agents at once; hands every result to `sink` as it comes and returns the
+/// agents that failed. Each plan is made only when its agent's turn comes (`concurrency` at a
+/// time), so the plans of a large cluster are never all in memory at once.
+pub(super) async fn fan_out<R: Runtime + 'static>(
+    runtime: &Arc<R>,
+    plans: impl Iterator<Item = (AgentRef, Plan)>,
+    concurrency: usize,
+    progress: &dyn Progress,
+    cancel: &mut (impl Future<Output = ()> + Unpin),
+    mut sink: impl FnMut(ProbeResult),
+) -> (BTreeMap<AgentRef, String>, bool) {
+    let (tx, mut rx) = mpsc::channel::<ProbeResult>(4096);
+    let sem = Arc::new(Semaphore::new(concurrency.max(1)));
+    let mut plans = plans.peekable();
+    let mut tasks = JoinSet::new();
+    let mut failed = BTreeMap::new();
+    let mut interrupted = false;
+    loop {
+        let more = plans.peek().is_some();
+        if !more && tasks.is_empty() {
+            break;
+        }
+        tokio::select! {
+            // Results first: an agent is never held up by a full channel while plans are made.
+            biased;
+            Some(r) = rx.recv() => {
+                progress.done(1);
+                sink(r);
+            }
+            permit = sem.clone().acquire_owned(), if more => {
+                let Ok(permit) = permit else { continue };
+                let Some((agent, plan)) = plans.next() else { continue };
+                let (runtime, tx) = (runtime.clone(), tx.clone());
+                tasks.spawn(async move {
+                    let r = runtime.run(&agent, &plan, tx).await;
+                    drop(permit);
+                    (agent, r)
+                });
+            }
+            Some(joined) = tasks.join_next(), if !tasks.is_empty() => {
+                if let Ok((agent, Err(e))) = joined {
+                    failed.insert(agent, e.to_string());
+                }
+            }
+            () = &mut *cancel, if !interrupted => {
+                interrupted = true;
+                // Dropping the tasks kills the agents' processes (kill_on_drop); keep what came.
+                tasks.abort_all();
+                break;
+            }
+        }
+    }
+    // Every sender is gone (the tasks ended or were aborted): what is left in the channel is all.
+    drop(tx);
+    drop(tasks);
+    while let Ok(r) = rx.try_recv() {
+        progress.done(1);
+        sink(r);
+    }
+    (failed, interrupted)
+}
+
+/// [`fan_out`] for the few answers of one question per agent (`seen`, receipts): by id.
+pub(super) async fn fan_out_by_id<R: Runtime + 'static>(
+    runtime: &Arc<R>,
+    plans: impl Iterator<Item = (AgentRef, Plan)>,
+    concurrency: usize,
+    cancel: &mut (impl Future<Output = ()> + Unpin),
+) -> PassOutput {
+    let mut answers = HashMap::new();
+    let (failed, interrupted) = fan_out(runtime, plans, concurrency, &(), cancel, |r| {
+        answers.insert(r.id.clone(), r);
+    })
+    .await;
+    (answers, failed, interrupted)
+}
+
+/// Where a pass puts the results of planned probes, by their index in the plan: a slot per probe
+/// for the whole matrix, a map for the few a retry runs.
+pub(crate) trait Store {
+    fn put(&mut self, i: usize, r: ProbeResult);
+    fn result(&self, i: usize) -> Option<&ProbeResult>;
+    fn result_mut(&mut self, i: usize) -> Option<&mut ProbeResult>;
+}
+
+impl Store for Vec<Option<ProbeResult>> {
+    fn put(&mut self, i: usize, r: ProbeResult) {
+        if let Some(slot) = self.as_mut_slice().get_mut(i) {
+            *slot = Some(r);
+        }
+    }
+    fn result(&self, i: usize) -> Option<&ProbeResult> {
+        self.as_slice().get(i)?.as_ref()
+    }
+    fn result_mut(&mut self, i: usize) -> Option<&mut ProbeResult> {
+        self.as_mut_slice().get_mut(i)?.as_mut()
+    }
+}
+
+impl Store for HashMap<usize, ProbeResult> {
+    fn put(&mut self, i: usize, r: ProbeResult) {
+        self.insert(i, r);
+    }
+    fn result(&self, i: usize) -> Option<&ProbeResult> {
+        self.get(&i)
+    }
+    fn result_mut(&mut self, i: usize) -> Option<&mut ProbeResult> {
+        self.get_mut(&i)
+    }
+}
+
+/// The plan's indices sorted by id, so an agent's answer finds its probe without a map keyed by
+/// a copy of every id (4 bytes a probe instead of a hash table of strings).
+pub(super) fn sorted_by_id(planned: &[PlannedProbe]) -> Vec<u32> {
+    let mut order: Vec<u32> = (0..u32::try_from(planned.len()).unwrap_or(u32::MAX)).collect();
+    order.sort_unstable_by(|&a, &b| planned[a as usize].id.cmp(&planned[b as usize].id));
+    order
+}
+
+/// One pass over some of the planned probes: their plans fanned out to their agents, then the
+/// VXLAN receipts collected. The first pass runs everything; retries run what failed.
+pub(crate) struct Pass<'a, R> {
+    pub(super) runtime: &'a Arc<R>,
+    pub(super) cfg: &'a RunConfig,
+    pub(super) salt: u32,
+    pub(super) since: u64,
+    /// The whole plan; passes name its probes by index.
+    pub(super) planned: &'a [PlannedProbe],
+    /// The plan's indices sorted by id ([`sorted_by_id`]).
+    pub(super) order: &'a [u32],
+}
+
+/// What a pass produced besides its probes' results: the other answers by id (the responder
+/// checks), the agents that failed, and whether it was interrupted.
+pub(crate) type PassOutput = (
+    HashMap<String, ProbeResult>,
+    BTreeMap<AgentRef, String>,
+    bool,
+);
+
+/// What one receiver's sniffer is asked: the nonces of datagrams and the flows of SYNs sent to it.
+pub(crate) struct Ask {
+    port: Port,
+    nonces: Vec<u32>,
+    flows: Option<Vec<probe_proto::Flow>>,
+}
+
+impl Ask {
+    /// A question through the receiver's agent on `port`; `flows` is `None` when SYNs are not
+    /// asked about at all.
+    pub(crate) fn new(port: Port, flows: Option<Vec<probe_proto::Flow>>) -> Self {
+        Self {
+            port,
+            nonces: Vec::new(),
+            flows,
+        }
+    }
+
+    pub(crate) fn nonce(&mut self, n: u32) {
+        self.nonces.push(n);
+    }
+
+    pub(crate) fn flow(&mut self, f: probe_proto::Flow) {
+        self.flows.get_or_insert_with(Vec::new).push(f);
+    }
+}
+
+impl<R: Runtime + 'static> Pass<'_, R> {
+    /// The index of the planned probe with this id.
+    fn find(&self, id: &str) -> Option<usize> {
+        let k = self
+            .order
+            .binary_search_by(|&i| self.planned[i as usize].id.as_str().cmp(id))
+            .ok()?;
+        Some(self.order[k] as usize)
+    }
+
+    /// Runs the planned probes `subset` (indices) as attempt number `attempt` (0 for the first),
+    /// putting their results in `store`: every crafted probe gets a nonce of its own per attempt,
+    /// so a receipt always belongs to exactly one send.
+    pub(crate) async fn run<S: Store>(
+        &self,
+        subset: &[usize],
+        attempt: u32,
+        progress: &dyn Progress,
+        cancel: &mut (impl Future<Output = ()> + Unpin),
+        store: &mut S,
+    ) -> PassOutput {
+        let salt = self.salt ^ attempt.wrapping_mul(0x9e37_79b9);
+        let mut groups: BTreeMap<&AgentRef, Vec<usize>> = BTreeMap::new();
+        for &i in subset {
+            groups.entry(&self.planned[i].from).or_default().push(i);
+        }
+        let cfg = self.cfg;
+        // Each agent's plan is made when its turn comes (fan_out), from borrowed probes.
+        let plans = groups.into_iter().map(|(agent, probes)| {
+            let mut specs: Vec<ProbeSpec> = probes
+                .into_iter()
+                .map(|i| {
+                    let p = &self.planned[i];
+                    let mut probe = p.probe.clone();
+                    if let Probe::Vxlan { nonce, .. }
+                    | Probe::Ipip { nonce, .. }
+                    | Probe::Geneve { nonce, .. }
+                    | Probe::Wireguard { nonce, .. } = &mut probe
+                    {
+                        *nonce = Some(nonce_for(salt, &p.id));
+                    }
+                    ProbeSpec {
+                        id: p.id.clone(),
+                        timeout_ms: None,
+                        probe,
+                    }
+                })
+                .collect();
+            // Only agents this run uses get a responder check: a filtered-out agent is not
+            // started for one.
+            let check = cfg.responders.get(agent).filter(|_| attempt == 0);
+            if let Some((addr, port)) = check.and_then(|a| Some((a, Port::new(a.port())?))) {
+                specs.push(ProbeSpec {
+                    id: format!("{RESPONDER_CHECK}{agent}"),
+                    timeout_ms: None,
+                    probe: Probe::Tcp {
+                        address: addr.ip(),
+                        port,
+                        echo: true,
+                    },
+                });
+            }
+            (agent.clone(), plan_for(specs, cfg))
+        });
+        let mut others = HashMap::new();
+        let (mut failed, mut interrupted) = fan_out(
+            self.runtime,
+            plans,
+            self.cfg.concurrency,
+            progress,
+            cancel,
+            |r| match self.find(&r.id) {
+                Some(i) => store.put(i, r),
+                None => {
+                    others.insert(r.id.clone(), r);
+                }
+            },
+        )
+        .await;
+        let vxlan = subset.iter().any(|&i| crafted(&self.planned[i].probe));
+        if !interrupted && vxlan {
+            interrupted |= self
+                .confirm_receipts(subset, salt, store, &mut failed, cancel)
+                .await;
+        }
+        (others, failed, interrupted)
+    }
+
+    /// Asks each receiver's sniffer, through its own agent's port, what it saw of what was sent
+    /// to it: one `seen` question per receiver. Returns the answers by receiver.
+    pub(crate) async fn ask(
+        &self,
+        asks: BTreeMap<AgentRef, Ask>,
+        cancel: &mut (impl Future<Output = ()> + Unpin),
+    ) -> (
+        BTreeMap<AgentRef, ProbeResult>,
+        BTreeMap<AgentRef, String>,
+        bool,
+    ) {
+        let receivers: Vec<AgentRef> = asks.keys().cloned().collect();
+        let plans = asks.into_iter().map(|(agent, ask)| {
+            let spec = ProbeSpec {
+                id: format!("seen:{agent}"),
+                timeout_ms: None,
+                probe: Probe::Seen {
+                    since_ms: self.since,
+                    nonces: Some(ask.nonces),
+                    flows: ask.flows,
+                    port: ask.port,
+                },
+            };
+            (agent, plan_for(vec![spec], self.cfg))
+        });
+        // Give the receivers' sniffers a moment: a datagram or the last SYN retransmission sent
+        // just now may still be in flight.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let (mut answers, failed, interrupted) =
+            fan_out_by_id(self.runtime, plans, self.cfg.concurrency, cancel).await;
+        let by_receiver = receivers
+            .into_iter()
+            .filter_map(|a| {
+                let answer = answers.remove(&format!("seen:{a}"))?;
+                Some((a, answer))
+            })
+            .collect();
+        (by_receiver, failed, interrupted)
+    }
+
+    /// Phase 2 of a pass with crafted datagrams: asks each receiver's sniffer which of our nonces
+    /// it saw, and where, and turns every "sent" result into what the receiver saw. Returns
+    /// whether it was interrupted.
+    async fn confirm_receipts<S: Store>(
+        &self,
+        subset: &[usize],
+        salt: u32,
+        store: &mut S,
+        failed_agents: &mut BTreeMap<AgentRef, String>,
+        cancel: &mut (impl Future<Output = ()> + Unpin),
+    ) -> bool {
+        let receiver = |p: &PlannedProbe| AgentRef {
+            node: p.to.node.clone().unwrap_or_default(),
+            agent: AgentKind::Host,
+        };
+        let sent: Vec<usize> = subset
+            .iter()
+            .copied()
+            .filter(|&i| {
+                crafted(&self.planned[i].probe)
+                    && store.result(i).is_some_and(|r| r.outcome == Outcome::Ok)
+            })
+            .collect();
+        let mut asks: BTreeMap<AgentRef, Ask> = BTreeMap::new();
+        for &i in &sent {
+            let p = &self.planned[i];
+            let Some(port) = p.receipt_port else { continue };
+            asks.entry(receiver(p))
+                .or_insert_with(|| Ask::new(port, None))
+                .nonce(nonce_for(salt, &p.id));
+        }
+        let (seen, failed, interrupted) = self.ask(asks, cancel).await;
+        for i in sent {
+            let p = &self.planned[i];
+            let rcv = receiver(p);
+            if let Some(r) = store.result_mut(i) {
+                confirm_vxlan(
+                    r,
+                    device_of(&p.probe),
+                    nonce_for(salt, &p.id),
+                    &rcv.node,
+                    seen.get(&rcv),
+                    failed.get(&rcv),
+                );
+            }
+        }
+        // A receiver whose agent could not be asked is a missing agent, not a failed path.
+        for (agent, why) in failed {
+            failed_agents.entry(agent).or_insert(why);
+        }
+        interrupted
+    }
+}
+
+/// A crafted datagram: its outcome is what the receiver's sniffer saw of its nonce.
+pub(super) fn crafted(p: &Probe) -> bool {
+    matches!(
+        p,
+        Probe::Vxlan { .. } | Probe::Ipip { .. } | Probe::Geneve { .. } | Probe::Wireguard { .. }
+    )
+}
+
+/// The receiver's device a crafted probe must reach to count as decapsulated, for messages.
+pub(super) fn device_of(p: &Probe) -> &'static str {
+    match p {
+        Probe::Ipip { .. } => "tunnel device (IP-in-IP)",
+        Probe::Geneve { .. } => "tunnel device (Geneve)",
+        // Without the keys nothing is decapsulated: arrival on the NIC is the receipt.
+        Probe::Wireguard { .. } => "",
+        _ => "VXLAN device",
+    }
+}
+
+/// Turns a "sent" VXLAN, Geneve or IP-in-IP result into what the receiver saw: decapsulated on its VXLAN device
+/// (`ok`), only on its NIC (dropped by the host), or nowhere (dropped on the way).
+pub(super) fn confirm_vxlan(
+    r: &mut ProbeResult,
+    device: &str,
+    nonce: u32,
+    node: &str,
+    answer: Option<&ProbeResult>,
+    failed: Option<&String>,
+) {
+    let Some(answer) = answer.filter(|a| a.outcome == Outcome::Ok) else {
+        let why = failed
+            .cloned()
+            .or_else(|| answer.map(|a| a.detail.clone()))
+            .unwrap_or_else(|| "no answer".into());
+        r.outcome = Outcome::Error;
+        r.detail = format!("sent nonce {nonce}, but {node}'s sniffer could not be asked: {why}");
+        return;
+    };
+    let sightings: Vec<_> = answer
+        .seen
+        .iter()
+        .flatten()
+        .filter(|s| s.nonce == nonce)
+        .collect();
+    let mut outer: Vec<&str> = sightings
+        .iter()
+        .filter(|s| !s.decapsulated)
+        .map(|s| s.interface.as_str())
+        .collect();
+    let mut inner: Vec<&str> = sightings
+        .iter()
+        .filter(|s| s.decapsulated)
+        .map(|s| s.interface.as_str())
+        .collect();
+    outer.sort_unstable();
+    outer.dedup();
+    inner.sort_unstable();
+    inner.dedup();
+    r.seen = Some(sightings.into_iter().cloned().collect());
+    if device.is_empty() && !outer.is_empty() {
+        // A WireGuard port: arrival on the NIC is all there is to confirm.
+        r.receipt = Some(Receipt::Delivered);
+        r.detail = format!(
+            "arrived on {node}'s {} (WireGuard port: arrival on the NIC is all that can be confirmed without its keys)",
+            outer.join(",")
+        );
+    } else if !inner.is_empty() {
+        r.receipt = Some(Receipt::Delivered);
+        r.detail = format!(
+            "{node} received it on {} and decapsulated it on {}",
+            outer.join(","),
+            inner.join(",")
+        );
+    } else if !outer.is_empty() {
+        r.outcome = Outcome::Timeout;
+        r.receipt = Some(Receipt::HostDropped);
+        r.detail = format!(
+            "reached {node}'s {} but never its {device}: dropped by {node} itself (its firewall, or a VNI/port mismatch)",
+            outer.join(",")
+        );
+    } else {
+        r.outcome = Outcome::Timeout;
+        r.receipt = Some(Receipt::NotArrived);
+        r.detail = format!(
+            "never reached {node}: dropped on the way (the network, or the sender's own firewall)"
+        );
+    }
+}
