@@ -247,6 +247,8 @@ pub struct Discovered {
     pub client: kube::Client,
     pub inventory: crate::inventory::Inventory,
     pub forbidden: Vec<String>,
+    /// What the inventory guessed because the cluster did not say it.
+    pub warnings: Vec<String>,
 }
 
 /// Connects and discovers, naming the kubeconfig and server when the cluster cannot be reached
@@ -265,6 +267,7 @@ pub async fn discover(
     let inventory = discover::build(&raw).map_err(read)?;
     Ok(Discovered {
         client,
+        warnings: discover::warnings::warnings(&inventory),
         inventory,
         forbidden: raw.forbidden,
     })
