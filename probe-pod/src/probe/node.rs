@@ -229,11 +229,13 @@ fn load_client(
     let chain = tls::pem_certificates(
         &pem(root, dir, cert, "client certificate")?,
         "the client certificate",
-    )?;
+    )
+    .map_err(|e| e.to_string())?;
     let Some(key) = key else {
         return Err("a client certificate without a client key".into());
     };
-    let key = tls::pem_private_key(&pem(root, dir, key, "client key")?, "the client key")?;
+    let key = tls::pem_private_key(&pem(root, dir, key, "client key")?, "the client key")
+        .map_err(|e| e.to_string())?;
     Ok(ClientAuth { chain, key })
 }
 
@@ -398,9 +400,11 @@ async fn api_check(
         (None, false) => {
             return unverifiable("the kubeconfig names no certificate-authority".into());
         }
-        (Some(ca), false) => match pem(root, &dir, ca, "certificate-authority")
-            .and_then(|p| tls::pem_certificates(&p, "the certificate-authority").map(|_| p))
-        {
+        (Some(ca), false) => match pem(root, &dir, ca, "certificate-authority").and_then(|p| {
+            tls::pem_certificates(&p, "the certificate-authority")
+                .map(|_| p)
+                .map_err(|e| e.to_string())
+        }) {
             Ok(p) => Some(p),
             Err(e) => return unverifiable(e),
         },

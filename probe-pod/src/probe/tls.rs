@@ -200,25 +200,36 @@ impl std::fmt::Debug for ClientAuth {
     }
 }
 
-/// The certificates in a PEM bundle. Errors say what is wrong in general terms, never quoting
-/// the text (PEM parser errors can carry a line of the input).
-pub fn pem_certificates(pem: &[u8], name: &str) -> Result<Vec<CertificateDer<'static>>, String> {
+/// A PEM document that holds no usable certificate or key. The messages name the document and
+/// never quote its text (PEM parser errors can carry a line of the input).
+#[derive(Debug, thiserror::Error)]
+pub enum PemError {
+    #[error("{name} is not a valid PEM certificate bundle")]
+    InvalidBundle { name: String },
+    #[error("{name} holds no certificate")]
+    NoCertificate { name: String },
+    #[error("{name} holds no valid PEM private key")]
+    NoPrivateKey { name: String },
+}
+
+/// The certificates in a PEM bundle.
+pub fn pem_certificates(pem: &[u8], name: &str) -> Result<Vec<CertificateDer<'static>>, PemError> {
     let certs = CertificateDer::pem_slice_iter(pem)
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|_| format!("{name} is not a valid PEM certificate bundle"))?;
+        .map_err(|_| PemError::InvalidBundle { name: name.into() })?;
     if certs.is_empty() {
-        return Err(format!("{name} holds no certificate"));
+        return Err(PemError::NoCertificate { name: name.into() });
     }
     Ok(certs)
 }
 
-/// The private key in a PEM document; the error never quotes the text.
+/// The private key in a PEM document.
 pub fn pem_private_key(
     pem: &[u8],
     name: &str,
-) -> Result<rustls::pki_types::PrivateKeyDer<'static>, String> {
+) -> Result<rustls::pki_types::PrivateKeyDer<'static>, PemError> {
     rustls::pki_types::PrivateKeyDer::from_pem_slice(pem)
-        .map_err(|_| format!("{name} holds no valid PEM private key"))
+        .map_err(|_| PemError::NoPrivateKey { name: name.into() })
 }
 
 fn verifier(roots: Roots<'_>, enforce: bool) -> Result<Arc<RecordingVerifier>, String> {
@@ -229,9 +240,15 @@ fn verifier(roots: Roots<'_>, enforce: bool) -> Result<Arc<RecordingVerifier>, S
             let source = format!("CA bundle {}", path.display());
             let pem = files::read_capped(path, files::MAX_PEM, "CA bundle", path.display())
                 .map_err(|e| e.to_string())?;
-            (pem_certificates(&pem, &source)?, source)
+            (
+                pem_certificates(&pem, &source).map_err(|e| e.to_string())?,
+                source,
+            )
         }
-        Roots::Pem { pem, name } => (pem_certificates(pem, name)?, name.to_string()),
+        Roots::Pem { pem, name } => (
+            pem_certificates(pem, name).map_err(|e| e.to_string())?,
+            name.to_string(),
+        ),
     };
     let inner = if matches!(roots, Roots::None) {
         None
@@ -256,16 +273,28 @@ fn verifier(roots: Roots<'_>, enforce: bool) -> Result<Arc<RecordingVerifier>, S
     }))
 }
 
-fn read_token(path: &Path) -> Result<Secret, String> {
-    let bytes = files::read_capped(path, files::MAX_TOKEN, "token file", path.display())
-        .map_err(|e| e.to_string())?;
-    let text = String::from_utf8(bytes)
-        .map_err(|_| format!("token file {} is not text", path.display()))?;
-    Secret::new(text.trim().to_string()).map_err(|why| {
-        format!(
-            "token file {} does not hold one token: {why}",
-            path.display()
-        )
+/// A `tokenFile` that cannot be sent: unreadable, not text, or not one bearer token. The
+/// messages name the file, never its content.
+#[derive(Debug, thiserror::Error)]
+pub enum TokenFileError {
+    #[error(transparent)]
+    Read(#[from] files::ReadError),
+    #[error("token file {} is not text", path.display())]
+    NotText { path: std::path::PathBuf },
+    #[error("token file {} does not hold one token: {why}", path.display())]
+    NotOneToken {
+        path: std::path::PathBuf,
+        why: &'static str,
+    },
+}
+
+fn read_token(path: &Path) -> Result<Secret, TokenFileError> {
+    let bytes = files::read_capped(path, files::MAX_TOKEN, "token file", path.display())?;
+    let text =
+        String::from_utf8(bytes).map_err(|_| TokenFileError::NotText { path: path.into() })?;
+    Secret::new(text.trim().to_string()).map_err(|why| TokenFileError::NotOneToken {
+        path: path.into(),
+        why,
     })
 }
 
@@ -383,7 +412,9 @@ pub async fn probe(id: &str, probe: &Probe, deadline: Instant) -> ProbeResult {
     let what = format!("tls {addr}");
     let token = match token_file.as_deref().map(read_token).transpose() {
         Ok(t) => t,
-        Err(e) => return Fail::Local(e).into_result(id, &what, std::time::Duration::ZERO),
+        Err(e) => {
+            return Fail::Local(e.to_string()).into_result(id, &what, std::time::Duration::ZERO);
+        }
     };
     if token.is_some() && ca_file.is_none() {
         let why = "a tokenFile is only sent to a server verified against a caFile, and none is given; nothing was sent";
@@ -599,16 +630,17 @@ mod tests {
         );
         let bad = dir.join("bad");
         std::fs::write(&bad, "two tokens\n").unwrap();
-        let err = read_token(&bad).unwrap_err();
+        let err = read_token(&bad).unwrap_err().to_string();
         assert!(!err.contains("tokens"), "must not echo file content: {err}");
         assert!(
             read_token(&dir.join("missing"))
                 .unwrap_err()
+                .to_string()
                 .contains("missing")
         );
         let forged = dir.join("forged");
         std::fs::write(&forged, "abc\r\nX-Forged: 1\n").unwrap();
-        let err = read_token(&forged).unwrap_err();
+        let err = read_token(&forged).unwrap_err().to_string();
         assert!(!err.contains("Forged") && err.contains("forged"), "{err}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
@@ -616,7 +648,7 @@ mod tests {
     #[test]
     fn devices_as_token_or_ca_fail_fast() {
         let started = std::time::Instant::now();
-        let err = read_token(Path::new("/dev/zero")).unwrap_err();
+        let err = read_token(Path::new("/dev/zero")).unwrap_err().to_string();
         assert!(
             err.contains("/dev/zero") && err.contains("not a regular file"),
             "{err}"
@@ -635,10 +667,11 @@ mod tests {
             b"-----BEGIN CERTIFICATE-----\nSEKRIT-LINE-abcdefgh\n-----END NOPE-----\n";
         for pem in [&secret_line[..], b"SEKRIT-LINE-abcdefgh", b""] {
             if let Err(e) = pem_certificates(pem, "the CA") {
-                assert!(!e.contains("SEKRIT"), "{e}");
+                let e = e.to_string();
+                assert!(!e.contains("SEKRIT") && e.starts_with("the CA "), "{e}");
             }
-            let e = pem_private_key(pem, "the key").unwrap_err();
-            assert!(!e.contains("SEKRIT"), "{e}");
+            let e = pem_private_key(pem, "the key").unwrap_err().to_string();
+            assert!(!e.contains("SEKRIT") && e.starts_with("the key "), "{e}");
         }
     }
 }

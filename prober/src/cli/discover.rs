@@ -21,12 +21,16 @@ pub struct Args {
     pub output: Format,
 }
 
-/// Says on stderr what discovery was not allowed to read: the inventory is partial there.
-pub fn warn_forbidden(command: &str, forbidden: &[String]) {
-    for what in forbidden {
+/// Says on stderr what discovery was not allowed to read (the inventory is partial there) and
+/// what it had to guess.
+pub fn warn_discovered(command: &str, found: &prober::runtime::kube::Discovered) {
+    for what in &found.forbidden {
         eprintln!(
             "{command}: warning: not allowed to {what}; the inventory leaves it out (grant it as deploy/base/rbac.yaml describes)"
         );
+    }
+    for what in &found.warnings {
+        eprintln!("{command}: warning: {what}");
     }
 }
 
@@ -37,7 +41,7 @@ pub async fn run(args: &Args) -> Result<u8, CliError> {
     )
     .await
     .map_err(|e| CliError::Environment(e.to_string()))?;
-    warn_forbidden("prober discover", &found.forbidden);
+    warn_discovered("prober discover", &found);
     let inv = found.inventory;
     match args.output {
         Format::Yaml => out!("{}", inv.to_yaml())?,

@@ -199,7 +199,7 @@ async fn kube_matrix(args: &Args) -> Result<(Report, u64, Option<Changes>), CliE
     )
     .await
     .map_err(|e| env(&e))?;
-    super::discover::warn_forbidden("prober matrix", &found.forbidden);
+    super::discover::warn_discovered("prober matrix", &found);
     let (client, mut inv) = (found.client, found.inventory);
     let session = deploy::Session {
         namespace: args.agents.namespace.clone(),

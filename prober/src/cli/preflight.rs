@@ -162,7 +162,7 @@ async fn kube_preflight(args: &Args) -> Result<Report, CliError> {
     )
     .await
     .map_err(|e| env(&e))?;
-    super::discover::warn_forbidden("prober preflight", &found.forbidden);
+    super::discover::warn_discovered("prober preflight", &found);
     let candidate = candidate(args, &found.inventory)?;
     let agent_bin = args.probe.agent_bin(&found.inventory);
     let (standins, conflicts) = start_standins(&found.inventory, &candidate, &agent_bin).await?;

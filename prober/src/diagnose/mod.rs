@@ -24,6 +24,7 @@ pub mod preflight;
 mod prober_port;
 pub mod sampled;
 mod unexplained;
+mod unmounted;
 
 pub use finding::{Finding, Kind, Severity, State, Where};
 
@@ -57,6 +58,7 @@ pub fn diagnose_sampled(
     bootstrap::bootstrap_cycles(&mut ctx, &mut findings);
     bootstrap::service_proxy(&mut ctx, &mut findings);
     node_config::node_checks(&mut ctx, &mut findings);
+    unmounted::node_files_unmounted(&mut ctx, &mut findings);
     overlay::overlay_and_mtu(&mut ctx, &mut findings, &gaps);
     overlay_unprobed::overlay_unprobed(&ctx, &mut findings);
     dns::dns(&mut ctx, &mut findings);

@@ -1039,6 +1039,40 @@ mod node_checks {
         });
         assert!(f.is_empty(), "{f:#?}");
     }
+
+    #[test]
+    fn no_kubeconfig_on_any_node_of_a_discovered_cluster_names_the_component() {
+        let mut inv = inventory(3, 1, "calico");
+        let bare = |node: &str| NodeFacts {
+            root: format!("/state/{node}"),
+            resolv_conf: base(node).resolv_conf,
+            ..NodeFacts::default()
+        };
+        // A lab or hand-written inventory (no discovered distribution): nothing said.
+        assert!(with_facts(&mut inv, &bare).is_empty());
+        let mut files = crate::inventory::NodeFiles::kubeadm();
+        files.distribution = "k3s".into();
+        inv.cluster.node_files = Some(files);
+        let f = with_facts(&mut inv, &bare);
+        assert_eq!(kinds(&f), [Kind::Misconfiguration], "{f:#?}");
+        assert_eq!(f[0].severity, Severity::Warning);
+        assert_eq!(f[0].nodes, ["n1", "n2", "n3"].map(String::from), "{f:#?}");
+        assert!(
+            f[0].summary
+                .contains("no CNI or kubelet kubeconfig on any of 3 nodes")
+                && f[0]
+                    .summary
+                    .ends_with("apply deploy/components/k3s with the agents"),
+            "{}",
+            f[0].summary
+        );
+        assert_eq!(f[0].evidence.len(), 3, "{f:#?}");
+        // One node with its kubelet kubeconfig: the files are mounted; nothing said.
+        let f = with_facts(&mut inv, &|node| {
+            if node == "n2" { base(node) } else { bare(node) }
+        });
+        assert!(f.is_empty(), "{f:#?}");
+    }
 }
 
 #[test]

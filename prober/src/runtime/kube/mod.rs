@@ -31,6 +31,50 @@ pub enum KubeconfigReadError {
         path: std::path::PathBuf,
         source: kube::config::KubeconfigError,
     },
+    #[error("{}: cannot merge it into the kubeconfigs before it in KUBECONFIG: {source}", path.display())]
+    Merge {
+        path: std::path::PathBuf,
+        source: kube::config::KubeconfigError,
+    },
+}
+
+/// The kubeconfig `Kubeconfig::read` would load when no `--kubeconfig` is given, read through
+/// [`read_kubeconfig`] so every file is capped: each file of `KUBECONFIG` (`kubeconfig_env`, a
+/// path list) merged in order, as kube merges them, else `~/.kube/config` under `home`. `None`
+/// when neither names a file that exists (the in-cluster service account is the next choice).
+pub fn read_default_kubeconfig(
+    kubeconfig_env: Option<&std::ffi::OsStr>,
+    home: Option<&Path>,
+) -> Result<Option<(Kubeconfig, String)>, KubeconfigReadError> {
+    let paths: Vec<std::path::PathBuf> = kubeconfig_env
+        .map(|v| {
+            std::env::split_paths(v)
+                .filter(|p| !p.as_os_str().is_empty())
+                .collect()
+        })
+        .unwrap_or_default();
+    if paths.is_empty() {
+        let Some(path) = home.map(|h| h.join(".kube/config")).filter(|p| p.exists()) else {
+            return Ok(None);
+        };
+        let kc = read_kubeconfig(&path)?;
+        return Ok(Some((kc, path.display().to_string())));
+    }
+    let mut merged = Kubeconfig::default();
+    for path in &paths {
+        let next = read_kubeconfig(path)?;
+        merged = merged
+            .merge(next)
+            .map_err(|source| KubeconfigReadError::Merge {
+                path: path.clone(),
+                source,
+            })?;
+    }
+    let name = std::env::join_paths(&paths).map_or_else(
+        |_| paths[0].display().to_string(),
+        |v| v.to_string_lossy().into_owned(),
+    );
+    Ok(Some((merged, name)))
 }
 
 /// The kubeconfig at `path`, read once and capped, with its relative file references (CA,
@@ -123,48 +167,66 @@ pub async fn client(
             message: e.to_string(),
         }
     };
-    let (config, source_name) = match kubeconfig {
-        Some(path) => {
-            let source_name = path.display().to_string();
-            let err = config_err(&source_name);
-            let kc = read_kubeconfig(path).map_err(|e| err(&e))?;
-            (
-                Config::from_custom_kubeconfig(kc, &options)
-                    .await
-                    .map_err(|e| err(&e))?,
-                source_name,
-            )
-        }
-        None if context.is_some() => {
-            let source_name =
-                std::env::var("KUBECONFIG").unwrap_or_else(|_| "~/.kube/config".into());
-            let err = config_err(&source_name);
-            (
-                Config::from_kubeconfig(&options)
-                    .await
-                    .map_err(|e| err(&e))?,
-                source_name,
-            )
-        }
-        None => {
-            let source_name = std::env::var("KUBECONFIG")
-                .unwrap_or_else(|_| "~/.kube/config or the in-cluster service account".into());
-            // None at all (no KUBECONFIG, no ~/.kube/config, not in a pod) is the new user's
-            // case: say the ways forward. A kubeconfig that exists but is broken says what broke.
-            let none = std::env::var_os("KUBECONFIG").is_none()
-                && !std::env::var_os("HOME")
-                    .is_some_and(|h| Path::new(&h).join(".kube/config").exists());
-            let config = Config::infer().await.map_err(|e| {
-                if none {
-                    ConnectError::NoKubeconfig {
-                        source_name: source_name.clone(),
-                        message: e.to_string(),
-                    }
-                } else {
-                    config_err(&source_name)(&e)
+    let (config, source_name) = if let Some(path) = kubeconfig {
+        let source_name = path.display().to_string();
+        let err = config_err(&source_name);
+        let kc = read_kubeconfig(path).map_err(|e| err(&e))?;
+        (
+            Config::from_custom_kubeconfig(kc, &options)
+                .await
+                .map_err(|e| err(&e))?,
+            source_name,
+        )
+    } else {
+        // KUBECONFIG's files or ~/.kube/config, read capped here rather than by kube.
+        let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+        let found =
+            read_default_kubeconfig(std::env::var_os("KUBECONFIG").as_deref(), home.as_deref());
+        match found {
+            Ok(Some((kc, source_name))) => {
+                let err = config_err(&source_name);
+                match Config::from_custom_kubeconfig(kc, &options).await {
+                    Ok(config) => (config, source_name),
+                    // As `Config::infer`: a kubeconfig that cannot be used falls back to the
+                    // in-cluster service account, unless a context was asked for.
+                    Err(e) if context.is_some() => return Err(err(&e)),
+                    Err(e) => (Config::incluster().map_err(|_| err(&e))?, source_name),
                 }
-            })?;
-            (config, source_name)
+            }
+            Err(e) => {
+                let source_name =
+                    std::env::var("KUBECONFIG").unwrap_or_else(|_| "~/.kube/config".into());
+                let err = config_err(&source_name);
+                if context.is_some() {
+                    return Err(err(&e));
+                }
+                (Config::incluster().map_err(|_| err(&e))?, source_name)
+            }
+            Ok(None) => {
+                let source_name = if context.is_some() {
+                    "~/.kube/config".to_string()
+                } else {
+                    "~/.kube/config or the in-cluster service account".into()
+                };
+                // None at all (no KUBECONFIG, no ~/.kube/config, not in a pod) is the new
+                // user's case: say the ways forward.
+                let config = if context.is_some() {
+                    Config::from_kubeconfig(&options).await.map_err(|e| {
+                        ConnectError::NoKubeconfig {
+                            source_name: source_name.clone(),
+                            message: e.to_string(),
+                        }
+                    })?
+                } else {
+                    Config::infer()
+                        .await
+                        .map_err(|e| ConnectError::NoKubeconfig {
+                            source_name: source_name.clone(),
+                            message: e.to_string(),
+                        })?
+                };
+                (config, source_name)
+            }
         }
     };
     let mut config = config;
@@ -185,6 +247,8 @@ pub struct Discovered {
     pub client: kube::Client,
     pub inventory: crate::inventory::Inventory,
     pub forbidden: Vec<String>,
+    /// What the inventory guessed because the cluster did not say it.
+    pub warnings: Vec<String>,
 }
 
 /// Connects and discovers, naming the kubeconfig and server when the cluster cannot be reached
@@ -203,6 +267,7 @@ pub async fn discover(
     let inventory = discover::build(&raw).map_err(read)?;
     Ok(Discovered {
         client,
+        warnings: discover::warnings::warnings(&inventory),
         inventory,
         forbidden: raw.forbidden,
     })
@@ -211,6 +276,62 @@ pub async fn discover(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kubeconfig_and_home_configs_are_read_capped_and_merged_in_order() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let config = |ctx: &str, server: &str| {
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: {ctx}\n  cluster: {{server: \"{server}\"}}\n\
+                 users:\n- name: {ctx}\n  user: {{token: t}}\ncontexts:\n- name: {ctx}\n  context: {{cluster: {ctx}, user: {ctx}}}\ncurrent-context: {ctx}\n"
+            )
+        };
+        let (a, b) = (dir.join("a"), dir.join("b"));
+        std::fs::write(&a, config("a", "https://10.0.0.1:6443")).unwrap();
+        std::fs::write(&b, config("b", "https://10.0.0.2:6443")).unwrap();
+        std::fs::create_dir(dir.join(".kube")).unwrap();
+        std::fs::write(
+            dir.join(".kube/config"),
+            config("home", "https://10.0.0.3:6443"),
+        )
+        .unwrap();
+        // KUBECONFIG: both files, the first one's current-context wins, as kube merges them.
+        let list = std::env::join_paths([&a, &b]).unwrap();
+        let (kc, name) = read_default_kubeconfig(Some(&list), Some(dir))
+            .unwrap()
+            .unwrap();
+        assert_eq!(kc.current_context.as_deref(), Some("a"));
+        assert_eq!(kc.clusters.len(), 2, "{kc:?}");
+        assert_eq!(name, list.to_string_lossy());
+        // No KUBECONFIG (or only empty entries): ~/.kube/config.
+        let empty = std::ffi::OsString::from(":");
+        for env in [None, Some(empty.as_os_str())] {
+            let (kc, name) = read_default_kubeconfig(env, Some(dir)).unwrap().unwrap();
+            assert_eq!(kc.current_context.as_deref(), Some("home"));
+            assert_eq!(name, dir.join(".kube/config").display().to_string());
+        }
+        // Neither: nothing, the in-cluster account comes next.
+        assert!(
+            read_default_kubeconfig(None, Some(&dir.join("nowhere")))
+                .unwrap()
+                .is_none()
+        );
+        // A file in the list larger than the cap is refused before it is read, naming it.
+        let huge = dir.join("huge");
+        std::fs::File::create(&huge)
+            .unwrap()
+            .set_len(MAX_KUBECONFIG_BYTES + 1)
+            .unwrap();
+        let list = std::env::join_paths([&a, &huge]).unwrap();
+        let err = read_default_kubeconfig(Some(&list), None)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(&huge.display().to_string()) && err.contains("larger than"),
+            "{err}"
+        );
+    }
 
     #[test]
     fn a_kubeconfig_is_read_capped_and_its_relative_files_resolved() {

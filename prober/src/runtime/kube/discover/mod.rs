@@ -14,6 +14,7 @@ pub mod family;
 pub mod flannel;
 pub mod list;
 pub mod nodefiles;
+pub mod warnings;
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -646,7 +647,7 @@ pub fn build(raw: &Raw) -> Result<Inventory, DiscoverError> {
         .cluster_cidr
         .or_else(|| cidr::pods_from_nodes(&node_cidrs))
         .or_else(|| pods_from_addresses(cni, &dns_eps, &nodes))
-        // Nothing to derive it from: every address (said as 0.0.0.0/0).
+        // Nothing to derive it from: every address (0.0.0.0/0, which `warnings` says).
         .unwrap_or(Cidr {
             addr: Ipv4Addr::UNSPECIFIED,
             len: 0,

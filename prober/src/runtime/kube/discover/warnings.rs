@@ -1,0 +1,42 @@
+//! What discovery filled in because the cluster did not say it, for the operator to read before
+//! trusting the inventory (printed with what discovery was not allowed to read).
+
+use crate::inventory::Inventory;
+
+/// One sentence per guess the inventory rests on.
+#[must_use]
+pub fn warnings(inv: &Inventory) -> Vec<String> {
+    let mut out = Vec::new();
+    let pods = inv.cluster.pod_cidr;
+    if pods.len == 0 {
+        out.push(format!(
+            "found no pod range (no cluster CIDR in the CNI's configuration, no node podCIDR, no pod address to derive one from), so the inventory's podCIDR is {}/0 and every address counts as a pod's; save the inventory (prober discover > inventory.yaml), set cluster.podCIDR and pass --inventory",
+            pods.addr
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::inventory::Cidr;
+    use std::net::Ipv4Addr;
+
+    #[test]
+    fn the_everything_pod_range_is_said_and_a_found_one_is_not() {
+        let mut inv = crate::testutil::inventory(2, 1, "flannel");
+        assert!(warnings(&inv).is_empty(), "{:?}", warnings(&inv));
+        inv.cluster.pod_cidr = Cidr {
+            addr: Ipv4Addr::UNSPECIFIED,
+            len: 0,
+        };
+        let w = warnings(&inv);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].starts_with("found no pod range") && w[0].contains("podCIDR is 0.0.0.0/0"),
+            "{}",
+            w[0]
+        );
+    }
+}
