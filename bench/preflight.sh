@@ -37,7 +37,8 @@ secs() { echo "$2 - $1" | bc; }
 # 1. prober preflight: every check both ways, stand-ins included.
 t0=$(now)
 $P preflight --inventory "$inv" --candidate new --candidate-address "$cand" \
-    --candidate-exec "ip netns exec $lab-new" --agent-bin "$A" -o json >/tmp/pfbench.json || true
+    --candidate-exec "ip netns exec $lab-new" --candidate-host-root "/run/prober-lab/$lab/nodes/new" \
+    --agent-bin "$A" -o json >/tmp/pfbench.json || true
 t1=$(now)
 probes=$(grep -c '"outcome"' /tmp/pfbench.json || true)
 printf 'prober preflight:      %6.2f s wall, %d probes, both ways, overlay confirmed by the receiver\n' \

@@ -100,8 +100,17 @@ fn operator_run(state: &StateDir, lab_name: &str) -> (Option<i32>, serde_json::V
             "192.168.57.249",
             "--candidate-exec",
             &format!("ip netns exec plab-{lab_name}-new"),
-            "--agent-bin",
+            "--candidate-host-root",
         ])
+        // The lab's candidate root, never this machine's own `/` (the default).
+        .arg(
+            state
+                .0
+                .join(format!("plab-{lab_name}"))
+                .join("nodes")
+                .join("new"),
+        )
+        .arg("--agent-bin")
         .arg(agent())
         .args(["-o", "json"])
         .output()
@@ -153,14 +162,15 @@ fn an_operator_run_names_the_gap_one_way_toward_the_candidate() {
     assert_eq!(report["preflight"]["candidate"], "new", "{t}");
     assert!(findings(&report).is_empty(), "{t}");
     // Every required port both ways: the candidate to n1..n3 (kubelet, overlay, the underlay
-    // MTU) and the API, and n1..n3 to the candidate (kubelet, overlay).
+    // MTU) and the API, and n1..n3 to the candidate (kubelet, overlay); and its files (from and
+    // to itself).
     let results = report["results"].as_array().unwrap();
     let to_new = results.iter().filter(|r| r["to"]["node"] == "new").count();
     let from_new = results
         .iter()
         .filter(|r| r["from"]["node"] == "new")
         .count();
-    assert_eq!((from_new, to_new), (3 + 3 + 3 + 1, 3 + 3), "{t}");
+    assert_eq!((from_new, to_new), (3 + 3 + 3 + 1 + 1, 3 + 3 + 1), "{t}");
 
     up(&state, "pfo", "overlay-dropped-to-candidate");
     let (code, report, t) = operator_run(&state, "pfo");

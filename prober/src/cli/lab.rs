@@ -205,8 +205,9 @@ async fn run_scenario(args: &RunArgs) -> Result<u8, CliError> {
     let probe = ProbeArgs::with_agent(agent_bin.clone(), args.save.clone());
     let runtime = Arc::new(Local::new(&inv, agent_bin));
     // A scenario with a candidate checks a join: preflight instead of the matrix.
-    let matrix = match super::preflight::lab_candidate(&s, &lab.layout) {
-        Some(c) => super::preflight::run_preflight(&inv, &c, &probe).await,
+    let join = super::preflight::lab_candidate(&s, &lab.layout);
+    let matrix = match &join {
+        Some(c) => super::preflight::run_preflight(&inv, c, &probe).await,
         None => matrix::run_matrix(&inv, runtime, &probe, Vec::new()).await,
     };
     match &matrix {
@@ -218,8 +219,14 @@ async fn run_scenario(args: &RunArgs) -> Result<u8, CliError> {
     let checked = check::run(&lab).await;
     let (report, reach_ok) = check::render(&checked);
     out!("{}", fit(&report))?;
-    let expected = s.expect.findings.len() + s.expect.not_findings.len();
+    // A join also checks its exit code, and that nothing unexpected was found.
+    let expected =
+        s.expect.findings.len() + s.expect.not_findings.len() + usize::from(join.is_some());
     let (found_text, found_failed) = match &matrix {
+        // A join is checked strictly: each fault named once, nothing else called broken.
+        Ok(r) if join.is_some() => {
+            check::join_findings(&s.expanded_expect(), &r.findings, r.summary.exit_code)
+        }
         Ok(r) => check::findings(&s.expanded_expect(), &r.findings),
         // Without a matrix no finding expectation can hold.
         Err(_) => ("FAIL the matrix did not run\n".to_string(), expected.max(1)),

@@ -57,9 +57,11 @@ pub struct Args {
     /// (`ip netns exec NS`, `ssh root@10.0.0.7`); empty: this machine.
     #[arg(long, default_value = "")]
     pub candidate_exec: String,
-    /// The joining node's `/` as the prefix sees it, for its node checks (resolv.conf).
-    #[arg(long)]
-    pub candidate_host_root: Option<PathBuf>,
+    /// The joining node's `/` as the prefix sees it, for its node checks (resolv.conf,
+    /// kubelet.conf, CNI kubeconfigs). The agent runs through the prefix, so `/` is the
+    /// candidate's own root with or without --candidate-exec.
+    #[arg(long, default_value = "/")]
+    pub candidate_host_root: PathBuf,
     #[arg(long, value_enum, default_value_t = RoleArg::Worker)]
     pub role: RoleArg,
     #[command(flatten)]
@@ -147,7 +149,7 @@ fn candidate(args: &Args, inv: &Inventory) -> Result<Candidate, CliError> {
         exec,
         role,
         agent_port: STANDIN_AGENT_PORT,
-        host_root: args.candidate_host_root.clone(),
+        host_root: Some(args.candidate_host_root.clone()),
     })
 }
 

@@ -460,3 +460,117 @@ pub fn findings(
     }
     (out, failed)
 }
+
+/// A join's expectations, strictly: each fault is named once and nothing else is called broken.
+/// Every finding must be matched by some `expect.findings` pattern, each pattern must match
+/// exactly one finding, `notFindings` hold as for a matrix, and the exit code is 1 when any of
+/// the (all expected) findings is an error, else 0 (a healthy join). The lines to print and how
+/// many checks failed.
+#[must_use]
+pub fn join_findings(
+    expect: &super::scenario::Expect,
+    found: &[crate::diagnose::Finding],
+    exit_code: u8,
+) -> (String, usize) {
+    use crate::diagnose::Severity;
+    use crate::report::{EXIT_FAILURES, EXIT_OK};
+    let mut out = String::new();
+    let mut failed = 0;
+    let show = |p: &FindingPattern| serde_json::to_string(p).unwrap_or_default();
+    for want in &expect.findings {
+        let hits: Vec<&crate::diagnose::Finding> =
+            found.iter().filter(|f| want.matches(f)).collect();
+        match hits.as_slice() {
+            [_] => {
+                let _ = writeln!(out, "ok   finding     {}", show(want));
+            }
+            [] => {
+                failed += 1;
+                let _ = writeln!(out, "FAIL finding     {} was not found", show(want));
+            }
+            many => {
+                failed += 1;
+                let _ = writeln!(
+                    out,
+                    "FAIL finding     {} matches {} findings, not one: {}",
+                    show(want),
+                    many.len(),
+                    many.iter()
+                        .map(|f| f.summary.as_str())
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                );
+            }
+        }
+    }
+    for f in found {
+        if !expect.findings.iter().any(|w| w.matches(f)) {
+            failed += 1;
+            let _ = writeln!(out, "FAIL unexpected  {}", f.summary);
+        }
+    }
+    for not in &expect.not_findings {
+        if let Some(f) = found.iter().find(|f| not.matches(f)) {
+            failed += 1;
+            let _ = writeln!(out, "FAIL no finding  {} but: {}", show(not), f.summary);
+        } else {
+            let _ = writeln!(out, "ok   no finding  {}", show(not));
+        }
+    }
+    let want = if found.iter().any(|f| f.severity == Severity::Error) {
+        EXIT_FAILURES
+    } else {
+        EXIT_OK
+    };
+    if exit_code == want {
+        let _ = writeln!(out, "ok   exit code   {exit_code}");
+    } else {
+        failed += 1;
+        let _ = writeln!(
+            out,
+            "FAIL exit code   {exit_code}, a join with these findings exits {want}"
+        );
+    }
+    (out, failed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::join_findings;
+    use crate::diagnose::Finding;
+    use crate::lab::scenario::Expect;
+
+    fn finding(kind: &str, severity: &str, port: u16) -> Finding {
+        serde_json::from_value(serde_json::json!({
+            "kind": kind, "severity": severity, "summary": format!("{kind} {port}"),
+            "evidence": [], "consequences": [], "port": port, "protocol": "tcp",
+        }))
+        .unwrap()
+    }
+
+    fn expect(yaml: &str) -> Expect {
+        serde_saphyr::from_str(yaml).unwrap()
+    }
+
+    #[test]
+    fn a_join_names_each_fault_once_and_nothing_else() {
+        let gap = finding("firewall-gap", "error", 10250);
+        let one = expect("findings: [{kind: firewall-gap, port: 10250}]");
+        assert_eq!(join_findings(&one, std::slice::from_ref(&gap), 1).1, 0);
+        // The wrong exit code, an unexpected finding, a pattern matching two: each fails.
+        assert_eq!(join_findings(&one, std::slice::from_ref(&gap), 0).1, 1);
+        let extra = finding("port-conflict", "warning", 179);
+        let (text, failed) = join_findings(&one, &[gap.clone(), extra], 1);
+        assert_eq!(failed, 1, "{text}");
+        assert!(
+            text.contains("FAIL unexpected  port-conflict 179"),
+            "{text}"
+        );
+        let loose = expect("findings: [{kind: firewall-gap}]");
+        let two = [gap, finding("firewall-gap", "error", 2379)];
+        assert_eq!(join_findings(&loose, &two, 1).1, 1);
+        // A healthy join: nothing found, exit 0.
+        assert_eq!(join_findings(&expect("{}"), &[], 0).1, 0);
+        assert_eq!(join_findings(&expect("{}"), &[], 1).1, 1);
+    }
+}
