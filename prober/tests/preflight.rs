@@ -206,7 +206,8 @@ mod api {
     use prober::model::AgentRef;
     use prober::plan::preflight::{Candidate, Role};
     use prober::run::RunConfig;
-    use prober::run::preflight::{ApiAgents, through_api};
+    use prober::run::preflight::{CLEANUP_DEADLINE, RUN_TTL, through_api};
+    use prober::runtime::kube::deploy::Session;
     use prober::runtime::kube::discover::{build, read};
     use prober::runtime::{Runtime, RuntimeError};
     use serde_json::{Value, json};
@@ -336,13 +337,15 @@ mod api {
             host_root: None,
         };
         let on_candidate = OnCandidate::default();
-        let agents = ApiAgents {
+        let session = Session {
             namespace: "prober-system".into(),
             image: "example/prober:test".into(),
             use_existing: false,
             keep_agents: false,
             wait: Duration::from_secs(30),
             run_id: "r1".into(),
+            ttl: RUN_TTL.into(),
+            cleanup_deadline: CLEANUP_DEADLINE,
         };
         let cfg = RunConfig {
             probe_timeout: Duration::from_millis(200),
@@ -354,7 +357,7 @@ mod api {
             inv,
             &candidate,
             on_candidate.clone(),
-            &agents,
+            &session,
             &cfg,
             std::future::pending::<()>,
         )

@@ -9,6 +9,8 @@ use prober::inventory::Inventory;
 use prober::model::PathClass;
 use prober::plan::Filter;
 use prober::report::{self, Report};
+use prober::runtime::kube::Discovered;
+use prober::runtime::kube::deploy::Session;
 use prober::runtime::kube::manifests::{DEFAULT_IMAGE, DEFAULT_NAMESPACE};
 
 /// A duration flag: `500ms`, `2s`, `5m`; more than zero and at most a day.
@@ -176,6 +178,19 @@ pub struct KubeArgs {
     pub context: Option<String>,
 }
 
+impl KubeArgs {
+    /// Discovers the cluster, saying on stderr (as `command`) what discovery could not read or
+    /// had to guess.
+    pub async fn discover(&self, command: &str) -> Result<Discovered, super::CliError> {
+        let found =
+            prober::runtime::kube::discover(self.kubeconfig.as_deref(), self.context.as_deref())
+                .await
+                .map_err(|e| super::CliError::Environment(e.to_string()))?;
+        super::discover::warn_discovered(command, &found);
+        Ok(found)
+    }
+}
+
 #[derive(clap::Args, Clone)]
 pub struct AgentArgs {
     /// Namespace of the agents.
@@ -194,6 +209,36 @@ pub struct AgentArgs {
     /// How long to wait for the agents to become ready before probing with those that are.
     #[arg(long, env = "PROBER_AGENT_WAIT", default_value = "90s", value_parser = duration)]
     pub agent_wait: Duration,
+}
+
+impl AgentArgs {
+    /// The agents' session as these flags ask for it: this run's own objects (named by a fresh
+    /// run id) exit by themselves after `ttl`, and removing them may take `cleanup_deadline`.
+    pub fn session(&self, ttl: &str, cleanup_deadline: Duration) -> Session {
+        Session {
+            namespace: self.namespace.clone(),
+            image: self.image.clone(),
+            use_existing: self.use_existing,
+            keep_agents: self.keep_agents,
+            wait: self.agent_wait,
+            run_id: run_id(),
+            ttl: ttl.into(),
+            cleanup_deadline,
+        }
+    }
+}
+
+/// A run id: unique enough that two runs (from two machines) never share objects, short
+/// enough for object names.
+fn run_id() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    format!(
+        "r{:06x}{:04x}",
+        secs & 0xff_ffff,
+        std::process::id() & 0xffff
+    )
 }
 
 /// Which paths and nodes to probe.

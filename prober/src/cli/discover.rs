@@ -35,13 +35,7 @@ pub fn warn_discovered(command: &str, found: &prober::runtime::kube::Discovered)
 }
 
 pub async fn run(args: &Args) -> Result<u8, CliError> {
-    let found = prober::runtime::kube::discover(
-        args.kube.kubeconfig.as_deref(),
-        args.kube.context.as_deref(),
-    )
-    .await
-    .map_err(|e| CliError::Environment(e.to_string()))?;
-    warn_discovered("prober discover", &found);
+    let found = args.kube.discover("prober discover").await?;
     let inv = found.inventory;
     match args.output {
         Format::Yaml => out!("{}", inv.to_yaml())?,

@@ -10,7 +10,7 @@ use prober::report::Report;
 use prober::report::remembered::Changes;
 use prober::run::{Progress, RunConfig};
 use prober::runtime::Runtime;
-use prober::runtime::kube::{self, deploy, exec::KubeExec};
+use prober::runtime::kube::{deploy, exec::KubeExec};
 use prober::runtime::local::Local;
 
 use super::CliError;
@@ -174,43 +174,15 @@ pub async fn run_matrix<R: Runtime + 'static>(
     Ok(report)
 }
 
-/// A run id: unique enough that two runs (from two machines) never share objects, short
-/// enough for object names.
-pub(super) fn run_id() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    format!(
-        "r{:06x}{:04x}",
-        secs & 0xff_ffff,
-        std::process::id() & 0xffff
-    )
-}
-
 /// The matrix through the Kubernetes API: discover, then (`deploy::with_agents`, as preflight
 /// does) use the permanent agents when they are installed or else create this run's own, wait,
 /// probe through pods/exec, and remove exactly what this run created (on success, failure, a
 /// failed apply, SIGINT and SIGTERM).
 async fn kube_matrix(args: &Args) -> Result<(Report, u64, Option<Changes>), CliError> {
     let env = |e: &dyn std::fmt::Display| CliError::Environment(e.to_string());
-    let found = kube::discover(
-        args.kube.kubeconfig.as_deref(),
-        args.kube.context.as_deref(),
-    )
-    .await
-    .map_err(|e| env(&e))?;
-    super::discover::warn_discovered("prober matrix", &found);
+    let found = args.kube.discover("prober matrix").await?;
     let (client, mut inv) = (found.client, found.inventory);
-    let session = deploy::Session {
-        namespace: args.agents.namespace.clone(),
-        image: args.agents.image.clone(),
-        use_existing: args.agents.use_existing,
-        keep_agents: args.agents.keep_agents,
-        wait: args.agents.agent_wait,
-        run_id: run_id(),
-        ttl: "2h".into(),
-        cleanup_deadline: signals::GRACE,
-    };
+    let session = args.agents.session("2h", signals::GRACE);
     let previous = super::remember::recall(args.memory.remember, &client, &session.namespace).await;
     let progress = |ready: usize, wanted: usize| {
         if std::io::stderr().is_terminal() {

@@ -17,9 +17,8 @@ use prober::plan::preflight::{
     Candidate, Role, preflight, standin_tcp_ports, standin_udp_ports, with_candidate,
 };
 use prober::report::{EXIT_FAILURES, EXIT_INTERRUPTED, Preflight, Report};
-use prober::run::preflight::{ApiAgents, ApiError, through_api};
+use prober::run::preflight::{ApiError, CLEANUP_DEADLINE, RUN_TTL, through_api};
 use prober::run::{RunConfig, RunOutput};
-use prober::runtime::kube;
 use prober::runtime::local::Local;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
@@ -158,31 +157,18 @@ fn candidate(args: &Args, inv: &Inventory) -> Result<Candidate, CliError> {
 /// or this run's own, removed afterwards), stop the stand-ins.
 async fn kube_preflight(args: &Args) -> Result<Report, CliError> {
     let env = |e: &dyn std::fmt::Display| CliError::Environment(e.to_string());
-    let found = kube::discover(
-        args.kube.kubeconfig.as_deref(),
-        args.kube.context.as_deref(),
-    )
-    .await
-    .map_err(|e| env(&e))?;
-    super::discover::warn_discovered("prober preflight", &found);
+    let found = args.kube.discover("prober preflight").await?;
     let candidate = candidate(args, &found.inventory)?;
     let agent_bin = args.probe.agent_bin(&found.inventory);
     let (standins, conflicts) = start_standins(&found.inventory, &candidate, &agent_bin).await?;
     let on_candidate = Local::new(&with_candidate(&found.inventory, &candidate), agent_bin);
-    let agents = ApiAgents {
-        namespace: args.agents.namespace.clone(),
-        image: args.agents.image.clone(),
-        use_existing: args.agents.use_existing,
-        keep_agents: args.agents.keep_agents,
-        wait: args.agents.agent_wait,
-        run_id: super::matrix::run_id(),
-    };
+    let session = args.agents.session(RUN_TTL, CLEANUP_DEADLINE);
     let ran = through_api(
         &found.client,
         found.inventory,
         &candidate,
         on_candidate,
-        &agents,
+        &session,
         &run_config(&args.probe),
         signals::interrupted,
     )

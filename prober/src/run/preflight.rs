@@ -20,23 +20,9 @@ use super::{RunConfig, RunOutput};
 
 /// The agents this run's own `DaemonSets` start exit by themselves after this, should the
 /// cleanup never run (a killed coordinator).
-const RUN_TTL: &str = "30m";
+pub const RUN_TTL: &str = "30m";
 /// The most time removing this run's objects may take.
-const CLEANUP_DEADLINE: Duration = Duration::from_secs(20);
-
-/// Where the existing nodes' agents are and what the run may do about them.
-#[derive(Debug, Clone)]
-pub struct ApiAgents {
-    pub namespace: String,
-    pub image: String,
-    /// Fail unless a permanent install runs (create nothing).
-    pub use_existing: bool,
-    /// Leave this run's own agents running afterwards.
-    pub keep_agents: bool,
-    pub wait: Duration,
-    /// Names this run's objects when it has to create them.
-    pub run_id: String,
-}
+pub const CLEANUP_DEADLINE: Duration = Duration::from_secs(20);
 
 /// What a run through the API produced.
 pub struct ApiRun {
@@ -59,7 +45,7 @@ pub async fn through_api<C, F>(
     mut inv: Inventory,
     candidate: &Candidate,
     on_candidate: C,
-    agents: &ApiAgents,
+    session: &Session,
     cfg: &RunConfig,
     cancel: impl Fn() -> F,
 ) -> Result<ApiRun, ApiError>
@@ -67,21 +53,11 @@ where
     C: Runtime + 'static,
     F: Future<Output = ()> + Send,
 {
-    let session = Session {
-        namespace: agents.namespace.clone(),
-        image: agents.image.clone(),
-        use_existing: agents.use_existing,
-        keep_agents: agents.keep_agents,
-        wait: agents.wait,
-        run_id: agents.run_id.clone(),
-        ttl: RUN_TTL.into(),
-        cleanup_deadline: CLEANUP_DEADLINE,
-    };
     let mut notes = Vec::new();
     // The existing nodes only: the candidate is no node, no agent pod can run there.
     let out = with_agents(
         client,
-        &session,
+        session,
         &mut inv,
         &mut |n| notes.push(n),
         &|_, _| {},
