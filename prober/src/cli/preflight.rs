@@ -220,8 +220,8 @@ pub async fn run_preflight(
     let full = with_candidate(inv, candidate);
     let planned = preflight(inv, candidate);
     let runtime = Arc::new(Local::new(&full, agent_bin));
-    let out = prober::run::run(
-        &planned,
+    let out = prober::run::run_owned(
+        planned,
         runtime,
         &run_config(probe),
         &(),

@@ -13,7 +13,7 @@ use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinSet;
 
 use super::{Progress, RESPONDER_CHECK, RunConfig, nonce_for, plan_for};
-use crate::model::{AgentKind, AgentRef};
+use crate::model::AgentRef;
 use crate::plan::PlannedProbe;
 use crate::runtime::Runtime;
 
@@ -323,10 +323,8 @@ impl<R: Runtime + 'static> Pass<'_, R> {
         failed_agents: &mut BTreeMap<AgentRef, String>,
         cancel: &mut (impl Future<Output = ()> + Unpin),
     ) -> bool {
-        let receiver = |p: &PlannedProbe| AgentRef {
-            node: p.to.node.clone().unwrap_or_default(),
-            agent: AgentKind::Host,
-        };
+        let receiver =
+            |p: &PlannedProbe| super::receipts::receiver(p.to.node.as_deref().unwrap_or_default());
         let sent: Vec<usize> = subset
             .iter()
             .copied()

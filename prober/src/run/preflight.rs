@@ -69,7 +69,7 @@ where
                 own: on_candidate,
                 others: KubeExec::new(client.clone(), &ready.namespace, ready.ready),
             };
-            let mut out = super::run(&planned, Arc::new(runtime), cfg, &(), cancel()).await;
+            let mut out = super::run_owned(planned, Arc::new(runtime), cfg, &(), cancel()).await;
             // Preflight uses the host agents only: a missing pod agent changes nothing.
             out.agents.extend(
                 ready

@@ -103,17 +103,15 @@ pub(super) async fn collect<R: Runtime + 'static>(
     let mut asked: Vec<(usize, Question)> = Vec::new();
     let mut asks: BTreeMap<AgentRef, Ask> = BTreeMap::new();
     for (i, p) in pass.planned.iter().enumerate() {
-        let (Some(r), Some(port), Some(node)) =
-            (results.result(i), p.receipt_port, p.to.node.clone())
-        else {
+        // The question first: a healthy run asks nothing and copies no names.
+        let (Some(r), Some(port)) = (results.result(i), p.receipt_port) else {
             continue;
         };
-        let Some(q) = question(p, r) else { continue };
+        let (Some(q), Some(node)) = (question(p, r), p.to.node.as_deref()) else {
+            continue;
+        };
         let ask = asks
-            .entry(AgentRef {
-                node,
-                agent: AgentKind::Host,
-            })
+            .entry(receiver(node))
             .or_insert_with(|| Ask::new(port, Some(Vec::new())));
         match q {
             Question::Tcp(f) => ask.flow(f),
@@ -151,7 +149,8 @@ pub(super) async fn collect<R: Runtime + 'static>(
     interrupted
 }
 
-fn receiver(node: &str) -> AgentRef {
+/// The host agent whose sniffer witnesses what was sent to `node`.
+pub(super) fn receiver(node: &str) -> AgentRef {
     AgentRef {
         node: node.to_string(),
         agent: AgentKind::Host,
