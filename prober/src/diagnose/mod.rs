@@ -36,20 +36,21 @@ use context::Ctx;
 /// Diagnoses a run. Findings come ordered: firewall gaps, bootstrap cycles, then the rest.
 #[must_use]
 pub fn diagnose(inv: &Inventory, results: &[ResultRecord], agents: &[AgentStatus]) -> Vec<Finding> {
-    diagnose_sampled(inv, results, agents, false)
+    diagnose_sampled(inv, results, agents, None)
 }
 
 /// [`diagnose`] for a run that probed only a sample of the node pairs (`--sample`): the rules
-/// word their claims between nodes for the sampled pairs alone.
+/// word their claims between nodes for the sampled pairs alone, and each such finding says how
+/// many pairs those are.
 #[must_use]
 pub fn diagnose_sampled(
     inv: &Inventory,
     results: &[ResultRecord],
     agents: &[AgentStatus],
-    sampled: bool,
+    sample: Option<&crate::plan::sample::Sampled>,
 ) -> Vec<Finding> {
     let mut ctx = Ctx::new(inv, results);
-    ctx.sampled = sampled;
+    ctx.sampled = sample.is_some();
     let mut findings = Vec::new();
     cutoff::unreachable_nodes(&mut ctx, &mut findings);
     prober_port::prober_port(&mut ctx, &mut findings);
@@ -65,6 +66,9 @@ pub fn diagnose_sampled(
     agents::agent_missing(&mut ctx, &mut findings, agents);
     loss::loss(&mut ctx, &mut findings);
     unexplained::unexplained(&mut ctx, &mut findings);
+    if let Some(s) = sample {
+        sampled::qualify(&mut findings, s);
+    }
     findings
 }
 

@@ -114,7 +114,7 @@ mod tests {
             "{}",
             gap(&full)
         );
-        let sampled = crate::diagnose::diagnose_sampled(&inv, &results, &[], true);
+        let sampled = crate::diagnose::diagnose_sampled(&inv, &results, &[], Some(&sampled()));
         assert!(
             gap(&sampled).contains("on every sampled pair of the 4 nodes"),
             "{}",

@@ -181,11 +181,8 @@ impl Report {
         sample: Option<crate::plan::sample::Sampled>,
     ) -> Self {
         let nodes = inv.nodes.len();
-        let mut findings =
-            crate::diagnose::diagnose_sampled(inv, &run.results, &run.agents, sample.is_some());
-        if let Some(s) = &sample {
-            crate::diagnose::sampled::qualify(&mut findings, s);
-        }
+        let findings =
+            crate::diagnose::diagnose_sampled(inv, &run.results, &run.agents, sample.as_ref());
         let mut by_path: BTreeMap<PathClass, Vec<&ResultRecord>> = BTreeMap::new();
         for r in &run.results {
             by_path.entry(r.path).or_default().push(r);
