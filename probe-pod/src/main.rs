@@ -73,7 +73,7 @@ struct ServeArgs {
     #[arg(long, env = "PROBE_POD_SNIFF", value_enum, default_value_t = Sniff::Auto)]
     sniff: Sniff,
     /// VXLAN UDP ports the sniffer watches.
-    #[arg(long = "vxlan-port", env = "PROBE_POD_VXLAN_PORTS", value_delimiter = ',', default_values_t = [8472u16, 4789])]
+    #[arg(long = "vxlan-port", env = "PROBE_POD_VXLAN_PORTS", value_delimiter = ',', default_values_t = probe_pod::proto::DEFAULT_VXLAN_PORTS)]
     vxlan_ports: Vec<u16>,
     /// Geneve UDP ports the sniffer watches (a `geneve` probe's port must be one of them to be
     /// seen arriving).

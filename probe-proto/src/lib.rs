@@ -24,6 +24,9 @@ pub use limits::{
 pub const DEFAULT_AGENT_PORT: u16 = 9917;
 /// The port the kernel's VXLAN device of flannel and cilium owns.
 pub const DEFAULT_VXLAN_PORT: u16 = 8472;
+/// The VXLAN ports an agent's sniffer watches unless told otherwise: flannel's and Cilium's
+/// 8472, and the IANA 4789 Calico uses.
+pub const DEFAULT_VXLAN_PORTS: [u16; 2] = [DEFAULT_VXLAN_PORT, 4789];
 /// Geneve's IANA port, which Cilium uses.
 pub const DEFAULT_GENEVE_PORT: u16 = 6081;
 /// `WireGuard`'s usual port (Calico's and flannel's).

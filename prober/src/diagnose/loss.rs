@@ -119,7 +119,7 @@ pub(super) fn loss(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
         .map(|(i, _)| i)
         .collect();
     let mut f = Finding::new(Kind::Loss, Severity::Warning, summary);
-    f.state = Some("intermittent".into());
+    f.state = Some(super::finding::State::Intermittent);
     f.fix.push(format!(
         "look for drops and errors on the links of {} (ip -s link; the switch ports; a saturated uplink): nothing is blocked, so open no firewall port for this",
         names_text(&nodes)

@@ -62,7 +62,7 @@ impl Sample {
         let Some(to) = to.filter(|t| *t != from) else {
             return true;
         };
-        !SAMPLED_PATHS.contains(&path) || self.pairs.get(from).is_some_and(|t| t.contains(to))
+        !SAMPLED_PATHS.contains(&path) || self.has(from, to)
     }
 
     /// How many ordered node pairs are probed.

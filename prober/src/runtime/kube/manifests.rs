@@ -77,7 +77,9 @@ impl Default for AgentSpec {
 pub fn tunnel_flag(overlay: Option<&crate::inventory::Overlay>) -> Option<(String, u16)> {
     let o = overlay?;
     match o.mode.as_str() {
-        "vxlan" if ![8472, 4789].contains(&o.port) => Some(("--vxlan-port".into(), o.port)),
+        "vxlan" if !probe_proto::DEFAULT_VXLAN_PORTS.contains(&o.port) => {
+            Some(("--vxlan-port".into(), o.port))
+        }
         "geneve" if o.port != probe_proto::DEFAULT_GENEVE_PORT => {
             Some(("--geneve-port".into(), o.port))
         }
