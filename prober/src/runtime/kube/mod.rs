@@ -209,22 +209,17 @@ pub async fn client(
                     "~/.kube/config or the in-cluster service account".into()
                 };
                 // None at all (no KUBECONFIG, no ~/.kube/config, not in a pod) is the new
-                // user's case: say the ways forward.
-                let config = if context.is_some() {
-                    Config::from_kubeconfig(&options).await.map_err(|e| {
-                        ConnectError::NoKubeconfig {
-                            source_name: source_name.clone(),
-                            message: e.to_string(),
-                        }
-                    })?
-                } else {
-                    Config::infer()
-                        .await
-                        .map_err(|e| ConnectError::NoKubeconfig {
-                            source_name: source_name.clone(),
-                            message: e.to_string(),
-                        })?
+                // user's case: say the ways forward. The files were looked for just now (capped):
+                // what is left to try is the pod's own service account, and only without a
+                // context, which names a kubeconfig entry.
+                let none = |message: String| ConnectError::NoKubeconfig {
+                    source_name: source_name.clone(),
+                    message,
                 };
+                if context.is_some() {
+                    return Err(none("no kubeconfig file was found".into()));
+                }
+                let config = Config::incluster().map_err(|e| none(e.to_string()))?;
                 (config, source_name)
             }
         }
