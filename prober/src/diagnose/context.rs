@@ -32,6 +32,17 @@ impl Link {
     }
 }
 
+/// Where a result went, to compare it with other probes: its node, or else (a Service, an
+/// outside name) its address, port and transport.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) enum Dest {
+    Node(u32),
+    Addr(IpAddr, Option<u16>, Protocol),
+}
+
+/// A result's path, sender and destination: the same kind of probe between the same ends.
+pub(super) type Ends = (PathClass, Option<u32>, Dest);
+
 pub(super) struct Ctx<'a> {
     pub(super) inv: &'a Inventory,
     pub(super) results: &'a [ResultRecord],
@@ -127,6 +138,32 @@ impl<'a> Ctx<'a> {
 
     pub(super) fn to(&self, r: &ResultRecord) -> Option<u32> {
         r.to.node.as_deref().and_then(|n| self.node.get(n).copied())
+    }
+
+    /// The path, sender and destination of `r`.
+    pub(super) fn ends(&self, r: &ResultRecord) -> Ends {
+        let dest = self.to(r).map_or(
+            Dest::Addr(r.to.address, r.to.port, r.to.protocol),
+            Dest::Node,
+        );
+        (r.path, self.from(r), dest)
+    }
+
+    /// The ends some probe got through between, when the run lost packets (some result got
+    /// through only on some attempts); `None` on a run without loss. A failure between such ends
+    /// is the loss's (three lost tries in a row are rare, not impossible), never a cause of its
+    /// own.
+    pub(super) fn lossy_ends(&self) -> Option<HashSet<Ends>> {
+        if !self.results.iter().any(|r| r.result.is_intermittent()) {
+            return None;
+        }
+        Some(
+            self.results
+                .iter()
+                .filter(|r| r.result.outcome.is_ok())
+                .map(|r| self.ends(r))
+                .collect(),
+        )
     }
 
     pub(super) fn name(&self, i: u32) -> &'a str {

@@ -12,8 +12,16 @@ use super::finding::{Finding, Kind, Severity, State};
 pub(super) fn dns(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
     let mut by_rcode: BTreeMap<String, Vec<usize>> = BTreeMap::new();
     let mut silent: Vec<usize> = Vec::new();
+    // In a run that loses packets, a query that went unanswered where the same sender's queries
+    // of the same server got answers is the loss's (the loss rule claims it), not a DNS fault.
+    let lossy = ctx.lossy_ends();
     for (i, r) in ctx.results.iter().enumerate() {
         if r.path != PathClass::Dns || !failed(r) || ctx.explained.contains(&i) {
+            continue;
+        }
+        if r.result.outcome == Outcome::Timeout
+            && lossy.as_ref().is_some_and(|w| w.contains(&ctx.ends(r)))
+        {
             continue;
         }
         match (

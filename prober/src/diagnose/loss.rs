@@ -6,7 +6,6 @@ use std::collections::BTreeMap;
 
 use super::context::{Ctx, failed, names_text};
 use super::finding::{Finding, Kind, Severity};
-use crate::model::PathClass;
 
 /// A node is named when the loss on its paths is at least this many times the loss elsewhere.
 const CONCENTRATION: f64 = 2.0;
@@ -101,21 +100,13 @@ pub(super) fn loss(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
     // through, in a run that loses packets, is the loss's too (three lost tries in a row is
     // rare, not impossible): its consequence, never a cause of its own. Gaps, refusals and the
     // other rules have claimed theirs before this runs.
-    let mut worked: std::collections::HashSet<(PathClass, u32, u32)> =
-        std::collections::HashSet::new();
-    for r in ctx.results.iter().filter(|r| r.result.outcome.is_ok()) {
-        if let (Some(a), Some(b)) = (ctx.from(r), ctx.to(r)) {
-            worked.insert((r.path, a, b));
-        }
-    }
+    let worked = ctx.lossy_ends().unwrap_or_default();
     let stray: Vec<usize> = ctx
         .results
         .iter()
         .enumerate()
         .filter(|(i, r)| failed(r) && !ctx.explained.contains(i))
-        .filter(|(_, r)| {
-            matches!((ctx.from(r), ctx.to(r)), (Some(a), Some(b)) if worked.contains(&(r.path, a, b)))
-        })
+        .filter(|(_, r)| ctx.from(r).is_some() && worked.contains(&ctx.ends(r)))
         .map(|(i, _)| i)
         .collect();
     let mut f = Finding::new(Kind::Loss, Severity::Warning, summary);

@@ -592,6 +592,39 @@ fn loss_next_to_a_real_block_gets_the_gap_and_only_it() {
 }
 
 #[test]
+fn an_unanswered_query_where_the_same_server_answers_is_loss_not_dns() {
+    // A lossy run: one of n3's pod's cluster-DNS queries failed all three attempts while its
+    // other queries to the same server were answered. The loss's, not a DNS fault.
+    let mut inv = inventory(3, 1, "flannel");
+    // Two names, so each sender asks the same server twice over the same transport.
+    let dns = inv
+        .cluster
+        .dns
+        .as_mut()
+        .expect("the test inventory has cluster DNS");
+    dns.names.push("example.com".into());
+    let first_dns = std::cell::Cell::new(true);
+    let results = tweaked(&inv, &|i, r| {
+        let mine = r.path == PathClass::Dns
+            && r.from.node == "n3"
+            && r.from.agent == AgentKind::Pod
+            && r.to.node.is_none();
+        if mine && first_dns.replace(false) {
+            intermittent(r, 3, 0);
+        } else if i % 7 == 0 {
+            intermittent(r, 3, 2);
+        }
+    });
+    assert!(
+        !first_dns.get(),
+        "the plan has a DNS query from n3's pod to a Service"
+    );
+    let f = diagnose(&inv, &results, &[]);
+    assert_every_failure_explained(&results, &f);
+    assert_eq!(kinds(&f), [Kind::Loss], "{f:#?}");
+}
+
+#[test]
 fn a_node_failing_one_kind_of_probe_only_is_not_cut_off() {
     // Only the DNS paths were probed (`--paths dns`) and n3's all fail: a DNS finding, not a
     // partition, since nothing else of n3 was probed.
