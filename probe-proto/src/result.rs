@@ -71,7 +71,7 @@ impl fmt::Display for Outcome {
 }
 
 /// An ICMP error read from the socket's error queue.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Hash, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct IcmpInfo {
     #[serde(rename = "type")]
@@ -82,7 +82,7 @@ pub struct IcmpInfo {
     pub from: Option<IpAddr>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Hash, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TlsInfo {
     /// The certificate chain verified against the given CA bundle and matched the server name.
@@ -98,7 +98,7 @@ pub struct TlsInfo {
     pub clock_skew_ms: Option<i64>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Hash, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DnsInfo {
     /// The server that answered (or the last one tried).
@@ -112,7 +112,7 @@ pub struct DnsInfo {
 }
 
 /// One nonce the sniffer saw on one interface.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Hash, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Sighting {
     pub nonce: u32,
@@ -187,7 +187,7 @@ pub enum Receipt {
 }
 
 /// The answer to one `ProbeSpec`: exactly one per probe.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Hash, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ProbeResult {
     pub id: String,
@@ -237,7 +237,7 @@ pub struct ProbeResult {
 
 /// A node's configuration as its host agent read it. Holds no secret: tokens are reduced to their
 /// claims.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Hash, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeFacts {
     pub root: String,
@@ -254,7 +254,7 @@ pub struct NodeFacts {
     pub errors: Vec<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Hash, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct KubeconfigFacts {
     /// Path inside the node's root, e.g. `/etc/cni/net.d/calico-kubeconfig`.
@@ -304,7 +304,7 @@ pub enum ServerTrust {
 }
 
 /// The decoded, unverified claims of a token.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Hash, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TokenFacts {
     /// `jwt`, or `opaque` when it is not a JWT (nothing can be said about its lifetime).
@@ -331,7 +331,7 @@ pub struct TokenFacts {
     pub checked_at: u64,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Hash, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CheckFacts {
     pub outcome: Outcome,
@@ -340,7 +340,7 @@ pub struct CheckFacts {
     pub detail: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Hash, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ResolvFacts {
     pub nameservers: Vec<String>,

@@ -192,9 +192,10 @@ fn main() {
         nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF)
             .map_or(0, |u| u.max_rss() / 1024)
     };
+    let store = prober::model::Results::of(&results);
     let rss_before = rss();
     let t = Instant::now();
-    let findings = diagnose(&inv, &results, &[]);
+    let findings = diagnose(&inv, &store, &[]);
     let took = t.elapsed();
     let failed = results.iter().filter(|r| !r.result.outcome.is_ok()).count();
     println!(
@@ -236,8 +237,9 @@ fn main() {
         r.unknown = Some(Unknown::AgentFailed);
         r.result.outcome = Outcome::Error;
     }
+    let store = prober::model::Results::of(&results);
     let t = Instant::now();
-    let missing = diagnose(&inv, &results, &agents);
+    let missing = diagnose(&inv, &store, &agents);
     println!(
         "every agent missing ({} agents, {} results): diagnose {:.2} s, {} findings, peak RSS {} MB",
         agents.len(),

@@ -2451,7 +2451,7 @@ fn healthy_findings(inv: &Inventory) -> Vec<prober::diagnose::Finding> {
             })
         })
         .collect();
-    prober::diagnose::diagnose(inv, &results, &agents)
+    prober::diagnose::diagnose(inv, &prober::model::Results::of(&results), &agents)
 }
 
 #[tokio::test]

@@ -97,7 +97,7 @@ fn the_valid_documents_parse() {
     Scenario::parse(&read("tests/scenarios/flannel-8472.yaml")).unwrap();
     let report = Report::from_json(REPORT).unwrap();
     assert!(
-        report.results[0].is_unknown(),
+        report.results.at(0).is_unknown(),
         "old unknown results are read as unknown"
     );
 }

@@ -27,7 +27,7 @@ pub(super) fn agent_missing(
         let from = (r.from.node.as_str(), r.from.agent);
         if r.is_unknown() && missing.contains(&from) {
             touched.entry(from).or_default().push(i);
-        } else if failed(r)
+        } else if failed(&r)
             && !ctx.explained.contains(&i)
             && let (Some(node), Some(agent)) = (r.to.node.as_deref(), r.to.agent)
             && missing.contains(&(node, agent))

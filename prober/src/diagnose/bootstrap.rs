@@ -4,12 +4,12 @@
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use crate::inventory::{ApiAccess, Component};
-use crate::model::{PathClass, ResultRecord};
+use crate::model::{PathClass, Record};
 
 use super::context::{Ctx, failed, list, names_text};
 use super::finding::{Finding, Kind, Severity, State};
 
-fn is_service_path(r: &ResultRecord) -> bool {
+fn is_service_path(r: &Record<'_>) -> bool {
     matches!(r.path, PathClass::PodToService | PathClass::NodeToService)
         || (r.path == PathClass::Dns && r.to.service.as_deref() == Some("kube-dns"))
 }
@@ -23,7 +23,7 @@ fn service_broken(ctx: &Ctx<'_>) -> BTreeMap<u32, Vec<usize>> {
             r.path,
             PathClass::PodToApiserver | PathClass::NodeToApiserver
         ) && r.result.outcome.is_ok()
-            && let Some(a) = ctx.from(r)
+            && let Some(a) = ctx.from(&r)
         {
             direct_ok.insert((a, r.path));
         }
@@ -35,8 +35,8 @@ fn service_broken(ctx: &Ctx<'_>) -> BTreeMap<u32, Vec<usize>> {
             PathClass::NodeToService => PathClass::NodeToApiserver,
             _ => continue,
         };
-        let Some(a) = ctx.from(r) else { continue };
-        if failed(r) && !ctx.explained.contains(&i) && direct_ok.contains(&(a, direct)) {
+        let Some(a) = ctx.from(&r) else { continue };
+        if failed(&r) && !ctx.explained.contains(&i) && direct_ok.contains(&(a, direct)) {
             out.entry(a).or_default().push(i);
         }
     }

@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 
 use crate::inventory::Inventory;
-use crate::model::{AgentKind, PathClass, Protocol, ResultRecord};
+use crate::model::{AgentKind, PathClass, Protocol, Record, Results};
 
 use super::finding::Finding;
 
@@ -45,7 +45,7 @@ pub(super) type Ends = (PathClass, Option<u32>, Dest);
 
 pub(super) struct Ctx<'a> {
     pub(super) inv: &'a Inventory,
-    pub(super) results: &'a [ResultRecord],
+    pub(super) results: &'a Results,
     pub(super) node: HashMap<&'a str, u32>,
     /// Nodes of the API endpoints, with their ports.
     pub(super) api_backends: Vec<(u32, u16)>,
@@ -64,12 +64,12 @@ pub(super) struct Ctx<'a> {
     pub(super) sampled: bool,
 }
 
-pub(super) fn failed(r: &ResultRecord) -> bool {
+pub(super) fn failed(r: &Record<'_>) -> bool {
     r.is_failed()
 }
 
 impl<'a> Ctx<'a> {
-    pub(super) fn new(inv: &'a Inventory, results: &'a [ResultRecord]) -> Self {
+    pub(super) fn new(inv: &'a Inventory, results: &'a Results) -> Self {
         let node: HashMap<&str, u32> = inv
             .nodes
             .iter()
@@ -132,16 +132,16 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    pub(super) fn from(&self, r: &ResultRecord) -> Option<u32> {
+    pub(super) fn from(&self, r: &Record<'_>) -> Option<u32> {
         self.node.get(r.from.node.as_str()).copied()
     }
 
-    pub(super) fn to(&self, r: &ResultRecord) -> Option<u32> {
+    pub(super) fn to(&self, r: &Record<'_>) -> Option<u32> {
         r.to.node.as_deref().and_then(|n| self.node.get(n).copied())
     }
 
     /// The path, sender and destination of `r`.
-    pub(super) fn ends(&self, r: &ResultRecord) -> Ends {
+    pub(super) fn ends(&self, r: &Record<'_>) -> Ends {
         let dest = self.to(r).map_or(
             Dest::Addr(r.to.address, r.to.port, r.to.protocol),
             Dest::Node,
@@ -161,7 +161,7 @@ impl<'a> Ctx<'a> {
             self.results
                 .iter()
                 .filter(|r| r.result.outcome.is_ok())
-                .map(|r| self.ends(r))
+                .map(|r| self.ends(&r))
                 .collect(),
         )
     }
@@ -171,11 +171,11 @@ impl<'a> Ctx<'a> {
     }
 
     /// A crafted encapsulation probe (VXLAN, Geneve or IP-in-IP) to a peer host.
-    pub(super) fn is_vxlan(r: &ResultRecord) -> bool {
+    pub(super) fn is_vxlan(r: &Record<'_>) -> bool {
         r.path == PathClass::Overlay && matches!(r.to.protocol, Protocol::Udp | Protocol::Ipip)
     }
 
-    pub(super) fn is_mtu(r: &ResultRecord) -> bool {
+    pub(super) fn is_mtu(r: &Record<'_>) -> bool {
         r.path == PathClass::Overlay && r.to.agent == Some(AgentKind::Pod)
     }
 
@@ -184,14 +184,14 @@ impl<'a> Ctx<'a> {
         self.results
             .iter()
             .filter(|r| r.from.agent == AgentKind::Pod && r.result.outcome.is_ok())
-            .filter_map(|r| self.from(r))
+            .filter_map(|r| self.from(&r))
             .collect()
     }
 
     /// The underlay port a result measures directly, if it does. A pod's probe to another
     /// host leaves masqueraded as its node, so it measures that node's underlay too — when the
     /// pod's own network is known to work (`pods_ok`).
-    pub(super) fn direct(&self, r: &ResultRecord, pods_ok: &HashSet<u32>) -> Option<Link> {
+    pub(super) fn direct(&self, r: &Record<'_>, pods_ok: &HashSet<u32>) -> Option<Link> {
         let (from, to) = (self.from(r)?, self.to(r)?);
         match r.path {
             PathClass::NodeToNode | PathClass::NodeToApiserver if from != to => Some(Link {
@@ -237,7 +237,7 @@ impl<'a> Ctx<'a> {
     }
 
     /// The underlay ports a result needs, beyond the one it measures.
-    pub(super) fn needs(&self, r: &ResultRecord) -> Vec<Link> {
+    pub(super) fn needs(&self, r: &Record<'_>) -> Vec<Link> {
         let mut out = Vec::new();
         let Some(a) = self.from(r) else { return out };
         let to = self.to(r);
@@ -320,7 +320,7 @@ impl<'a> Ctx<'a> {
     }
 
     pub(super) fn id(&self, i: usize) -> String {
-        self.results[i].result.id.clone()
+        self.results.at(i).result.id.to_string()
     }
 
     pub(super) fn ids(&self, v: &[usize]) -> Vec<String> {

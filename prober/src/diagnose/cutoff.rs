@@ -16,7 +16,7 @@ pub(super) fn unreachable_nodes(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) 
     let mut ok = vec![false; n];
     let mut bad: Vec<Vec<usize>> = vec![Vec::new(); n];
     for (i, r) in ctx.results.iter().enumerate() {
-        let (Some(a), to) = (ctx.from(r), ctx.to(r)) else {
+        let (Some(a), to) = (ctx.from(&r), ctx.to(&r)) else {
             continue;
         };
         // Only traffic that leaves the source node counts.
@@ -29,7 +29,7 @@ pub(super) fn unreachable_nodes(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) 
         for e in ends {
             if r.result.outcome.is_ok() {
                 ok[e as usize] = true;
-            } else if failed(r) {
+            } else if failed(&r) {
                 bad[e as usize].push(i);
             }
         }
@@ -45,7 +45,7 @@ pub(super) fn unreachable_nodes(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) 
             .into_iter()
             .filter(|i| !ctx.explained.contains(i))
             .partition(|&i| {
-                let r = &ctx.results[i];
+                let r = &ctx.results.at(i);
                 matches!(r.path, PathClass::NodeToNode | PathClass::NodeToApiserver)
                     || Ctx::is_vxlan(r)
                     || (r.path == PathClass::PodToNode && ctx.to(r) == Some(x32))
@@ -72,11 +72,11 @@ pub(super) fn unreachable_nodes(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) 
 /// Whether the failures span several path classes or ports: one kind of probe failing
 /// everywhere says something about that probe, not that the node is cut off.
 fn probed_widely(ctx: &Ctx<'_>, idx: &[usize]) -> bool {
-    let classes: HashSet<PathClass> = idx.iter().map(|&i| ctx.results[i].path).collect();
+    let classes: HashSet<PathClass> = idx.iter().map(|&i| ctx.results.at(i).path).collect();
     let ports: HashSet<(bool, Option<u16>)> = idx
         .iter()
         .map(|&i| {
-            let r = &ctx.results[i];
+            let r = &ctx.results.at(i);
             (Ctx::is_vxlan(r), r.to.port)
         })
         .collect();

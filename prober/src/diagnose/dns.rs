@@ -16,11 +16,11 @@ pub(super) fn dns(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
     // of the same server got answers is the loss's (the loss rule claims it), not a DNS fault.
     let lossy = ctx.lossy_ends();
     for (i, r) in ctx.results.iter().enumerate() {
-        if r.path != PathClass::Dns || !failed(r) || ctx.explained.contains(&i) {
+        if r.path != PathClass::Dns || !failed(&r) || ctx.explained.contains(&i) {
             continue;
         }
         if r.result.outcome == Outcome::Timeout
-            && lossy.as_ref().is_some_and(|w| w.contains(&ctx.ends(r)))
+            && lossy.as_ref().is_some_and(|w| w.contains(&ctx.ends(&r)))
         {
             continue;
         }
@@ -35,7 +35,7 @@ pub(super) fn dns(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
     for (rcode, idx) in by_rcode {
         let names: BTreeSet<String> = idx
             .iter()
-            .filter_map(|&i| ctx.results[i].result.dns.as_ref().map(|d| d.name.clone()))
+            .filter_map(|&i| ctx.results.at(i).result.dns.as_ref().map(|d| d.name.clone()))
             .collect();
         let mut f = Finding::new(
             Kind::Dns,

@@ -21,17 +21,17 @@ pub(super) fn firewall_gaps(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) -> H
         if ctx.explained.contains(&i) {
             continue;
         }
-        if let Some(l) = ctx.direct(r, &pods_ok) {
+        if let Some(l) = ctx.direct(&r, &pods_ok) {
             measured.entry(l).or_default().push(i);
         }
         // Any working underlay exchange proves the two hosts reach each other.
         let underlay = matches!(
             r.path,
             PathClass::NodeToNode | PathClass::NodeToApiserver | PathClass::PodToNode
-        ) || Ctx::is_vxlan(r);
+        ) || Ctx::is_vxlan(&r);
         if underlay
             && r.result.outcome.is_ok()
-            && let (Some(a), Some(b)) = (ctx.from(r), ctx.to(r))
+            && let (Some(a), Some(b)) = (ctx.from(&r), ctx.to(&r))
         {
             reachable.insert((a, b));
         }
@@ -42,7 +42,7 @@ pub(super) fn firewall_gaps(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) -> H
     for (link, idx) in &measured {
         let all_blocked = idx
             .iter()
-            .all(|&i| failed(&ctx.results[i]) && blocked_outcome(ctx.results[i].result.outcome));
+            .all(|&i| failed(&ctx.results.at(i)) && blocked_outcome(ctx.results.at(i).result.outcome));
         if all_blocked && reachable.contains(&(link.from, link.to)) {
             gaps.entry((link.udp, link.port))
                 .or_default()
@@ -98,10 +98,10 @@ pub(super) fn firewall_gaps(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) -> H
     }
     let mut consequences: Vec<Vec<usize>> = vec![Vec::new(); new_findings.len()];
     for (i, r) in ctx.results.iter().enumerate() {
-        if !failed(r) || ctx.explained.contains(&i) {
+        if !failed(&r) || ctx.explained.contains(&i) {
             continue;
         }
-        if let Some(k) = ctx.needs(r).iter().find_map(|l| owner.get(l)) {
+        if let Some(k) = ctx.needs(&r).iter().find_map(|l| owner.get(l)) {
             consequences[*k].push(i);
         }
     }
@@ -239,7 +239,7 @@ fn reverse_works(ctx: &Ctx<'_>, measured: &BTreeMap<Link, Vec<usize>>, links: &[
             ..*l
         };
         match measured.get(&rev) {
-            Some(idx) if idx.iter().all(|&i| ctx.results[i].result.outcome.is_ok()) => any = true,
+            Some(idx) if idx.iter().all(|&i| ctx.results.at(i).result.outcome.is_ok()) => any = true,
             Some(_) => return false,
             None => {}
         }
@@ -252,7 +252,7 @@ fn reverse_works(ctx: &Ctx<'_>, measured: &BTreeMap<Link, Vec<usize>>, links: &[
 fn gap_where(ctx: &Ctx<'_>, ev: &[usize]) -> Vec<Where> {
     let mut places = BTreeSet::new();
     for &i in ev {
-        let r = &ctx.results[i];
+        let r = &ctx.results.at(i);
         let to = r.to.node.clone().unwrap_or_default();
         match r.result.receipt {
             Some(Receipt::HostDropped) => {

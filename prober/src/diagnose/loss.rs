@@ -6,12 +6,13 @@ use std::collections::BTreeMap;
 
 use super::context::{Ctx, failed, names_text};
 use super::finding::{Finding, Kind, Severity};
+use crate::model::Record;
 
 /// A node is named when the loss on its paths is at least this many times the loss elsewhere.
 const CONCENTRATION: f64 = 2.0;
 
 /// Lost and total attempts of one result: a result never retried ran once.
-fn attempts(r: &crate::model::ResultRecord) -> (u64, u64) {
+fn attempts(r: &Record<'_>) -> (u64, u64) {
     let n = u64::from(r.result.attempts.unwrap_or(1));
     let ok = u64::from(
         r.result
@@ -47,10 +48,10 @@ pub(super) fn loss(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
     let mut per_node: BTreeMap<u32, (u64, u64)> = BTreeMap::new();
     let (mut lost_all, mut total_all) = (0, 0);
     for r in ctx.results.iter().filter(|r| r.result.outcome.is_ok()) {
-        let (lost, n) = attempts(r);
+        let (lost, n) = attempts(&r);
         lost_all += lost;
         total_all += n;
-        let ends = [ctx.from(r), ctx.to(r).filter(|t| Some(*t) != ctx.from(r))];
+        let ends = [ctx.from(&r), ctx.to(&r).filter(|t| Some(*t) != ctx.from(&r))];
         for e in ends.into_iter().flatten() {
             let slot = per_node.entry(e).or_default();
             slot.0 += lost;

@@ -29,13 +29,13 @@ mod unmounted;
 pub use finding::{Finding, Kind, Severity, State, Where};
 
 use crate::inventory::Inventory;
-use crate::model::{AgentStatus, ResultRecord};
+use crate::model::{AgentStatus, Results};
 
 use context::Ctx;
 
 /// Diagnoses a run. Findings come ordered: firewall gaps, bootstrap cycles, then the rest.
 #[must_use]
-pub fn diagnose(inv: &Inventory, results: &[ResultRecord], agents: &[AgentStatus]) -> Vec<Finding> {
+pub fn diagnose(inv: &Inventory, results: &Results, agents: &[AgentStatus]) -> Vec<Finding> {
     diagnose_sampled(inv, results, agents, None)
 }
 
@@ -45,7 +45,7 @@ pub fn diagnose(inv: &Inventory, results: &[ResultRecord], agents: &[AgentStatus
 #[must_use]
 pub fn diagnose_sampled(
     inv: &Inventory,
-    results: &[ResultRecord],
+    results: &Results,
     agents: &[AgentStatus],
     sample: Option<&crate::plan::sample::Sampled>,
 ) -> Vec<Finding> {

@@ -16,14 +16,14 @@ pub(super) fn not_listening(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
     // Hosts that reach each other: any working exchange between them.
     let mut reachable: HashSet<(u32, u32)> = HashSet::new();
     for r in ctx.results.iter().filter(|r| r.result.outcome.is_ok()) {
-        if let (Some(a), Some(b)) = (ctx.from(r), ctx.to(r)) {
+        if let (Some(a), Some(b)) = (ctx.from(&r), ctx.to(&r)) {
             reachable.insert((a, b));
         }
     }
     let mut refused: BTreeMap<(u32, u16), Vec<usize>> = BTreeMap::new();
     for (i, r) in ctx.results.iter().enumerate() {
         if ctx.explained.contains(&i)
-            || !failed(r)
+            || !failed(&r)
             || r.result.outcome != Outcome::Refused
             || r.to.protocol != Protocol::Tcp
         {
@@ -33,7 +33,7 @@ pub(super) fn not_listening(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
             r.path,
             PathClass::NodeToNode | PathClass::PodToNode | PathClass::NodeToApiserver
         );
-        let (Some(a), Some(b), Some(port)) = (ctx.from(r), ctx.to(r), r.to.port) else {
+        let (Some(a), Some(b), Some(port)) = (ctx.from(&r), ctx.to(&r), r.to.port) else {
             continue;
         };
         if host_path && (a == b || reachable.contains(&(a, b))) {
@@ -55,7 +55,7 @@ pub(super) fn not_listening(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
         };
         let mut from: Vec<u32> = ev
             .iter()
-            .filter_map(|&i| ctx.from(&ctx.results[i]))
+            .filter_map(|&i| ctx.from(&ctx.results.at(i)))
             .collect();
         from.sort_unstable();
         from.dedup();

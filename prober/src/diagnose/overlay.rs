@@ -6,7 +6,7 @@ use std::collections::{BTreeSet, HashSet};
 
 use probe_proto::Outcome;
 
-use crate::model::{AgentKind, PathClass, Protocol, ResultRecord};
+use crate::model::{AgentKind, PathClass, Protocol, Record};
 
 use super::context::{Ctx, Link, failed, list, names_text};
 use super::finding::{Finding, Kind, Severity};
@@ -32,10 +32,10 @@ fn seen(ctx: &Ctx<'_>) -> Seen {
         carried: HashSet::new(),
     };
     for r in ctx.results.iter().filter(|r| r.result.outcome.is_ok()) {
-        let (Some(a), Some(b)) = (ctx.from(r), ctx.to(r)) else {
+        let (Some(a), Some(b)) = (ctx.from(&r), ctx.to(&r)) else {
             continue;
         };
-        if Ctx::is_vxlan(r) {
+        if Ctx::is_vxlan(&r) {
             s.vxlan_ok.insert((a, b));
         }
         if r.path == PathClass::PodToPod {
@@ -43,11 +43,11 @@ fn seen(ctx: &Ctx<'_>) -> Seen {
         }
         if r.from.agent == AgentKind::Host
             && r.to.agent != Some(AgentKind::Pod)
-            && !is_underlay_mtu(r)
+            && !is_underlay_mtu(&r)
         {
             s.host_ok.insert((a, b));
         }
-        if matches!(r.path, PathClass::PodToPod | PathClass::NodeToPod) && !Ctx::is_mtu(r) {
+        if matches!(r.path, PathClass::PodToPod | PathClass::NodeToPod) && !Ctx::is_mtu(&r) {
             s.carried.insert((a, b));
         }
     }
@@ -55,7 +55,7 @@ fn seen(ctx: &Ctx<'_>) -> Seen {
 }
 
 /// A full-size packet with DF set from one host to another (preflight's underlay MTU probe).
-fn is_underlay_mtu(r: &ResultRecord) -> bool {
+fn is_underlay_mtu(r: &Record<'_>) -> bool {
     r.path == PathClass::Overlay
         && r.to.agent == Some(AgentKind::Host)
         && r.to.protocol == Protocol::Icmp
@@ -77,22 +77,22 @@ pub(super) fn overlay_and_mtu(
     let mut underlay: Vec<usize> = Vec::new();
     let mut overlay: Vec<usize> = Vec::new();
     for (i, r) in ctx.results.iter().enumerate() {
-        if !failed(r) || ctx.explained.contains(&i) {
+        if !failed(&r) || ctx.explained.contains(&i) {
             continue;
         }
-        let (Some(a), Some(b)) = (ctx.from(r), ctx.to(r)) else {
+        let (Some(a), Some(b)) = (ctx.from(&r), ctx.to(&r)) else {
             continue;
         };
-        if a == b || ctx.needs(r).iter().any(|l| blocked.contains(l)) {
+        if a == b || ctx.needs(&r).iter().any(|l| blocked.contains(l)) {
             continue;
         }
         let overlay_path = matches!(
             r.path,
             PathClass::PodToPod | PathClass::NodeToPod | PathClass::Overlay
-        ) && !Ctx::is_vxlan(r);
-        if Ctx::is_mtu(r) && r.result.outcome == Outcome::Timeout && small_ok.contains(&(a, b)) {
+        ) && !Ctx::is_vxlan(&r);
+        if Ctx::is_mtu(&r) && r.result.outcome == Outcome::Timeout && small_ok.contains(&(a, b)) {
             mtu.push(i);
-        } else if is_underlay_mtu(r) {
+        } else if is_underlay_mtu(&r) {
             // Too big for the path: silence (a black hole) or an ICMP "fragmentation needed";
             // it counts only where smaller packets between the same hosts get through.
             if host_ok.contains(&(a, b)) {
@@ -111,7 +111,7 @@ pub(super) fn overlay_and_mtu(
     if !overlay.is_empty() {
         let pairs: BTreeSet<(u32, u32)> = overlay
             .iter()
-            .filter_map(|&i| Some((ctx.from(&ctx.results[i])?, ctx.to(&ctx.results[i])?)))
+            .filter_map(|&i| Some((ctx.from(&ctx.results.at(i))?, ctx.to(&ctx.results.at(i))?)))
             .collect();
         let names = list(ctx, &common_nodes(&pairs));
         let mut f = Finding::new(
@@ -153,7 +153,7 @@ fn pod_mtu(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>, mtu: &[usize]) {
         .unwrap_or(0);
     let pairs: BTreeSet<(u32, u32)> = mtu
         .iter()
-        .filter_map(|&i| Some((ctx.from(&ctx.results[i])?, ctx.to(&ctx.results[i])?)))
+        .filter_map(|&i| Some((ctx.from(&ctx.results.at(i))?, ctx.to(&ctx.results.at(i))?)))
         .collect();
     let nodes = common_nodes(&pairs);
     let names = list(ctx, &nodes);
@@ -194,7 +194,7 @@ fn underlay_mtu(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>, failed: &[usize]
     let needed = ov.and_then(crate::plan::underlay_mtu_needed).unwrap_or(0);
     let pairs: BTreeSet<(u32, u32)> = failed
         .iter()
-        .filter_map(|&i| Some((ctx.from(&ctx.results[i])?, ctx.to(&ctx.results[i])?)))
+        .filter_map(|&i| Some((ctx.from(&ctx.results.at(i))?, ctx.to(&ctx.results.at(i))?)))
         .collect();
     let names = list(ctx, &common_nodes(&pairs));
     let pair_text: Vec<String> = pairs
@@ -203,7 +203,7 @@ fn underlay_mtu(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>, failed: &[usize]
         .collect();
     let measured: Vec<u32> = failed
         .iter()
-        .filter_map(|&i| ctx.results[i].result.path_mtu)
+        .filter_map(|&i| ctx.results.at(i).result.path_mtu)
         .filter(|&m| m < u32::from(needed))
         .collect();
     let path = measured.iter().min().map_or_else(String::new, |m| {

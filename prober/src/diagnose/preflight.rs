@@ -5,7 +5,7 @@
 use std::net::IpAddr;
 
 use crate::inventory::Inventory;
-use crate::model::{PathClass, Protocol, ResultRecord};
+use crate::model::{PathClass, Protocol, Results};
 
 use super::finding::{Finding, Kind, Severity, State};
 
@@ -59,7 +59,7 @@ pub fn port_conflicts(candidate: &str, conflicts: &[PortConflict]) -> Vec<Findin
 pub fn candidate_resolver(
     candidate: &str,
     inv: &Inventory,
-    results: &[ResultRecord],
+    results: &Results,
 ) -> Option<Finding> {
     let r = results
         .iter()
@@ -99,7 +99,7 @@ pub fn candidate_resolver(
     );
     f.state = Some(State::Loop);
     f.nodes = vec![candidate.to_string()];
-    f.evidence = vec![r.result.id.clone()];
+    f.evidence = vec![r.result.id.to_string()];
     f.fix = vec![
         format!(
             "on {candidate}, before joining: give the kubelet a resolv.conf with real upstreams (KubeletConfiguration resolvConf: /run/systemd/resolve/resolv.conf)"
@@ -119,7 +119,7 @@ const SKEW_ERROR_MS: u64 = 60_000;
 /// API endpoints read: the largest skew seen, a warning past a few seconds, an error past a
 /// minute.
 #[must_use]
-pub fn clock_skew(candidate: &str, results: &[ResultRecord]) -> Option<Finding> {
+pub fn clock_skew(candidate: &str, results: &Results) -> Option<Finding> {
     let (r, skew) = results
         .iter()
         .filter(|r| r.path == PathClass::NodeToApiserver && r.from.node == candidate)
@@ -149,7 +149,7 @@ pub fn clock_skew(candidate: &str, results: &[ResultRecord]) -> Option<Finding> 
     );
     f.state = Some(State::ClockSkew);
     f.nodes = vec![candidate.to_string()];
-    f.evidence = vec![r.result.id.clone()];
+    f.evidence = vec![r.result.id.to_string()];
     f.fix = vec![
         format!(
             "on {candidate}: timedatectl set-ntp true   # or chronyc makestep; then check with chronyc tracking"
@@ -162,7 +162,7 @@ pub fn clock_skew(candidate: &str, results: &[ResultRecord]) -> Option<Finding> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{AgentKind, AgentRef, Target};
+    use crate::model::{AgentKind, AgentRef, ResultRecord, Target};
     use probe_proto::{NodeFacts, Outcome, ProbeResult, ResolvFacts};
 
     fn node_check(nameservers: &[&str]) -> ResultRecord {
@@ -212,20 +212,20 @@ mod tests {
 
     #[test]
     fn clock_skew_warns_past_a_few_seconds_and_is_an_error_past_a_minute() {
-        assert!(clock_skew("new", &[api_check(Some(1_200))]).is_none());
-        assert!(clock_skew("new", &[api_check(None)]).is_none());
-        let f = clock_skew("new", &[api_check(Some(-8_000))]).unwrap();
+        assert!(clock_skew("new", &Results::of(&[api_check(Some(1_200))])).is_none());
+        assert!(clock_skew("new", &Results::of(&[api_check(None)])).is_none());
+        let f = clock_skew("new", &Results::of(&[api_check(Some(-8_000))])).unwrap();
         assert_eq!(
             (f.kind, f.severity),
             (Kind::Misconfiguration, Severity::Warning)
         );
         assert!(f.summary.contains("8 s ahead of"), "{}", f.summary);
-        let f = clock_skew("new", &[api_check(Some(3_000)), api_check(Some(90_400))]).unwrap();
+        let f = clock_skew("new", &Results::of(&[api_check(Some(3_000)), api_check(Some(90_400))])).unwrap();
         assert_eq!(f.severity, Severity::Error);
         assert_eq!(f.state.as_ref().map(State::as_str), Some("clock-skew"));
         assert_eq!(f.nodes, ["new"]);
         assert!(f.summary.contains("90 s behind"), "{}", f.summary);
-        assert!(clock_skew("other", &[api_check(Some(90_000))]).is_none());
+        assert!(clock_skew("other", &Results::of(&[api_check(Some(90_000))])).is_none());
     }
 
     #[test]
@@ -234,26 +234,26 @@ mod tests {
         if let Some(d) = inv.cluster.dns.as_mut() {
             d.corefile = Some(".:53 {\n    forward . /etc/resolv.conf\n}\n".into());
         }
-        let f = candidate_resolver("new", &inv, &[node_check(&["127.0.0.53"])]).unwrap();
+        let f = candidate_resolver("new", &inv, &Results::of(&[node_check(&["127.0.0.53"])])).unwrap();
         assert_eq!((f.kind, f.severity), (Kind::Dns, Severity::Error));
         assert_eq!(f.nodes, ["new"]);
         assert_eq!(f.state.as_ref().map(State::as_str), Some("loop"));
         assert!(f.summary.contains("127.0.0.53"), "{}", f.summary);
         assert!(
-            candidate_resolver("new", &inv, &[node_check(&["192.168.56.1"])]).is_none(),
+            candidate_resolver("new", &inv, &Results::of(&[node_check(&["192.168.56.1"])])).is_none(),
             "a real upstream is fine"
         );
-        assert!(candidate_resolver("other", &inv, &[node_check(&["127.0.0.53"])]).is_none());
+        assert!(candidate_resolver("other", &inv, &Results::of(&[node_check(&["127.0.0.53"])])).is_none());
         // A Corefile forwarding elsewhere never reads resolv.conf: no loop.
         if let Some(d) = inv.cluster.dns.as_mut() {
             d.corefile = Some(".:53 {\n    forward . 1.1.1.1\n}\n".into());
         }
-        assert!(candidate_resolver("new", &inv, &[node_check(&["127.0.0.53"])]).is_none());
+        assert!(candidate_resolver("new", &inv, &Results::of(&[node_check(&["127.0.0.53"])])).is_none());
         // Unknown: a warning.
         if let Some(d) = inv.cluster.dns.as_mut() {
             d.corefile = None;
         }
-        let f = candidate_resolver("new", &inv, &[node_check(&["127.0.0.53"])]).unwrap();
+        let f = candidate_resolver("new", &inv, &Results::of(&[node_check(&["127.0.0.53"])])).unwrap();
         assert_eq!(f.severity, Severity::Warning);
     }
 
@@ -302,7 +302,7 @@ mod tests {
                 result: ProbeResult::new(p.id.clone(), fail(p).unwrap_or(Outcome::Ok), "x"),
             })
             .collect();
-        super::super::diagnose(&with_candidate(inv, &c), &results, &[])
+        super::super::diagnose(&with_candidate(inv, &c), &Results::of(&results), &[])
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use probe_proto::Outcome;
 
-use crate::model::{AgentKind, PathClass, Protocol};
+use crate::model::{AgentKind, PathClass, Protocol, Record};
 
 use super::context::{Ctx, failed, list, names_text};
 use super::finding::{Finding, Kind, Severity};
@@ -19,8 +19,8 @@ pub(super) fn prober_port(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
     let pods_ok = ctx.pods_ok();
     let mut reachable: HashSet<(u32, u32)> = HashSet::new();
     for r in ctx.results.iter().filter(|r| r.result.outcome.is_ok()) {
-        if !to_host_agent(r)
-            && let (Some(a), Some(b)) = (ctx.from(r), ctx.to(r))
+        if !to_host_agent(&r)
+            && let (Some(a), Some(b)) = (ctx.from(&r), ctx.to(&r))
         {
             reachable.insert((a, b));
         }
@@ -29,13 +29,13 @@ pub(super) fn prober_port(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
     let mut blocked: BTreeMap<(u32, u16), Vec<usize>> = BTreeMap::new();
     for (i, r) in ctx.results.iter().enumerate() {
         if ctx.explained.contains(&i)
-            || !failed(r)
-            || !to_host_agent(r)
+            || !failed(&r)
+            || !to_host_agent(&r)
             || !matches!(r.result.outcome, Outcome::Timeout | Outcome::Rejected)
         {
             continue;
         }
-        let (Some(a), Some(b), Some(port)) = (ctx.from(r), ctx.to(r), r.to.port) else {
+        let (Some(a), Some(b), Some(port)) = (ctx.from(&r), ctx.to(&r), r.to.port) else {
             continue;
         };
         if pods_ok.contains(&a) && (a == b || reachable.contains(&(a, b))) {
@@ -84,6 +84,6 @@ pub(super) fn prober_port(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
 }
 
 /// A probe to a host agent on the agent's own port: pod-to-node echo.
-fn to_host_agent(r: &crate::model::ResultRecord) -> bool {
+fn to_host_agent(r: &Record<'_>) -> bool {
     r.path == PathClass::PodToNode && r.to.agent == Some(AgentKind::Host)
 }

@@ -35,7 +35,7 @@ pub fn qualify(findings: &mut [Finding], sample: &Sampled) {
 mod tests {
     use super::*;
     use crate::diagnose::finding::Severity;
-    use crate::model::{AgentKind, AgentRef, PathClass, Protocol, ResultRecord, Target};
+    use crate::model::{AgentKind, AgentRef, PathClass, Protocol, ResultRecord, Results, Target};
     use probe_proto::{Outcome, ProbeResult};
 
     fn sampled() -> Sampled {
@@ -102,7 +102,7 @@ mod tests {
     fn a_sampled_run_claims_only_the_sampled_pairs() {
         let inv = crate::testutil::inventory(4, 1, "flannel");
         let results = kubelet_blocked(&inv);
-        let full = crate::diagnose::diagnose(&inv, &results, &[]);
+        let full = crate::diagnose::diagnose(&inv, &Results::of(&results), &[]);
         let gap = |f: &[Finding]| {
             f.iter()
                 .find(|f| f.kind == Kind::FirewallGap)
@@ -114,7 +114,7 @@ mod tests {
             "{}",
             gap(&full)
         );
-        let sampled = crate::diagnose::diagnose_sampled(&inv, &results, &[], Some(&sampled()));
+        let sampled = crate::diagnose::diagnose_sampled(&inv, &Results::of(&results), &[], Some(&sampled()));
         assert!(
             gap(&sampled).contains("on every sampled pair of the 4 nodes"),
             "{}",

@@ -8,7 +8,7 @@ use serde_json::json;
 
 use super::*;
 use crate::inventory::Inventory;
-use crate::model::{AgentKind, PathClass, Protocol};
+use crate::model::{AgentKind, PathClass, Protocol, ResultRecord, Results};
 use crate::plan::{Filter, PlannedProbe, plan};
 use crate::testutil::inventory;
 
@@ -61,7 +61,7 @@ fn run_with_agents(
             }
         })
         .collect();
-    let findings = diagnose(inv, &results, agents);
+    let findings = diagnose(inv, &Results::of(&results), agents);
     assert_every_failure_explained(&results, &findings);
     (results, findings)
 }
@@ -317,7 +317,7 @@ fn rejected_by_the_host_itself_says_where() {
                 }
             })
             .collect();
-        let f = diagnose(&inv, &results, &[]);
+        let f = diagnose(&inv, &Results::of(&results), &[]);
         (results, f)
     };
     assert_every_failure_explained(&results, &f);
@@ -554,7 +554,7 @@ fn loss_is_a_warning_never_a_gap() {
             }
         });
         assert!(results.iter().any(|r| r.result.is_intermittent()));
-        let f = diagnose(&inv, &results, &[]);
+        let f = diagnose(&inv, &Results::of(&results), &[]);
         assert_eq!(kinds(&f), [Kind::Loss], "{every}/{hot:?}: {f:#?}");
         assert_eq!(f[0].severity, Severity::Warning);
         assert_eq!(f[0].nodes, named, "{}", f[0].summary);
@@ -581,7 +581,7 @@ fn loss_next_to_a_real_block_gets_the_gap_and_only_it() {
             intermittent(r, 3, 2);
         }
     });
-    let f = diagnose(&inv, &results, &[]);
+    let f = diagnose(&inv, &Results::of(&results), &[]);
     assert_every_failure_explained(&results, &f);
     assert_eq!(kinds(&f), [Kind::FirewallGap, Kind::Loss], "{f:#?}");
     assert!(
@@ -619,7 +619,7 @@ fn an_unanswered_query_where_the_same_server_answers_is_loss_not_dns() {
         !first_dns.get(),
         "the plan has a DNS query from n3's pod to a Service"
     );
-    let f = diagnose(&inv, &results, &[]);
+    let f = diagnose(&inv, &Results::of(&results), &[]);
     assert_every_failure_explained(&results, &f);
     assert_eq!(kinds(&f), [Kind::Loss], "{f:#?}");
 }
@@ -640,7 +640,7 @@ fn a_node_failing_one_kind_of_probe_only_is_not_cut_off() {
             r
         })
         .collect();
-    let f = diagnose(&inv, &results, &[]);
+    let f = diagnose(&inv, &Results::of(&results), &[]);
     assert_every_failure_explained(&results, &f);
     assert!(!kinds(&f).contains(&Kind::Partition), "{f:#?}");
 }
@@ -662,7 +662,7 @@ fn dns_rcode_is_a_dns_finding() {
             answers: Vec::new(),
         }));
     }
-    let f = diagnose(&inv, &results, &[]);
+    let f = diagnose(&inv, &Results::of(&results), &[]);
     assert_every_failure_explained(&results, &f);
     assert_eq!(kinds(&f), [Kind::Dns]);
     assert_eq!(f[0].state.as_ref().map(State::as_str), Some("servfail"));
@@ -783,7 +783,7 @@ mod node_checks {
                 }
             })
             .collect();
-        diagnose(inv, &results, &[])
+        diagnose(inv, &Results::of(&results), &[])
     }
 
     fn base(node: &str) -> NodeFacts {

@@ -13,7 +13,7 @@ use super::finding::{Finding, Kind, Severity};
 pub(super) fn unexplained(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
     let mut groups: BTreeMap<(PathClass, Outcome), Vec<usize>> = BTreeMap::new();
     for (i, r) in ctx.results.iter().enumerate() {
-        if failed(r) && !ctx.explained.contains(&i) {
+        if failed(&r) && !ctx.explained.contains(&i) {
             groups
                 .entry((r.path, r.result.outcome))
                 .or_default()
@@ -21,13 +21,13 @@ pub(super) fn unexplained(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
         }
     }
     for ((path, outcome), idx) in groups {
-        let first = &ctx.results[idx[0]].result.detail;
+        let first = &ctx.results.at(idx[0]).result.detail;
         let nodes: BTreeSet<String> = idx
             .iter()
             .flat_map(|&i| {
                 [
-                    Some(ctx.results[i].from.node.clone()),
-                    ctx.results[i].to.node.clone(),
+                    Some(ctx.results.at(i).from.node.clone()),
+                    ctx.results.at(i).to.node.clone(),
                 ]
             })
             .flatten()

@@ -5,8 +5,10 @@ mod agent;
 mod path;
 pub mod read;
 mod result;
+mod store;
 pub mod time;
 
 pub use agent::{AgentKind, AgentRef, AgentStatus};
 pub use path::{Direction, PathClass, Protocol};
 pub use result::{ResultRecord, Target, Unknown};
+pub use store::{Id, Record, ResultView, Results};

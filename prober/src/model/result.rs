@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::{AgentKind, AgentRef, PathClass, Protocol};
 
 /// Where a probe goes.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Target {
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -6,12 +6,13 @@ use std::fmt::Write as _;
 
 use super::Report;
 use crate::diagnose::Kind;
-use crate::model::{PathClass, ResultRecord};
+use crate::model::{PathClass, Record};
 
 /// What a probe checks, from its id's last part (`tcp/10250`, `vxlan/8472`, `geneve/6081`,
 /// `ipip`, `tls/6443`, `mtu/1500`).
-fn what(r: &ResultRecord) -> String {
-    let id = &r.result.id;
+fn what(r: &Record<'_>) -> String {
+    let id = r.result.id.text();
+    let id: &str = &id;
     let last = id.rsplit(':').next().unwrap_or(id);
     match last.split_once('/') {
         Some((mode @ ("vxlan" | "geneve" | "wireguard"), p)) => format!("udp/{p} ({mode})"),
@@ -23,7 +24,7 @@ fn what(r: &ResultRecord) -> String {
 }
 
 /// How one node did on one line: `n1 ok` or `n2 TIMEOUT (why)`.
-fn cell(peer: &str, r: &ResultRecord) -> String {
+fn cell(peer: &str, r: &Record<'_>) -> String {
     if r.result.outcome.is_ok() {
         format!("{peer} ok")
     } else {
@@ -54,9 +55,9 @@ pub fn render(report: &Report) -> String {
         } else {
             continue;
         };
-        let e = lines.entry((dir, what(r))).or_insert((true, Vec::new()));
+        let e = lines.entry((dir, what(&r))).or_insert((true, Vec::new()));
         e.0 &= r.result.outcome.is_ok();
-        e.1.push(cell(peer, r));
+        e.1.push(cell(peer, &r));
     }
     let mut out = String::new();
     let _ = writeln!(out, "preflight checklist for {c} ({}):", pf.role);
@@ -95,7 +96,7 @@ pub fn render(report: &Report) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{AgentKind, AgentRef, Protocol, Target};
+    use crate::model::{AgentKind, AgentRef, Protocol, ResultRecord, Results, Target};
     use probe_proto::{Outcome, ProbeResult};
 
     fn rec(from: &str, to: &str, id: &str, outcome: Outcome) -> ResultRecord {
@@ -121,7 +122,7 @@ mod tests {
     #[test]
     fn one_line_per_port_and_direction_naming_each_node() {
         let run = crate::run::RunOutput {
-            results: vec![
+            results: Results::from(vec![
                 rec(
                     "new",
                     "n1",
@@ -140,7 +141,7 @@ mod tests {
                     "overlay:n2/host->new/host:vxlan/8472",
                     Outcome::Ok,
                 ),
-            ],
+            ]),
             agents: Vec::new(),
             interrupted: false,
             elapsed: std::time::Duration::ZERO,
@@ -174,12 +175,12 @@ mod tests {
     #[test]
     fn an_encapsulation_probed_one_way_only_says_why_not_the_other() {
         let run = crate::run::RunOutput {
-            results: vec![rec(
+            results: Results::from(vec![rec(
                 "new",
                 "n1",
                 "overlay:new/host->n1/host:geneve/6081",
                 Outcome::Ok,
-            )],
+            )]),
             agents: Vec::new(),
             interrupted: false,
             elapsed: std::time::Duration::ZERO,

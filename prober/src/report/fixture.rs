@@ -55,7 +55,7 @@ pub fn report(nodes: usize, cut: Option<&str>) -> Report {
         })
         .collect();
     let run = RunOutput {
-        results,
+        results: results.into(),
         agents,
         interrupted: false,
         elapsed: std::time::Duration::from_millis(1234),

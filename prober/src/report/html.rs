@@ -13,7 +13,7 @@ use super::Report;
 use super::junit::escape as esc;
 use super::table::natural;
 use crate::diagnose::{Finding, Severity};
-use crate::model::{PathClass, ResultRecord};
+use crate::model::{PathClass, Record};
 
 /// Past this many rows a grid shows its failing rows only, until the reader asks for all.
 pub const FOCUS_ROWS: usize = 30;
@@ -58,7 +58,7 @@ table.list th,table.list td{border:1px solid #ddd;padding:.15rem .5rem;text-alig
 ";
 
 /// The grid column of a result: the destination node, or the Service for service paths.
-fn column(r: &ResultRecord) -> String {
+fn column(r: &Record<'_>) -> String {
     match (r.path, &r.to.node, r.to.service.as_deref()) {
         (PathClass::PodToService | PathClass::NodeToService, _, _) => "service".into(),
         (PathClass::Dns, _, Some("kube-dns")) => "kube-dns".into(),
@@ -78,7 +78,7 @@ fn ms(micros: u64) -> String {
 }
 
 /// What a probe was: `tcp/9917`, `udp/8472`.
-fn what(r: &ResultRecord) -> String {
+fn what(r: &Record<'_>) -> String {
     match r.to.port {
         Some(p) => format!("{}/{p}", r.to.protocol.as_str()),
         None => r.to.protocol.as_str().to_string(),
@@ -87,8 +87,8 @@ fn what(r: &ResultRecord) -> String {
 
 /// The class and glyph of a cell, and the hover text: every failed probe with its detail, or
 /// the latency of the successful ones.
-fn cell(row: &str, col: &str, list: &[&ResultRecord]) -> (String, char, String) {
-    let failed: Vec<&&ResultRecord> = list.iter().filter(|r| r.is_failed()).collect();
+fn cell(row: &str, col: &str, list: &[Record<'_>]) -> (String, char, String) {
+    let failed: Vec<&Record<'_>> = list.iter().filter(|r| r.is_failed()).collect();
     let unknown = list.iter().filter(|r| r.is_unknown()).count();
     let mut title = format!("{row} \u{2192} {col}: ");
     if let Some(first) = failed.first() {
@@ -120,7 +120,7 @@ fn cell(row: &str, col: &str, list: &[&ResultRecord]) -> (String, char, String) 
     } else {
         let rtts: Vec<u64> = list.iter().filter_map(|r| r.result.rtt_micros).collect();
         let probes = if list.len() == 1 {
-            what(list[0])
+            what(&list[0])
         } else {
             format!("{} probes", list.len())
         };
@@ -233,15 +233,15 @@ fn legend(out: &mut String) {
     out.push_str("</p>\n");
 }
 
-fn heatmap(out: &mut String, path: PathClass, rs: &[&ResultRecord]) {
-    let mut cells: BTreeMap<(String, String), Vec<&ResultRecord>> = BTreeMap::new();
+fn heatmap(out: &mut String, path: PathClass, rs: &[Record<'_>]) {
+    let mut cells: BTreeMap<(String, String), Vec<Record<'_>>> = BTreeMap::new();
     let mut rows = BTreeSet::new();
     let mut cols = BTreeSet::new();
     for r in rs {
         let c = column(r);
         rows.insert(r.from.node.clone());
         cols.insert(c.clone());
-        cells.entry((r.from.node.clone(), c)).or_default().push(r);
+        cells.entry((r.from.node.clone(), c)).or_default().push(*r);
     }
     let mut rows: Vec<String> = rows.into_iter().collect();
     rows.sort_by(|a, b| natural(a, b));
@@ -318,7 +318,7 @@ fn heatmap(out: &mut String, path: PathClass, rs: &[&ResultRecord]) {
 }
 
 fn failures(out: &mut String, report: &Report) {
-    let failed: Vec<&ResultRecord> = report.results.iter().filter(|r| r.is_failed()).collect();
+    let failed: Vec<Record<'_>> = report.results.iter().filter(|r| r.is_failed()).collect();
     let _ = writeln!(
         out,
         "<section id=\"failures\"><h2>Failures ({})</h2>",
@@ -343,7 +343,7 @@ fn failures(out: &mut String, report: &Report) {
             out,
             "<tr class=\"failure\" id=\"{}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
              <td>{}</td><td>{}</td></tr>",
-            esc(&r.result.id),
+            esc(&r.result.id.text()),
             r.path.as_str(),
             esc(&r.from.to_string()),
             esc(&to),
@@ -461,7 +461,7 @@ pub fn render(report: &Report, finished: u64) -> String {
     findings(&mut out, report);
     out.push_str("<section id=\"paths\"><h2>Paths</h2>");
     legend(&mut out);
-    let mut by_path: BTreeMap<PathClass, Vec<&ResultRecord>> = BTreeMap::new();
+    let mut by_path: BTreeMap<PathClass, Vec<Record<'_>>> = BTreeMap::new();
     for r in &report.results {
         by_path.entry(r.path).or_default().push(r);
     }

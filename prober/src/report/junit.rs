@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::fmt::Write as _;
 
 use super::Report;
-use crate::model::ResultRecord;
+use crate::model::Record;
 
 /// Text for XML (and HTML) content and attribute values.
 pub(super) fn escape(s: &str) -> String {
@@ -67,11 +67,11 @@ pub fn render(report: &Report) -> String {
         .flat_map(|f| f.evidence.iter().chain(&f.consequences))
         .map(String::as_str)
         .collect();
-    let mut by_path: BTreeMap<_, Vec<&ResultRecord>> = BTreeMap::new();
+    let mut by_path: BTreeMap<_, Vec<Record<'_>>> = BTreeMap::new();
     for r in report
         .results
         .iter()
-        .filter(|r| !(r.is_failed() && explained.contains(r.result.id.as_str())))
+        .filter(|r| !(r.is_failed() && explained.contains(&*r.result.id.text())))
     {
         by_path.entry(r.path).or_default().push(r);
     }
@@ -157,7 +157,7 @@ mod tests {
             .results
             .iter()
             .filter(|x| x.is_failed())
-            .map(|x| x.result.id.clone())
+            .map(|x| x.result.id.to_string())
             .collect();
         r.findings[0].evidence = failed[..1].to_vec();
         r.findings[0].consequences = failed[1..].to_vec();
@@ -166,8 +166,10 @@ mod tests {
             .iter()
             .position(|x| x.result.outcome.is_ok())
             .unwrap();
-        r.results[unknown].unknown = Some(crate::model::Unknown::AgentFailed);
-        r.results[unknown].result.outcome = probe_proto::Outcome::Error;
+        let mut results = r.results.to_vec();
+        results[unknown].unknown = Some(crate::model::Unknown::AgentFailed);
+        results[unknown].result.outcome = probe_proto::Outcome::Error;
+        r.results = results.into();
         r.summary.counts.unknown = 1;
         let xml = super::render(&r);
         assert_eq!(xml.matches("<failure ").count(), 1, "{xml}");

@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use crate::diagnose::{Finding, Severity};
 use crate::inventory::Inventory;
 use crate::model::PathClass;
-use crate::model::{AgentStatus, ResultRecord};
+use crate::model::{AgentStatus, Record, Results};
 use crate::run::RunOutput;
 
 pub use html::render as html;
@@ -61,7 +61,7 @@ pub const EXIT_INTERRUPTED: u8 = 130;
 #[serde(rename_all = "camelCase")]
 pub struct Report {
     pub schema: String,
-    pub results: Vec<ResultRecord>,
+    pub results: Results,
     /// The diagnosis: firewall gaps first, then bootstrap cycles, then the rest.
     #[serde(default)]
     pub findings: Vec<Finding>,
@@ -145,7 +145,7 @@ fn latency(micros: &[u64]) -> Option<Latency> {
     })
 }
 
-fn count(results: &[&ResultRecord]) -> Counts {
+fn count(results: &[Record<'_>]) -> Counts {
     let unknown = results.iter().filter(|r| r.is_unknown()).count();
     let ok = results.iter().filter(|r| r.result.outcome.is_ok()).count();
     Counts {
@@ -183,7 +183,7 @@ impl Report {
         let nodes = inv.nodes.len();
         let findings =
             crate::diagnose::diagnose_sampled(inv, &run.results, &run.agents, sample.as_ref());
-        let mut by_path: BTreeMap<PathClass, Vec<&ResultRecord>> = BTreeMap::new();
+        let mut by_path: BTreeMap<PathClass, Vec<Record<'_>>> = BTreeMap::new();
         for r in &run.results {
             by_path.entry(r.path).or_default().push(r);
         }
@@ -204,7 +204,7 @@ impl Report {
                 )
             })
             .collect();
-        let all: Vec<&ResultRecord> = run.results.iter().collect();
+        let all: Vec<Record<'_>> = run.results.iter().collect();
         let counts = count(&all);
         let agents_missing = run.agents.iter().filter(|a| !a.ran).count();
         let exit_code = if run.interrupted {
@@ -247,10 +247,21 @@ impl Report {
         }
         let mut report: Report = serde_json::from_value(v).map_err(ReportError::Shape)?;
         // Reports written before results carried `unknown` said so in the detail.
-        for r in &mut report.results {
-            if r.unknown.is_none() && r.result.detail.starts_with("unknown:") {
-                r.unknown = Some(crate::model::Unknown::AgentFailed);
-            }
+        let legacy = |r: &crate::model::Record<'_>| {
+            r.unknown.is_none() && r.result.detail.starts_with("unknown:")
+        };
+        if report.results.iter().any(|r| legacy(&r)) {
+            report.results = report
+                .results
+                .iter()
+                .map(|r| {
+                    let mut owned = r.to_owned();
+                    if legacy(&r) {
+                        owned.unknown = Some(crate::model::Unknown::AgentFailed);
+                    }
+                    owned
+                })
+                .collect();
         }
         Ok(report)
     }

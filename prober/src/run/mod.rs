@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use probe_proto::{Plan, ProbeResult, ProbeSpec};
 
-use crate::model::{AgentKind, AgentRef, AgentStatus, ResultRecord, Unknown};
+use crate::model::{AgentKind, AgentRef, AgentStatus, ResultRecord, Results, Unknown};
 use crate::plan::PlannedProbe;
 use crate::runtime::Runtime;
 
@@ -67,7 +67,7 @@ impl Default for RunConfig {
 /// What a run produced.
 #[derive(Debug, Clone)]
 pub struct RunOutput {
-    pub results: Vec<ResultRecord>,
+    pub results: Results,
     pub agents: Vec<AgentStatus>,
     pub interrupted: bool,
     pub elapsed: Duration,
@@ -194,28 +194,20 @@ pub async fn run_owned<R: Runtime + 'static>(
     }
 }
 
-/// The report's records, made from the plan and its results, from the back, giving the plan's
-/// memory back as it goes, so a large matrix is never held as plan, results and records at once.
+/// The report's records, made from the plan and its results in plan order, into the compact
+/// store ([`Results`]).
 fn into_records(
-    mut planned: Vec<PlannedProbe>,
-    mut results: Vec<Option<ProbeResult>>,
+    planned: Vec<PlannedProbe>,
+    results: Vec<Option<ProbeResult>>,
     dead: &BTreeMap<AgentRef, SocketAddr>,
     failed: &BTreeMap<AgentRef, String>,
     interrupted: bool,
-) -> Vec<ResultRecord> {
-    /// Records made between two returns of memory.
-    const CHUNK: usize = 1 << 16;
-    let mut records = Vec::with_capacity(planned.len());
-    while let Some(p) = planned.pop() {
-        let result = results.pop().flatten();
-        records.push(record_of(p, result, dead, failed, interrupted));
-        if planned.len().is_multiple_of(CHUNK) {
-            planned.shrink_to_fit();
-            results.shrink_to_fit();
-        }
-    }
-    records.reverse();
-    records
+) -> Results {
+    planned
+        .into_iter()
+        .zip(results)
+        .map(|(p, result)| record_of(p, result, dead, failed, interrupted))
+        .collect()
 }
 
 /// One planned probe's record.

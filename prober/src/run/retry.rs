@@ -263,10 +263,10 @@ mod tests {
         )
         .await;
         // One record per planned probe, in the plan's order.
-        let ids: Vec<&str> = out.results.iter().map(|r| r.result.id.as_str()).collect();
+        let results = out.results.to_vec();
+        let ids: Vec<&str> = results.iter().map(|r| r.result.id.as_str()).collect();
         assert_eq!(ids, ["dead", "flaky", "fine"]);
-        let by: HashMap<&str, &ProbeResult> = out
-            .results
+        let by: HashMap<&str, &ProbeResult> = results
             .iter()
             .map(|r| (r.result.id.as_str(), &r.result))
             .collect();

@@ -15,7 +15,7 @@ use fix_line::{cap_lists, fix_line};
 
 use super::Report;
 use crate::model::PathClass;
-use crate::model::ResultRecord;
+use crate::model::Record;
 
 #[derive(Debug, Clone, Copy)]
 pub struct Style {
@@ -72,7 +72,7 @@ pub(super) fn natural(a: &str, b: &str) -> std::cmp::Ordering {
     split(a).cmp(&split(b)).then_with(|| a.cmp(b))
 }
 
-fn column(r: &ResultRecord) -> String {
+fn column(r: &Record<'_>) -> String {
     match (r.path, &r.to.node, r.to.service.as_deref()) {
         (PathClass::PodToService | PathClass::NodeToService, _, _)
         | (PathClass::Dns, _, Some("kube-dns")) => "svc".into(),
@@ -139,8 +139,8 @@ fn row_list(
     }
 }
 
-fn grid(out: &mut String, rs: &[&ResultRecord], flagged: &HashSet<&str>, style: Style) {
-    let mut cells: BTreeMap<(String, String), Vec<&ResultRecord>> = BTreeMap::new();
+fn grid(out: &mut String, rs: &[Record<'_>], flagged: &HashSet<&str>, style: Style) {
+    let mut cells: BTreeMap<(String, String), Vec<Record<'_>>> = BTreeMap::new();
     let mut rows = BTreeSet::new();
     let mut cols = BTreeSet::new();
     for r in rs {
@@ -149,7 +149,7 @@ fn grid(out: &mut String, rs: &[&ResultRecord], flagged: &HashSet<&str>, style: 
         cells
             .entry((r.from.node.clone(), column(r)))
             .or_default()
-            .push(r);
+            .push(*r);
     }
     let cell = |row: &str, col: &str| -> (char, &'static str) {
         let Some(list) = cells.get(&(row.to_string(), col.to_string())) else {
@@ -157,7 +157,7 @@ fn grid(out: &mut String, rs: &[&ResultRecord], flagged: &HashSet<&str>, style: 
         };
         if let Some(f) = list.iter().find(|r| r.is_failed()) {
             (cell_char(f.result.outcome), RED)
-        } else if list.iter().any(|r| flagged.contains(r.result.id.as_str())) {
+        } else if list.iter().any(|r| flagged.contains(&*r.result.id.text())) {
             ('!', RED)
         } else if list.iter().any(|r| r.is_unknown()) {
             ('?', YELLOW)
@@ -224,7 +224,7 @@ fn grid(out: &mut String, rs: &[&ResultRecord], flagged: &HashSet<&str>, style: 
 }
 
 /// `n3/pod 10.244.3.2:9917`, `svc/kubernetes 10.96.0.1:443`.
-fn target(r: &ResultRecord) -> String {
+fn target(r: &Record<'_>) -> String {
     let port = r.to.port.map(|p| format!(":{p}")).unwrap_or_default();
     let label = match (&r.to.node, r.to.agent, r.to.service.as_deref()) {
         (_, _, Some(svc @ ("kubernetes" | "kube-dns"))) => format!("svc/{svc} "),
@@ -339,7 +339,7 @@ pub fn wrap(text: &str, width: usize, indent: usize) -> String {
 }
 
 /// One failed probe, wrapped: addresses and details are never cut.
-fn failure_line(r: &ResultRecord, indent: usize, style: Style) -> String {
+fn failure_line(r: &Record<'_>, indent: usize, style: Style) -> String {
     let pad = " ".repeat(indent);
     wrap(
         &format!(
@@ -356,7 +356,7 @@ fn failure_line(r: &ResultRecord, indent: usize, style: Style) -> String {
 }
 
 /// `pod-to-pod 12, node-to-pod 6`: how many of `rs` each path class holds.
-fn per_path(rs: &[&ResultRecord]) -> String {
+fn per_path(rs: &[Record<'_>]) -> String {
     let mut by: BTreeMap<PathClass, usize> = BTreeMap::new();
     for r in rs {
         *by.entry(r.path).or_default() += 1;
@@ -370,22 +370,20 @@ fn per_path(rs: &[&ResultRecord]) -> String {
 /// Failed probes grouped under the finding that explains them, evidence listed and
 /// consequences counted; the probes no finding explains last. Unknown probes are not failures.
 fn failures(out: &mut String, report: &Report, style: Style) {
-    let failed: Vec<&ResultRecord> = report.results.iter().filter(|r| r.is_failed()).collect();
+    let failed: Vec<Record<'_>> = report.results.iter().filter(|r| r.is_failed()).collect();
     if !failed.is_empty() {
-        let by_id: HashMap<&str, &ResultRecord> = report
-            .results
-            .iter()
-            .map(|r| (r.result.id.as_str(), r))
-            .collect();
+        // Only failed probes are shown, so only they need finding by id.
+        let by_id: HashMap<String, Record<'_>> =
+            failed.iter().map(|r| (r.result.id.to_string(), *r)).collect();
         let mut explained: HashSet<&str> = HashSet::new();
         let _ = writeln!(out, "\nfailures ({}):", failed.len());
         for f in &report.findings {
-            let evidence: Vec<&ResultRecord> = f
+            let evidence: Vec<Record<'_>> = f
                 .evidence
                 .iter()
                 .filter_map(|id| by_id.get(id.as_str()).copied())
                 .collect();
-            let consequences: Vec<&ResultRecord> = f
+            let consequences: Vec<Record<'_>> = f
                 .consequences
                 .iter()
                 .filter_map(|id| by_id.get(id.as_str()).copied())
@@ -393,7 +391,7 @@ fn failures(out: &mut String, report: &Report, style: Style) {
                 .collect();
             explained.extend(f.evidence.iter().map(String::as_str));
             explained.extend(f.consequences.iter().map(String::as_str));
-            let shown: Vec<&&ResultRecord> = evidence.iter().filter(|r| r.is_failed()).collect();
+            let shown: Vec<&Record<'_>> = evidence.iter().filter(|r| r.is_failed()).collect();
             if shown.is_empty() && consequences.is_empty() {
                 continue;
             }
@@ -427,9 +425,9 @@ fn failures(out: &mut String, report: &Report, style: Style) {
                 );
             }
         }
-        let rest: Vec<&&ResultRecord> = failed
+        let rest: Vec<&Record<'_>> = failed
             .iter()
-            .filter(|r| !explained.contains(r.result.id.as_str()))
+            .filter(|r| !explained.contains(&*r.result.id.text()))
             .collect();
         if !rest.is_empty() {
             let _ = writeln!(out, "  unexplained ({}):", rest.len());
@@ -438,7 +436,7 @@ fn failures(out: &mut String, report: &Report, style: Style) {
             }
         }
     }
-    let unknown: Vec<&ResultRecord> = report.results.iter().filter(|r| r.is_unknown()).collect();
+    let unknown: Vec<Record<'_>> = report.results.iter().filter(|r| r.is_unknown()).collect();
     if !unknown.is_empty() {
         let mut why: BTreeMap<String, usize> = BTreeMap::new();
         for r in &unknown {
@@ -486,7 +484,7 @@ fn flagged(report: &Report) -> HashSet<&str> {
 fn paths(out: &mut String, report: &Report, style: Style) {
     let s = &report.summary;
     let flagged = flagged(report);
-    let mut by_path: BTreeMap<PathClass, Vec<&ResultRecord>> = BTreeMap::new();
+    let mut by_path: BTreeMap<PathClass, Vec<Record<'_>>> = BTreeMap::new();
     for r in &report.results {
         by_path.entry(r.path).or_default().push(r);
     }
@@ -639,7 +637,7 @@ mod tests {
             .results
             .iter()
             .filter(|r| r.is_failed())
-            .map(|r| r.result.id.clone())
+            .map(|r| r.result.id.to_string())
             .collect();
         let f = &mut r.findings[0];
         f.evidence = failed[..2].to_vec();
@@ -750,16 +748,17 @@ mod tests {
             .iter()
             .position(|x| x.result.outcome.is_ok())
             .unwrap();
-        r.results[ok_id].unknown = Some(Unknown::AgentFailed);
-        r.results[ok_id].result.outcome = Outcome::Error;
-        r.results[ok_id].result.detail = "unknown: agent failed".into();
-        let lone = r
-            .results
+        let mut results = r.results.to_vec();
+        results[ok_id].unknown = Some(Unknown::AgentFailed);
+        results[ok_id].result.outcome = Outcome::Error;
+        results[ok_id].result.detail = "unknown: agent failed".into();
+        let lone = results
             .iter()
             .position(|x| x.result.outcome.is_ok())
             .unwrap();
-        r.results[lone].result.outcome = Outcome::Refused;
-        r.results[lone].result.detail = "lone refusal".into();
+        results[lone].result.outcome = Outcome::Refused;
+        results[lone].result.detail = "lone refusal".into();
+        r.results = results.into();
         let failed = r.results.iter().filter(|x| x.is_failed()).count();
         let text = render(&r, style(100));
         let at = |s: &str| {
@@ -802,7 +801,7 @@ mod tests {
             .results
             .iter()
             .filter(|x| x.is_failed())
-            .map(|x| x.result.id.clone())
+            .map(|x| x.result.id.to_string())
             .collect();
         r.findings[0].consequences.clear();
         let text = render(&r, style(80));
@@ -824,7 +823,7 @@ mod tests {
             .results
             .iter()
             .find(|x| x.path == PathClass::NodeToNode)
-            .map(|x| x.result.id.clone())
+            .map(|x| x.result.id.to_string())
             .unwrap();
         let mut f = Finding::new(Kind::Credential, Severity::Error, "token expired on n1");
         f.evidence = vec![nc];
