@@ -2428,7 +2428,7 @@ fn healthy_findings(inv: &Inventory) -> Vec<prober::diagnose::Finding> {
     let results: Vec<ResultRecord> = planned
         .iter()
         .map(|p| {
-            let mut result = ProbeResult::new(p.id.clone(), Outcome::Ok, "ok");
+            let mut result = ProbeResult::new(p.id.to_string(), Outcome::Ok, "ok");
             result.rtt_micros = Some(300);
             ResultRecord {
                 path: p.path,

@@ -292,7 +292,7 @@ mod tests {
             agent_port: 9917,
             host_root: None,
         };
-        let results: Vec<ResultRecord> = preflight(inv, &c)
+        let results: Vec<ResultRecord> = preflight(inv, &c).to_vec()
             .iter()
             .map(|p| ResultRecord {
                 path: p.path,

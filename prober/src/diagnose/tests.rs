@@ -33,7 +33,7 @@ fn run_with_agents(
     model: &Model,
     agents: &[AgentStatus],
 ) -> (Vec<ResultRecord>, Vec<Finding>) {
-    let results: Vec<ResultRecord> = plan(inv, &Filter::default())
+    let results: Vec<ResultRecord> = plan(inv, &Filter::default()).to_vec()
         .iter()
         .map(|p| {
             let (outcome, detail) = model(p).unwrap_or((Outcome::Ok, "ok".into()));
@@ -292,7 +292,7 @@ fn asymmetric_gap_says_the_reverse_works() {
 fn rejected_by_the_host_itself_says_where() {
     let inv = inventory(2, 1, "flannel");
     let (results, f) = {
-        let plan_results = plan(&inv, &Filter::default());
+        let plan_results = plan(&inv, &Filter::default()).to_vec();
         let results: Vec<ResultRecord> = plan_results
             .iter()
             .map(|p| {
@@ -767,7 +767,7 @@ mod node_checks {
         for n in &mut inv.nodes {
             n.host_root = Some(PathBuf::from(format!("/state/{}", n.name)));
         }
-        let results: Vec<ResultRecord> = plan(inv, &Filter::default())
+        let results: Vec<ResultRecord> = plan(inv, &Filter::default()).to_vec()
             .iter()
             .map(|p| {
                 let mut result = ProbeResult::new(p.id.clone(), Outcome::Ok, "ok");

@@ -11,6 +11,12 @@ pub enum AgentKind {
 }
 
 impl AgentKind {
+    /// The kind named `s` (`host` or `pod`).
+    #[must_use]
+    pub fn parse(s: &str) -> Option<Self> {
+        [Self::Host, Self::Pod].into_iter().find(|k| k.as_str() == s)
+    }
+
     #[must_use]
     pub fn as_str(self) -> &'static str {
         match self {

@@ -11,4 +11,5 @@ pub mod time;
 pub use agent::{AgentKind, AgentRef, AgentStatus};
 pub use path::{Direction, PathClass, Protocol};
 pub use result::{ResultRecord, Target, Unknown};
-pub use store::{Id, Record, ResultView, Results};
+pub use store::{Id, Names, Record, ResultView, Results};
+pub(crate) use store::{Interner, Key};

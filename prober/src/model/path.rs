@@ -47,6 +47,12 @@ impl PathClass {
         Self::NodeConfig,
     ];
 
+    /// The class named `s` (its JSON value).
+    #[must_use]
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|p| p.as_str() == s)
+    }
+
     #[must_use]
     pub fn as_str(self) -> &'static str {
         match self {

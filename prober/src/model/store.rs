@@ -74,21 +74,120 @@ impl<T: Hash + Eq> Interner<T> {
 
 }
 
+impl<T: Hash + Eq> Interner<T> {
+    /// The index of the value equal to `key`, if there is one.
+    pub(crate) fn find<Q>(&self, key: &Q) -> Option<u32>
+    where
+        Q: Hash + Eq + ?Sized,
+        T: std::borrow::Borrow<Q>,
+    {
+        let hash = self.hasher.hash_one(key);
+        self.table
+            .find(hash, |&i| self.items[i as usize].borrow() == key)
+            .copied()
+    }
+}
+
 impl<T> Interner<T> {
     pub(crate) fn get(&self, i: u32) -> &T {
         &self.items[i as usize]
     }
 }
 
-/// One result: indices into the store's tables and the small fields inline.
-#[derive(Debug, Clone, Copy)]
-struct Row {
+/// The names a run's plan and results share, each stored once: agents, targets, and strings (ids
+/// and details).
+#[derive(Debug, Clone, Default)]
+pub struct Names {
+    agents: Interner<AgentRef>,
+    targets: Interner<Target>,
+    strings: Interner<Box<str>>,
+}
+
+/// Where one probe goes, by index into [`Names`]: what a plan row and a result row share.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Key {
     from: u32,
     to: u32,
     /// The id, or with `prefixed` only what follows `{path}:{from}->` (the planner's ids).
     id: u32,
+    path: PathClass,
+    prefixed: bool,
+}
+
+impl Key {
+    pub(crate) fn path(&self) -> PathClass {
+        self.path
+    }
+}
+
+impl Names {
+    /// The key of a probe from `from` to `to` with this id, its names stored now if new.
+    pub(crate) fn key(&mut self, path: PathClass, from: AgentRef, to: Target, id: &str) -> Key {
+        let tail = id_tail(id, path, &from);
+        let text = tail.unwrap_or(id);
+        Key {
+            id: self.strings.intern_with(text, || text.into()),
+            from: self.agents.intern(from),
+            to: self.targets.intern(to),
+            path,
+            prefixed: tail.is_some(),
+        }
+    }
+
+    pub(crate) fn from(&self, k: &Key) -> &AgentRef {
+        self.agents.get(k.from)
+    }
+
+    pub(crate) fn to(&self, k: &Key) -> &Target {
+        self.targets.get(k.to)
+    }
+
+    pub(crate) fn id(&self, k: &Key) -> Id<'_> {
+        Id {
+            prefix: k.prefixed.then(|| (k.path, self.agents.get(k.from))),
+            tail: self.strings.get(k.id),
+        }
+    }
+
+    /// A key's place in [`Names::lookup`] order: agent, path and id tail, or the whole id.
+    pub(crate) fn order(k: &Key) -> (u32, u8, u32) {
+        if k.prefixed {
+            (k.from, k.path as u8, k.id)
+        } else {
+            (u32::MAX, 0, k.id)
+        }
+    }
+
+    /// Where the id `id` falls in [`Names::order`], if its names are known at all (an answer's id
+    /// found without writing out every planned id).
+    pub(crate) fn lookup(&self, id: &str) -> Vec<(u32, u8, u32)> {
+        let mut out = Vec::with_capacity(2);
+        if let Some((path, rest)) = id.split_once(':')
+            && let Some((from, tail)) = rest.split_once("->")
+            && let Some((node, agent)) = from.rsplit_once('/')
+            && let Some(path) = PathClass::parse(path)
+            && let Some(agent) = super::AgentKind::parse(agent)
+            && let Some(from) = self.agents.find(&AgentRef {
+                node: node.to_string(),
+                agent,
+            })
+            && let Some(tail) = self.strings.find(tail)
+        {
+            out.push((from, path as u8, tail));
+        }
+        if let Some(whole) = self.strings.find(id) {
+            out.push((u32::MAX, 0, whole));
+        }
+        out
+    }
+}
+
+/// One result: its key and the small fields inline.
+#[derive(Debug, Clone, Copy)]
+struct Row {
+    key: Key,
     detail: u32,
-    /// The rarely set fields, as a `ProbeResult` with the fields above left empty.
+    /// The rarely set fields, as a `ProbeResult` with the fields here left empty.
     rest: u32,
     /// Microseconds plus one; 0 when absent.
     rtt: u32,
@@ -96,20 +195,20 @@ struct Row {
     attempts: u16,
     ok_attempts: u16,
     outcome: Outcome,
-    path: PathClass,
     unknown: Option<Unknown>,
-    prefixed: bool,
 }
 
 /// A run's results, in plan order.
 #[derive(Debug, Clone, Default)]
 pub struct Results {
-    agents: Interner<AgentRef>,
-    targets: Interner<Target>,
-    strings: Interner<Box<str>>,
+    names: Names,
+    details: Interner<Box<str>>,
     rests: Interner<ProbeResult>,
     rows: Vec<Row>,
 }
+
+/// A row's `rest` before its result is set ([`Results::placeholders`]).
+const UNSET: u32 = u32::MAX;
 
 fn plus_one<T: TryInto<u16>>(v: Option<T>) -> u16 {
     v.map_or(0, |v| v.try_into().unwrap_or(u16::MAX - 1).saturating_add(1))
@@ -137,27 +236,61 @@ impl Results {
 
     /// Adds one result at the end.
     pub fn push(&mut self, r: ResultRecord) {
-        let ResultRecord {
-            path,
-            from,
-            to,
-            unknown,
-            result,
-        } = r;
-        let tail = id_tail(&result.id, path, &from);
-        let prefixed = tail.is_some();
-        let id = self
-            .strings
-            .intern_with(tail.unwrap_or(&result.id), || {
-                tail.unwrap_or(&result.id).into()
-            });
+        let key = self.names.key(r.path, r.from, r.to, &r.result.id);
+        self.push_keyed(key, r.unknown, r.result);
+    }
+
+    /// Adds one result at the end, for the probe `key` (the result's own id is not read).
+    pub(crate) fn push_keyed(&mut self, key: Key, unknown: Option<Unknown>, result: ProbeResult) {
+        let row = self.row(key, unknown, result);
+        self.rows.push(row);
+    }
+
+    /// A row for every key, each waiting for its result ([`Results::set`]); the names come last
+    /// ([`Results::attach`]), so a run can fill its results while its plan still holds them.
+    pub(crate) fn placeholders(keys: impl Iterator<Item = Key>) -> Self {
+        let rows = keys
+            .map(|key| Row {
+                key,
+                detail: 0,
+                rest: UNSET,
+                rtt: 0,
+                attempts: 0,
+                ok_attempts: 0,
+                outcome: Outcome::Error,
+                unknown: Some(Unknown::NoResult),
+            })
+            .collect();
+        Self {
+            rows,
+            ..Self::default()
+        }
+    }
+
+    /// Sets the result of row `i`, keeping its key.
+    pub(crate) fn set(&mut self, i: usize, unknown: Option<Unknown>, result: ProbeResult) {
+        let Some(key) = self.rows.get(i).map(|r| r.key) else {
+            return;
+        };
+        self.rows[i] = self.row(key, unknown, result);
+    }
+
+    /// Whether row `i` has its result.
+    pub(crate) fn is_set(&self, i: usize) -> bool {
+        self.rows.get(i).is_some_and(|r| r.rest != UNSET)
+    }
+
+    /// The names the rows' keys point into.
+    pub(crate) fn attach(&mut self, names: Names) {
+        self.names = names;
+    }
+
+    fn row(&mut self, key: Key, unknown: Option<Unknown>, result: ProbeResult) -> Row {
         let detail = self
-            .strings
+            .details
             .intern_with(result.detail.as_str(), || result.detail.as_str().into());
         let row = Row {
-            from: self.agents.intern(from),
-            to: self.targets.intern(to),
-            id,
+            key,
             detail,
             rtt: result.rtt_micros.map_or(0, |us| {
                 u32::try_from(us).unwrap_or(u32::MAX - 1).saturating_add(1)
@@ -165,9 +298,7 @@ impl Results {
             attempts: plus_one(result.attempts),
             ok_attempts: plus_one(result.ok_attempts),
             outcome: result.outcome,
-            path,
             unknown,
-            prefixed,
             rest: 0,
         };
         let answered = result.outcome.is_ok() && unknown.is_none();
@@ -185,7 +316,7 @@ impl Results {
             rest.seen = None;
         }
         let rest = self.rests.intern(rest);
-        self.rows.push(Row { rest, ..row });
+        Row { rest, ..row }
     }
 
     #[must_use]
@@ -225,21 +356,17 @@ impl Results {
     }
 
     fn view(&self, row: &Row) -> Record<'_> {
-        let from = self.agents.get(row.from);
         let rest = self.rests.get(row.rest);
         Record {
-            path: row.path,
-            from,
-            to: self.targets.get(row.to),
+            path: row.key.path,
+            from: self.names.from(&row.key),
+            to: self.names.to(&row.key),
             unknown: row.unknown,
             result: ResultView {
-                id: Id {
-                    prefix: row.prefixed.then_some((row.path, from)),
-                    tail: self.strings.get(row.id),
-                },
+                id: self.names.id(&row.key),
                 outcome: row.outcome,
                 rtt_micros: row.rtt.checked_sub(1).map(u64::from),
-                detail: self.strings.get(row.detail),
+                detail: self.details.get(row.detail),
                 attempts: minus_one(row.attempts),
                 ok_attempts: minus_one(row.ok_attempts),
                 rest,
@@ -429,6 +556,14 @@ pub struct Id<'a> {
 }
 
 impl<'a> Id<'a> {
+    /// The id's text in pieces, written out nowhere.
+    pub fn parts(&self) -> impl Iterator<Item = &'a str> {
+        let prefix = self.prefix.map(|(path, from)| {
+            [path.as_str(), ":", from.node.as_str(), "/", from.agent.as_str(), "->"]
+        });
+        prefix.into_iter().flatten().chain(std::iter::once(self.tail))
+    }
+
     /// The id as text: borrowed when it was stored whole.
     #[must_use]
     pub fn text(&self) -> std::borrow::Cow<'a, str> {

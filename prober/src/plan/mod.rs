@@ -10,7 +10,6 @@ mod pods;
 pub mod preflight;
 pub mod sample;
 
-use std::collections::BTreeMap;
 
 use probe_proto::{Port, Probe};
 
@@ -19,6 +18,9 @@ use crate::model::{AgentKind, AgentRef, PathClass, Target};
 
 pub use node_ports::{cni_tcp_ports, served_tcp_ports};
 pub use overlay::{encapsulation_overhead, underlay_mtu_needed};
+
+mod planned;
+pub use planned::{Planned, PlannedRef};
 
 /// One cell of the matrix.
 #[derive(Debug, Clone, PartialEq)]
@@ -69,7 +71,7 @@ fn id(path: PathClass, from: &AgentRef, to: &str, what: &str) -> String {
 struct Builder<'a> {
     inv: &'a Inventory,
     filter: &'a Filter,
-    out: Vec<PlannedProbe>,
+    out: Planned,
 }
 
 impl<'a> Builder<'a> {
@@ -82,7 +84,7 @@ impl<'a> Builder<'a> {
         label: &str,
         what: &str,
         probe: Probe,
-    ) -> Option<&mut PlannedProbe> {
+    ) -> Option<usize> {
         if !self.filter.wants(path) || !self.filter.touches(&from.node, to.node.as_deref()) {
             return None;
         }
@@ -95,15 +97,14 @@ impl<'a> Builder<'a> {
             return None;
         }
         let id = id(path, &from, label, what);
-        self.out.push(PlannedProbe {
+        Some(self.out.push(PlannedProbe {
             id,
             path,
             from,
             to,
             probe,
             receipt_port: None,
-        });
-        self.out.last_mut()
+        }))
     }
 
     fn agents(&self, kind: AgentKind) -> Vec<(&'a Node, &'a Agent)> {
@@ -128,11 +129,11 @@ fn port(p: u16) -> Port {
 
 /// The full matrix for `inv`, filtered. Pure; ids are unique and stable.
 #[must_use]
-pub fn plan(inv: &Inventory, filter: &Filter) -> Vec<PlannedProbe> {
+pub fn plan(inv: &Inventory, filter: &Filter) -> Planned {
     let mut b = Builder {
         inv,
         filter,
-        out: Vec::new(),
+        out: Planned::new(),
     };
     b.agent_matrix(PathClass::PodToPod, AgentKind::Pod, AgentKind::Pod);
     b.agent_matrix(PathClass::NodeToPod, AgentKind::Host, AgentKind::Pod);
@@ -149,11 +150,12 @@ pub fn plan(inv: &Inventory, filter: &Filter) -> Vec<PlannedProbe> {
 
 /// TCP and UDP probes to a node's own address get its host agent as the receipt's witness: its
 /// sniffer sees whether the SYN or datagram arrived before the node's firewall did.
-fn receipts(inv: &Inventory, out: &mut [PlannedProbe]) {
+fn receipts(inv: &Inventory, out: &mut Planned) {
     let nodes: std::collections::HashMap<&str, &Node> =
         inv.nodes.iter().map(|n| (n.name.as_str(), n)).collect();
-    for p in out.iter_mut().filter(|p| p.receipt_port.is_none()) {
-        let (Probe::Tcp { address, .. } | Probe::Udp { address, .. }) = p.probe else {
+    let mut witnessed = Vec::new();
+    for (i, p) in out.iter().enumerate().filter(|(_, p)| p.receipt_port.is_none()) {
+        let (Probe::Tcp { address, .. } | Probe::Udp { address, .. }) = *p.probe else {
             continue;
         };
         let Some(node) = p.to.node.as_deref().and_then(|n| nodes.get(n)) else {
@@ -165,19 +167,12 @@ fn receipts(inv: &Inventory, out: &mut [PlannedProbe]) {
         if address == std::net::IpAddr::V4(node.address)
             || address == std::net::IpAddr::V4(host.address)
         {
-            p.receipt_port = Port::new(host.port);
+            witnessed.push((i, Port::new(host.port)));
         }
     }
-}
-
-/// The probes grouped by the agent that runs them.
-#[must_use]
-pub fn by_agent(probes: &[PlannedProbe]) -> BTreeMap<AgentRef, Vec<&PlannedProbe>> {
-    let mut m: BTreeMap<AgentRef, Vec<&PlannedProbe>> = BTreeMap::new();
-    for p in probes {
-        m.entry(p.from.clone()).or_default().push(p);
+    for (i, port) in witnessed {
+        out.set_receipt_port(i, port);
     }
-    m
 }
 
 #[cfg(test)]

@@ -64,10 +64,10 @@ impl<'a> Builder<'a> {
                     None => ov.mode.clone(),
                 };
                 let receipt_port = tnode.agents.host.as_ref().and_then(|a| Port::new(a.port));
-                if let Some(p) =
+                if let Some(i) =
                     self.push(PathClass::Overlay, from, vx_target, &label, &kind, probe)
                 {
-                    p.receipt_port = receipt_port;
+                    self.out.set_receipt_port(i, receipt_port);
                 }
             }
         }
@@ -240,7 +240,7 @@ mod tests {
             ov.port = 0;
             ov.vni = 0;
         }
-        let probes = plan(&inv, &Filter::default());
+        let probes = plan(&inv, &Filter::default()).to_vec();
         let crafted: Vec<_> = probes
             .iter()
             .filter(|p| p.path == PathClass::Overlay && p.to.agent == Some(AgentKind::Host))
@@ -265,7 +265,7 @@ mod tests {
             ov.port = 6081;
             ov.vni = 2;
         }
-        let probes = plan(&inv, &Filter::default());
+        let probes = plan(&inv, &Filter::default()).to_vec();
         let g = probes
             .iter()
             .find(|p| p.id == "overlay:n1/host->n2/host:geneve/6081")
@@ -279,7 +279,7 @@ mod tests {
             ov.mode = "wireguard".into();
             ov.port = 51871;
         }
-        let probes = plan(&inv, &Filter::default());
+        let probes = plan(&inv, &Filter::default()).to_vec();
         assert!(
             probes
                 .iter()
@@ -290,7 +290,7 @@ mod tests {
         if let Some(ov) = inv.cluster.overlay.as_mut() {
             ov.mode = "none".into();
         }
-        let probes = plan(&inv, &Filter::default());
+        let probes = plan(&inv, &Filter::default()).to_vec();
         assert!(probes.iter().all(|p| p.path != PathClass::Overlay
             || matches!(p.probe, Probe::Mtu { .. } | Probe::Vtep { .. })));
     }

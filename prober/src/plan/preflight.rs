@@ -9,7 +9,9 @@ use probe_proto::{Port, Probe, Vni};
 
 use super::node_ports::cni_port_served;
 use super::overlay::{crafted, underlay_mtu_needed};
-use super::{Builder, Filter, PlannedProbe, cni_tcp_ports, port, receipts, served_tcp_ports};
+use super::{Builder, Filter, Planned, cni_tcp_ports, port, receipts, served_tcp_ports};
+#[cfg(test)]
+use super::PlannedProbe;
 use crate::inventory::{Agent, Agents, Inventory, Node};
 use crate::model::{AgentKind, AgentRef, PathClass, Protocol, Target};
 
@@ -158,12 +160,12 @@ impl Builder<'_> {
 /// Every probe preflight runs for `c` joining the cluster `inv` describes. Ids are unique and
 /// stable; `inv` must not already hold the candidate.
 #[must_use]
-pub fn preflight(inv: &Inventory, c: &Candidate) -> Vec<PlannedProbe> {
+pub fn preflight(inv: &Inventory, c: &Candidate) -> Planned {
     let everything = Filter::default();
     let mut out = Builder {
         inv,
         filter: &everything,
-        out: Vec::new(),
+        out: Planned::new(),
     };
     let cp = c.role == Role::ControlPlane;
     let me = candidate_node(inv, c);
@@ -292,7 +294,7 @@ fn overlay(inv: &Inventory, c: &Candidate, others: &[&Node], out: &mut Builder<'
             &kind(p),
             probe,
         ) {
-            planned.receipt_port = receipt;
+            out.out.set_receipt_port(planned, receipt);
         }
         if n.agents.host.is_none() {
             continue;
@@ -330,7 +332,7 @@ fn overlay(inv: &Inventory, c: &Candidate, others: &[&Node], out: &mut Builder<'
             &kind(Some(ov.port)),
             probe,
         ) {
-            planned.receipt_port = Port::new(c.agent_port);
+            out.out.set_receipt_port(planned, Port::new(c.agent_port));
         }
     }
 }
@@ -389,7 +391,7 @@ mod tests {
     #[test]
     fn a_worker_is_probed_both_ways_on_every_required_port() {
         let inv = inventory(3, 1, "flannel");
-        let v = preflight(&inv, &candidate(Role::Worker));
+        let v = preflight(&inv, &candidate(Role::Worker)).to_vec();
         let ids: std::collections::HashSet<&str> = v.iter().map(|p| p.id.as_str()).collect();
         assert_eq!(ids.len(), v.len(), "ids are unique");
         assert_eq!(count(&v, true, "tls/6443"), inv.cluster.api.endpoints.len());
@@ -412,7 +414,7 @@ mod tests {
     #[test]
     fn a_control_plane_adds_etcd_both_ways_and_6443_from_every_node() {
         let inv = inventory(3, 1, "calico");
-        let v = preflight(&inv, &candidate(Role::ControlPlane));
+        let v = preflight(&inv, &candidate(Role::ControlPlane)).to_vec();
         assert_eq!(count(&v, true, "tcp/2379"), 1);
         assert_eq!(count(&v, false, "tcp/2380"), 1);
         assert_eq!(count(&v, false, "tcp/6443"), 3);
@@ -443,7 +445,7 @@ mod tests {
             mesh: true,
             as_number: Some(64512),
         });
-        let v = preflight(&inv, &candidate(Role::Worker));
+        let v = preflight(&inv, &candidate(Role::Worker)).to_vec();
         let typha: Vec<&str> = v
             .iter()
             .filter(|p| p.id.ends_with("tcp/5473"))
@@ -463,14 +465,14 @@ mod tests {
         assert_eq!(standin_tcp_ports(&inv, Role::Worker), [10250, 179]);
         // Without a mesh the peers are unknown: no BGP either way.
         inv.cluster.bgp = None;
-        let v = preflight(&inv, &candidate(Role::Worker));
+        let v = preflight(&inv, &candidate(Role::Worker)).to_vec();
         assert_eq!(count(&v, true, "tcp/179") + count(&v, false, "tcp/179"), 0);
     }
 
     #[test]
     fn tcp_probes_get_their_receivers_sniffer_as_witness() {
         let inv = inventory(2, 1, "flannel");
-        let v = preflight(&inv, &candidate(Role::Worker));
+        let v = preflight(&inv, &candidate(Role::Worker)).to_vec();
         let tcp: Vec<&PlannedProbe> = v
             .iter()
             .filter(|p| matches!(p.probe, Probe::Tcp { .. }))
@@ -485,7 +487,7 @@ mod tests {
     #[test]
     fn one_df_packet_per_node_at_the_underlay_mtu_the_overlay_needs() {
         let mut inv = inventory(3, 1, "flannel");
-        let v = preflight(&inv, &candidate(Role::Worker));
+        let v = preflight(&inv, &candidate(Role::Worker)).to_vec();
         let mtu: Vec<&PlannedProbe> = v
             .iter()
             .filter(|p| matches!(p.probe, Probe::Mtu { .. }))
@@ -499,18 +501,18 @@ mod tests {
         if let Some(ov) = inv.cluster.overlay.as_mut() {
             (ov.mode, ov.port, ov.mtu) = ("ipip".into(), 0, Some(1480));
         }
-        let v = preflight(&inv, &candidate(Role::Worker));
+        let v = preflight(&inv, &candidate(Role::Worker)).to_vec();
         assert_eq!(count(&v, true, "mtu/1500"), 3);
         if let Some(ov) = inv.cluster.overlay.as_mut() {
             ov.mtu = None;
         }
-        let v = preflight(&inv, &candidate(Role::Worker));
+        let v = preflight(&inv, &candidate(Role::Worker)).to_vec();
         assert!(!v.iter().any(|p| matches!(p.probe, Probe::Mtu { .. })));
         // Native routing encapsulates nothing: no overlay need to check the underlay against.
         if let Some(ov) = inv.cluster.overlay.as_mut() {
             (ov.mode, ov.mtu) = ("none".into(), Some(1500));
         }
-        let v = preflight(&inv, &candidate(Role::Worker));
+        let v = preflight(&inv, &candidate(Role::Worker)).to_vec();
         assert!(!v.iter().any(|p| matches!(p.probe, Probe::Mtu { .. })));
     }
 
@@ -520,7 +522,7 @@ mod tests {
         if let Some(ov) = inv.cluster.overlay.as_mut() {
             (ov.mode, ov.port, ov.vni) = ("geneve".into(), 6081, 2);
         }
-        let v = preflight(&inv, &candidate(Role::Worker));
+        let v = preflight(&inv, &candidate(Role::Worker)).to_vec();
         assert_eq!(count(&v, true, "geneve/6081"), 3);
         assert_eq!(
             count(&v, false, "geneve/6081"),
@@ -532,13 +534,13 @@ mod tests {
         if let Some(ov) = inv.cluster.overlay.as_mut() {
             (ov.mode, ov.port) = ("wireguard".into(), 51871);
         }
-        let v = preflight(&inv, &candidate(Role::Worker));
+        let v = preflight(&inv, &candidate(Role::Worker)).to_vec();
         assert_eq!(count(&v, true, "wireguard/51871"), 3);
         assert_eq!(count(&v, false, "wireguard/51871"), 3, "arrival at its NIC");
         if let Some(ov) = inv.cluster.overlay.as_mut() {
             (ov.mode, ov.port, ov.vni) = ("ipip".into(), 0, 0);
         }
-        let v = preflight(&inv, &candidate(Role::Worker));
+        let v = preflight(&inv, &candidate(Role::Worker)).to_vec();
         assert_eq!(count(&v, true, ":ipip"), 3);
         assert!(standin_udp_ports(&inv).is_empty());
     }

@@ -283,12 +283,12 @@ mod tests {
     #[test]
     fn a_sampled_plan_keeps_every_api_dns_and_node_probe() {
         let inv = zoned(12, 3);
-        let full = crate::plan::plan(&inv, &crate::plan::Filter::default());
+        let full = crate::plan::plan(&inv, &crate::plan::Filter::default()).to_vec();
         let filter = crate::plan::Filter {
             sample: Some(sample(&inv, 2)),
             ..crate::plan::Filter::default()
         };
-        let thin = crate::plan::plan(&inv, &filter);
+        let thin = crate::plan::plan(&inv, &filter).to_vec();
         assert!(
             thin.len() < full.len() / 2,
             "{} of {}",

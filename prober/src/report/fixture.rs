@@ -26,9 +26,9 @@ pub fn report(nodes: usize, cut: Option<&str>) -> Report {
             ) && (p.from.agent == AgentKind::Pod
                 || p.to.agent == Some(AgentKind::Pod));
             let mut result = if crosses && overlay {
-                ProbeResult::new(p.id.clone(), Outcome::Timeout, "no answer within 2000 ms")
+                ProbeResult::new(p.id.to_string(), Outcome::Timeout, "no answer within 2000 ms")
             } else {
-                ProbeResult::new(p.id.clone(), Outcome::Ok, "ok")
+                ProbeResult::new(p.id.to_string(), Outcome::Ok, "ok")
             };
             if result.outcome.is_ok() {
                 result.rtt_micros = Some(200 + u64::try_from(i % 97).unwrap_or(0) * 40);

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use probe_proto::{Plan, ProbeResult, ProbeSpec};
 
-use crate::model::{AgentKind, AgentRef, AgentStatus, ResultRecord, Results, Unknown};
-use crate::plan::PlannedProbe;
+use crate::model::{AgentKind, AgentRef, AgentStatus, Id, Results, Unknown};
+use crate::plan::{Planned, PlannedRef};
 use crate::runtime::Runtime;
 
 mod pass;
@@ -21,7 +21,7 @@ mod receipts;
 mod retry;
 
 pub(crate) use pass::{Ask, Pass, Store};
-use pass::{crafted, sorted_by_id};
+use pass::{Slots, crafted};
 
 /// How far a run has come, reported upwards: the run never draws anything itself.
 pub trait Progress: Send + Sync {
@@ -102,27 +102,29 @@ pub(super) fn plan_for(specs: Vec<ProbeSpec>, cfg: &RunConfig) -> Plan {
 
 /// A nonce per VXLAN probe (FNV-1a of its id, salted per run), so the receiver's sniffer can be
 /// asked for exactly it.
-pub(super) fn nonce_for(run_salt: u32, id: &str) -> u32 {
-    id.bytes().fold(0x811c_9dc5_u32 ^ run_salt, |h, b| {
-        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
-    })
+pub(super) fn nonce_for(run_salt: u32, id: &Id<'_>) -> u32 {
+    id.parts()
+        .flat_map(str::bytes)
+        .fold(0x811c_9dc5_u32 ^ run_salt, |h, b| {
+            (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+        })
 }
 
 /// Runs the matrix. `cancel` resolving (Ctrl-C) stops it with what was gathered.
 pub async fn run<R: Runtime + 'static>(
-    planned: &[PlannedProbe],
+    planned: &Planned,
     runtime: Arc<R>,
     cfg: &RunConfig,
     progress: &dyn Progress,
     cancel: impl Future<Output = ()> + Send,
 ) -> RunOutput {
-    run_owned(planned.to_vec(), runtime, cfg, progress, cancel).await
+    run_owned(planned.clone(), runtime, cfg, progress, cancel).await
 }
 
-/// [`run`], consuming the plan: each result's record takes its planned probe's names instead of
-/// copying them, so a large matrix is not held twice.
+/// [`run`], consuming the plan: the results take over its names instead of copying them, so a
+/// large matrix is not held twice.
 pub async fn run_owned<R: Runtime + 'static>(
-    mut planned: Vec<PlannedProbe>,
+    planned: Planned,
     runtime: Arc<R>,
     cfg: &RunConfig,
     progress: &dyn Progress,
@@ -132,11 +134,9 @@ pub async fn run_owned<R: Runtime + 'static>(
     let since = probe_proto::util::unix_ms().saturating_sub(5000);
     let salt = u32::try_from(since & 0xffff_ffff).unwrap_or(0) ^ std::process::id().rotate_left(16);
     let mut cancel = Box::pin(cancel);
-    // The planner grew it by doubling: up to half of it is room nobody will use.
-    planned.shrink_to_fit();
     let agents_planned: Vec<AgentRef> = planned
         .iter()
-        .map(|p| &p.from)
+        .map(|p| p.from)
         .collect::<BTreeSet<_>>()
         .into_iter()
         .cloned()
@@ -147,7 +147,7 @@ pub async fn run_owned<R: Runtime + 'static>(
         .filter(|a| agents_planned.contains(a))
         .count();
     progress.planned((planned.len() + checks) as u64);
-    let order = sorted_by_id(&planned);
+    let order = planned.lookup_order();
     let first = Pass {
         runtime: &runtime,
         cfg,
@@ -157,13 +157,13 @@ pub async fn run_owned<R: Runtime + 'static>(
         order: &order,
     };
     // One slot per planned probe: an answer goes straight to its probe's place.
-    let mut results: Vec<Option<ProbeResult>> = Vec::new();
-    results.resize_with(planned.len(), || None);
+    let mut results = Slots::new(&planned);
     let all: Vec<usize> = (0..planned.len()).collect();
     let (mut others, mut failed, mut interrupted) = first
         .run(&all, 0, progress, &mut cancel, &mut results)
         .await;
     drop(all);
+    results.settle();
     let dead = dead_responders(cfg, &mut others, &mut failed);
     drop(others);
     if !interrupted && cfg.retries > 0 {
@@ -194,38 +194,51 @@ pub async fn run_owned<R: Runtime + 'static>(
     }
 }
 
-/// The report's records, made from the plan and its results in plan order, into the compact
-/// store ([`Results`]).
+/// The report's records: the results the run compacted as they came, the ones still open
+/// (failures, crafted datagrams) settled, and every probe without one told why. The plan's
+/// names go to the results.
 fn into_records(
-    planned: Vec<PlannedProbe>,
-    results: Vec<Option<ProbeResult>>,
+    planned: Planned,
+    slots: Slots,
     dead: &BTreeMap<AgentRef, SocketAddr>,
     failed: &BTreeMap<AgentRef, String>,
     interrupted: bool,
 ) -> Results {
-    planned
-        .into_iter()
-        .zip(results)
-        .map(|(p, result)| record_of(p, result, dead, failed, interrupted))
-        .collect()
+    let (mut results, mut open) = slots.into_parts();
+    for (i, p) in planned.iter().enumerate() {
+        let result = open.remove(&i);
+        if result.is_none() && results.is_set(i) {
+            // Compacted as it came: an ordinary probe that got through, wrong only when what
+            // answered was not the responder it was meant for.
+            if let Some(why) = to_dead_responder(&p, dead) {
+                let (unknown, result) = unknown(&p, Unknown::AgentFailed, why);
+                results.set(i, unknown, result);
+            }
+            continue;
+        }
+        let (unknown, result) = record_of(&p, result, dead, failed, interrupted);
+        results.set(i, unknown, result);
+    }
+    results.attach(planned.into_names());
+    results
 }
 
-/// One planned probe's record.
+/// One planned probe's result, or why it has none.
 fn record_of(
-    p: PlannedProbe,
+    p: &PlannedRef<'_>,
     result: Option<ProbeResult>,
     dead: &BTreeMap<AgentRef, SocketAddr>,
     failed: &BTreeMap<AgentRef, String>,
     interrupted: bool,
-) -> ResultRecord {
-    if let Some(why) = to_dead_responder(&p, dead) {
-        return ResultRecord::unknown(p.path, p.from, p.to, p.id, Unknown::AgentFailed, why);
+) -> (Option<Unknown>, ProbeResult) {
+    if let Some(why) = to_dead_responder(p, dead) {
+        return unknown(p, Unknown::AgentFailed, why);
     }
     // Only crafted datagrams need their receiver to have an outcome at all (a TCP or UDP
     // probe's receipt only adds where it died): no clone for every other probe.
     let receiver = p
         .receipt_port
-        .filter(|_| crafted(&p.probe))
+        .filter(|_| crafted(p.probe))
         .and_then(|_| p.to.node.clone())
         .and_then(|node| {
             failed.get(&AgentRef {
@@ -233,8 +246,15 @@ fn record_of(
                 agent: AgentKind::Host,
             })
         });
-    let agent_failed = failed.get(&p.from);
+    let agent_failed = failed.get(p.from);
     record_for(p, result, agent_failed, receiver, interrupted)
+}
+
+fn unknown(p: &PlannedRef<'_>, why: Unknown, detail: String) -> (Option<Unknown>, ProbeResult) {
+    (
+        Some(why),
+        ProbeResult::new(p.id.to_string(), probe_proto::Outcome::Error, detail),
+    )
 }
 
 /// Ids of the responder checks, one per agent, never reported as results.
@@ -267,7 +287,7 @@ fn dead_responders(
 }
 
 /// Why a probe to a dead responder is unknown, when it is one.
-fn to_dead_responder(p: &PlannedProbe, dead: &BTreeMap<AgentRef, SocketAddr>) -> Option<String> {
+fn to_dead_responder(p: &PlannedRef<'_>, dead: &BTreeMap<AgentRef, SocketAddr>) -> Option<String> {
     if dead.is_empty() {
         return None;
     }
@@ -282,28 +302,21 @@ fn to_dead_responder(p: &PlannedProbe, dead: &BTreeMap<AgentRef, SocketAddr>) ->
 
 /// The report's entry for one planned probe: its result, or why it has none.
 fn record_for(
-    p: PlannedProbe,
+    p: &PlannedRef<'_>,
     result: Option<ProbeResult>,
     agent_failed: Option<&String>,
     receiver_failed: Option<&String>,
     interrupted: bool,
-) -> ResultRecord {
+) -> (Option<Unknown>, ProbeResult) {
     // A crafted datagram whose receiver's agent could not say whether it arrived: unknown.
-    if let (Some(result), Some(e)) = (&result, receiver_failed) {
+    if let (Some(_), Some(e)) = (&result, receiver_failed) {
         let node = p.to.node.as_deref().unwrap_or("the receiver");
         let detail =
             format!("sent, but {node}'s host agent could not be asked whether it arrived: {e}");
-        let id = result.id.clone();
-        return ResultRecord::unknown(p.path, p.from, p.to, id, Unknown::AgentFailed, detail);
+        return unknown(p, Unknown::AgentFailed, detail);
     }
     if let Some(result) = result {
-        return ResultRecord {
-            path: p.path,
-            from: p.from,
-            to: p.to,
-            unknown: None,
-            result,
-        };
+        return (None, result);
     }
     let (why, detail) = match agent_failed {
         Some(e) => (
@@ -319,13 +332,14 @@ fn record_for(
             format!("agent {} returned no result for this probe", p.from),
         ),
     };
-    ResultRecord::unknown(p.path, p.from, p.to, p.id, why, detail)
+    unknown(p, why, detail)
 }
 
 #[cfg(test)]
 mod tests {
     use super::pass::confirm_vxlan;
     use super::*;
+    use crate::plan::PlannedProbe;
     use probe_proto::Sighting;
     use probe_proto::{Outcome, Probe};
 
@@ -365,17 +379,15 @@ mod tests {
             Some(&"agent gone".to_string()),
         );
         let gone = "agent gone".to_string();
-        let record = record_for(p.clone(), Some(r.clone()), None, Some(&gone), false);
-        assert_eq!(record.unknown, Some(Unknown::AgentFailed));
-        assert!(!record.is_failed());
-        assert!(
-            record.result.detail.contains("n2's host agent"),
-            "{}",
-            record.result.detail
-        );
+        let plan = Planned::from(vec![p]);
+        let p = plan.at(0);
+        let (unknown, result) = record_for(&p, Some(r.clone()), None, Some(&gone), false);
+        assert_eq!(unknown, Some(Unknown::AgentFailed));
+        assert!(result.detail.contains("n2's host agent"), "{}", result.detail);
         // With the receiver's agent there, the same failure is a failed path.
-        let record = record_for(p, Some(r), None, None, false);
-        assert!(record.is_failed());
+        let (unknown, result) = record_for(&p, Some(r), None, None, false);
+        assert_eq!(unknown, None);
+        assert!(!result.outcome.is_ok());
     }
 
     fn seen(list: &[(&str, bool)]) -> ProbeResult {

@@ -13,8 +13,8 @@ use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinSet;
 
 use super::{Progress, RESPONDER_CHECK, RunConfig, nonce_for, plan_for};
-use crate::model::AgentRef;
-use crate::plan::PlannedProbe;
+use crate::model::{AgentRef, Results};
+use crate::plan::{Planned, PlannedRef};
 use crate::runtime::Runtime;
 
 /// Runs plans on many agents at once; hands every result to `sink` as it comes and returns the
@@ -128,12 +128,70 @@ impl Store for HashMap<usize, ProbeResult> {
     }
 }
 
-/// The plan's indices sorted by id, so an agent's answer finds its probe without a map keyed by
-/// a copy of every id (4 bytes a probe instead of a hash table of strings).
-pub(super) fn sorted_by_id(planned: &[PlannedProbe]) -> Vec<u32> {
-    let mut order: Vec<u32> = (0..u32::try_from(planned.len()).unwrap_or(u32::MAX)).collect();
-    order.sort_unstable_by(|&a, &b| planned[a as usize].id.cmp(&planned[b as usize].id));
-    order
+/// The first pass's results. An answer that can no longer change (an ordinary probe that got
+/// through) is compacted into its row at once; the others (failures that retries and receipts
+/// may change, crafted datagrams awaiting their receipt) stay whole until the run ends.
+pub(crate) struct Slots {
+    done: Results,
+    open: HashMap<usize, ProbeResult>,
+    /// Which probes are crafted datagrams, by index.
+    crafted: Vec<bool>,
+}
+
+impl Slots {
+    pub(super) fn new(planned: &Planned) -> Self {
+        Self {
+            done: Results::placeholders((0..planned.len()).map(|i| planned.key(i))),
+            open: HashMap::new(),
+            crafted: planned.iter().map(|p| crafted(p.probe)).collect(),
+        }
+    }
+
+    /// The failed results, by index.
+    pub(super) fn failed(&self) -> impl Iterator<Item = (usize, &ProbeResult)> {
+        self.open
+            .iter()
+            .filter(|(_, r)| !r.outcome.is_ok())
+            .map(|(&i, r)| (i, r))
+    }
+
+    /// Compacts the open results that got through (crafted datagrams whose receipt came): only
+    /// failures are left for retries and receipts to change.
+    pub(super) fn settle(&mut self) {
+        let done: Vec<usize> = self
+            .open
+            .iter()
+            .filter(|(_, r)| r.outcome.is_ok())
+            .map(|(&i, _)| i)
+            .collect();
+        for i in done {
+            if let Some(r) = self.open.remove(&i) {
+                self.done.set(i, None, r);
+            }
+        }
+        self.open.shrink_to_fit();
+    }
+
+    pub(super) fn into_parts(self) -> (Results, HashMap<usize, ProbeResult>) {
+        (self.done, self.open)
+    }
+}
+
+impl Store for Slots {
+    fn put(&mut self, i: usize, r: ProbeResult) {
+        let settled = r.outcome.is_ok() && !self.crafted.get(i).copied().unwrap_or(true);
+        if settled && !self.open.contains_key(&i) {
+            self.done.set(i, None, r);
+        } else {
+            self.open.insert(i, r);
+        }
+    }
+    fn result(&self, i: usize) -> Option<&ProbeResult> {
+        self.open.get(&i)
+    }
+    fn result_mut(&mut self, i: usize) -> Option<&mut ProbeResult> {
+        self.open.get_mut(&i)
+    }
 }
 
 /// One pass over some of the planned probes: their plans fanned out to their agents, then the
@@ -144,8 +202,8 @@ pub(crate) struct Pass<'a, R> {
     pub(super) salt: u32,
     pub(super) since: u64,
     /// The whole plan; passes name its probes by index.
-    pub(super) planned: &'a [PlannedProbe],
-    /// The plan's indices sorted by id ([`sorted_by_id`]).
+    pub(super) planned: &'a Planned,
+    /// The plan's indices in lookup order ([`Planned::lookup_order`]).
     pub(super) order: &'a [u32],
 }
 
@@ -187,11 +245,7 @@ impl Ask {
 impl<R: Runtime + 'static> Pass<'_, R> {
     /// The index of the planned probe with this id.
     fn find(&self, id: &str) -> Option<usize> {
-        let k = self
-            .order
-            .binary_search_by(|&i| self.planned[i as usize].id.as_str().cmp(id))
-            .ok()?;
-        Some(self.order[k] as usize)
+        self.planned.find(self.order, id)
     }
 
     /// Runs the planned probes `subset` (indices) as attempt number `attempt` (0 for the first),
@@ -208,7 +262,7 @@ impl<R: Runtime + 'static> Pass<'_, R> {
         let salt = self.salt ^ attempt.wrapping_mul(0x9e37_79b9);
         let mut groups: BTreeMap<&AgentRef, Vec<usize>> = BTreeMap::new();
         for &i in subset {
-            groups.entry(&self.planned[i].from).or_default().push(i);
+            groups.entry(self.planned.at(i).from).or_default().push(i);
         }
         let cfg = self.cfg;
         // Each agent's plan is made when its turn comes (fan_out), from borrowed probes.
@@ -216,7 +270,7 @@ impl<R: Runtime + 'static> Pass<'_, R> {
             let mut specs: Vec<ProbeSpec> = probes
                 .into_iter()
                 .map(|i| {
-                    let p = &self.planned[i];
+                    let p = self.planned.at(i);
                     let mut probe = p.probe.clone();
                     if let Probe::Vxlan { nonce, .. }
                     | Probe::Ipip { nonce, .. }
@@ -226,7 +280,7 @@ impl<R: Runtime + 'static> Pass<'_, R> {
                         *nonce = Some(nonce_for(salt, &p.id));
                     }
                     ProbeSpec {
-                        id: p.id.clone(),
+                        id: p.id.to_string(),
                         timeout_ms: None,
                         probe,
                     }
@@ -263,7 +317,7 @@ impl<R: Runtime + 'static> Pass<'_, R> {
             },
         )
         .await;
-        let vxlan = subset.iter().any(|&i| crafted(&self.planned[i].probe));
+        let vxlan = subset.iter().any(|&i| crafted(self.planned.at(i).probe));
         if !interrupted && vxlan {
             interrupted |= self
                 .confirm_receipts(subset, salt, store, &mut failed, cancel)
@@ -323,32 +377,33 @@ impl<R: Runtime + 'static> Pass<'_, R> {
         failed_agents: &mut BTreeMap<AgentRef, String>,
         cancel: &mut (impl Future<Output = ()> + Unpin),
     ) -> bool {
-        let receiver =
-            |p: &PlannedProbe| super::receipts::receiver(p.to.node.as_deref().unwrap_or_default());
+        let receiver = |p: &PlannedRef<'_>| {
+            super::receipts::receiver(p.to.node.as_deref().unwrap_or_default())
+        };
         let sent: Vec<usize> = subset
             .iter()
             .copied()
             .filter(|&i| {
-                crafted(&self.planned[i].probe)
+                crafted(self.planned.at(i).probe)
                     && store.result(i).is_some_and(|r| r.outcome == Outcome::Ok)
             })
             .collect();
         let mut asks: BTreeMap<AgentRef, Ask> = BTreeMap::new();
         for &i in &sent {
-            let p = &self.planned[i];
+            let p = self.planned.at(i);
             let Some(port) = p.receipt_port else { continue };
-            asks.entry(receiver(p))
+            asks.entry(receiver(&p))
                 .or_insert_with(|| Ask::new(port, None))
                 .nonce(nonce_for(salt, &p.id));
         }
         let (seen, failed, interrupted) = self.ask(asks, cancel).await;
         for i in sent {
-            let p = &self.planned[i];
-            let rcv = receiver(p);
+            let p = self.planned.at(i);
+            let rcv = receiver(&p);
             if let Some(r) = store.result_mut(i) {
                 confirm_vxlan(
                     r,
-                    device_of(&p.probe),
+                    device_of(p.probe),
                     nonce_for(salt, &p.id),
                     &rcv.node,
                     seen.get(&rcv),

@@ -11,7 +11,9 @@ use probe_proto::{Flow, Outcome, Probe, ProbeResult, Receipt, SightingKind};
 
 use super::{Ask, Pass, Store};
 use crate::model::{AgentKind, AgentRef};
-use crate::plan::PlannedProbe;
+use crate::plan::PlannedRef;
+
+use super::pass::Slots;
 use crate::runtime::Runtime;
 
 /// Sightings kept on one result: a SYN and its retransmissions, on an interface or two.
@@ -28,14 +30,14 @@ enum Question {
 
 /// The question for a failed result, when it has one: a TCP or UDP probe to a node's host that
 /// timed out, whose sender recorded the address it sent from.
-fn question(p: &PlannedProbe, r: &ProbeResult) -> Option<Question> {
+fn question(p: &PlannedRef<'_>, r: &ProbeResult) -> Option<Question> {
     if r.outcome != Outcome::Timeout || p.receipt_port.is_none() {
         return None;
     }
     let Some(SocketAddr::V4(source)) = r.source else {
         return None;
     };
-    match p.probe {
+    match *p.probe {
         Probe::Tcp { port, .. } => Some(Question::Tcp(Flow {
             from: *source.ip(),
             source_port: source.port(),
@@ -97,17 +99,21 @@ fn words(receipt: Receipt, node: &str, interfaces: &str) -> String {
 /// probe's own result stands. Returns whether the run was interrupted meanwhile.
 pub(super) async fn collect<R: Runtime + 'static>(
     pass: &Pass<'_, R>,
-    results: &mut Vec<Option<ProbeResult>>,
+    results: &mut Slots,
     cancel: &mut (impl Future<Output = ()> + Unpin),
 ) -> bool {
     let mut asked: Vec<(usize, Question)> = Vec::new();
     let mut asks: BTreeMap<AgentRef, Ask> = BTreeMap::new();
-    for (i, p) in pass.planned.iter().enumerate() {
+    let mut failed: Vec<usize> = results.failed().map(|(i, _)| i).collect();
+    // In plan order, so the questions do not depend on the map's order.
+    failed.sort_unstable();
+    for i in failed {
+        let p = pass.planned.at(i);
         // The question first: a healthy run asks nothing and copies no names.
         let (Some(r), Some(port)) = (results.result(i), p.receipt_port) else {
             continue;
         };
-        let (Some(q), Some(node)) = (question(p, r), p.to.node.as_deref()) else {
+        let (Some(q), Some(node)) = (question(&p, r), p.to.node.as_deref()) else {
             continue;
         };
         let ask = asks
@@ -124,7 +130,7 @@ pub(super) async fn collect<R: Runtime + 'static>(
     }
     let (answers, _failed, interrupted) = pass.ask(asks, cancel).await;
     for (i, q) in asked {
-        let p = &pass.planned[i];
+        let p = pass.planned.at(i);
         let node = p.to.node.as_deref().unwrap_or_default();
         let Some(answer) = answers
             .get(&receiver(node))

@@ -13,7 +13,9 @@ use probe_proto::{Probe, ProbeResult};
 use tokio::time::Instant;
 
 use super::{Pass, Store};
-use crate::plan::PlannedProbe;
+use crate::plan::PlannedRef;
+
+use super::pass::Slots;
 use crate::runtime::Runtime;
 
 /// The wait before the first retry: long enough for a burst of loss to pass.
@@ -56,8 +58,8 @@ impl IcmpBudget {
 }
 
 /// The destination of a probe whose "closed" answer is a rate-limited ICMP error.
-fn icmp_paced(p: &PlannedProbe) -> Option<IpAddr> {
-    match p.probe {
+fn icmp_paced(p: &PlannedRef<'_>) -> Option<IpAddr> {
+    match *p.probe {
         Probe::Udp { address, .. } => Some(address),
         _ => None,
     }
@@ -76,13 +78,11 @@ struct Tally {
 /// the run was interrupted meanwhile.
 pub(super) async fn confirm_failures<R: Runtime + 'static>(
     pass: &Pass<'_, R>,
-    results: &mut Vec<Option<ProbeResult>>,
+    results: &mut Slots,
     cancel: &mut (impl Future<Output = ()> + Unpin),
 ) -> bool {
     let mut tally: HashMap<usize, Tally> = results
-        .iter()
-        .enumerate()
-        .filter(|(_, r)| r.as_ref().is_some_and(|r| !r.outcome.is_ok()))
+        .failed()
         .map(|(i, _)| {
             let t = Tally {
                 attempts: 1,
@@ -132,7 +132,7 @@ pub(super) async fn confirm_failures<R: Runtime + 'static>(
         let now = Instant::now();
         let batch: Vec<usize> = pending
             .into_iter()
-            .filter(|&i| icmp_paced(&pass.planned[i]).is_none_or(|host| icmp.take(host, now)))
+            .filter(|&i| icmp_paced(&pass.planned.at(i)).is_none_or(|host| icmp.take(host, now)))
             .collect();
         if batch.is_empty() {
             continue;
@@ -189,6 +189,7 @@ mod tests {
     use tokio::sync::mpsc;
 
     use crate::model::{AgentKind, AgentRef, PathClass, Protocol, Target};
+    use crate::plan::{Planned, PlannedProbe};
     use crate::run::{RunConfig, run};
     use crate::runtime::RuntimeError;
 
@@ -253,7 +254,7 @@ mod tests {
     #[tokio::test]
     async fn a_path_is_blamed_only_when_every_attempt_failed() {
         let rt = Arc::new(Flaky::default());
-        let probes = vec![planned("dead"), planned("flaky"), planned("fine")];
+        let probes = Planned::from(vec![planned("dead"), planned("flaky"), planned("fine")]);
         let out = run(
             &probes,
             rt.clone(),

@@ -1,0 +1,193 @@
+//! The planned matrix held compactly: one 24-byte row per probe, its names and probe stored once
+//! however many rows share them (a TCP probe to one address and port is the same probe from every
+//! sender). Read through [`PlannedRef`] views; the run hands the names on to the results.
+
+use probe_proto::{Port, Probe};
+
+use super::PlannedProbe;
+use crate::model::{AgentRef, Id, Interner, Key, Names, PathClass, Target};
+
+#[derive(Debug, Clone, Copy)]
+struct Row {
+    key: Key,
+    probe: u32,
+    receipt_port: Option<Port>,
+}
+
+/// The planned probes, in plan order.
+#[derive(Debug, Clone, Default)]
+pub struct Planned {
+    names: Names,
+    probes: Interner<Probe>,
+    rows: Vec<Row>,
+}
+
+/// One planned probe, borrowed from [`Planned`]: the fields of a [`PlannedProbe`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PlannedRef<'a> {
+    pub id: Id<'a>,
+    pub path: PathClass,
+    pub from: &'a AgentRef,
+    pub to: &'a Target,
+    pub probe: &'a Probe,
+    pub receipt_port: Option<Port>,
+}
+
+impl PlannedRef<'_> {
+    #[must_use]
+    pub fn to_owned(&self) -> PlannedProbe {
+        PlannedProbe {
+            id: self.id.to_string(),
+            path: self.path,
+            from: self.from.clone(),
+            to: self.to.clone(),
+            probe: self.probe.clone(),
+            receipt_port: self.receipt_port,
+        }
+    }
+}
+
+impl Planned {
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds one probe at the end; returns its index.
+    pub fn push(&mut self, p: PlannedProbe) -> usize {
+        let key = self.names.key(p.path, p.from, p.to, &p.id);
+        self.rows.push(Row {
+            key,
+            probe: self.probes.intern(p.probe),
+            receipt_port: p.receipt_port,
+        });
+        self.rows.len() - 1
+    }
+
+    pub(crate) fn set_receipt_port(&mut self, i: usize, port: Option<Port>) {
+        if let Some(row) = self.rows.get_mut(i) {
+            row.receipt_port = port;
+        }
+    }
+
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    /// The probe at `i`; panics past the end, as indexing does.
+    #[must_use]
+    pub fn at(&self, i: usize) -> PlannedRef<'_> {
+        self.view(&self.rows[i])
+    }
+
+    #[must_use]
+    pub fn get(&self, i: usize) -> Option<PlannedRef<'_>> {
+        self.rows.get(i).map(|r| self.view(r))
+    }
+
+    #[must_use]
+    pub fn iter(&self) -> Iter<'_> {
+        Iter {
+            plan: self,
+            rows: self.rows.iter(),
+        }
+    }
+
+    /// The probes as owned values (tests, and small plans).
+    #[must_use]
+    pub fn to_vec(&self) -> Vec<PlannedProbe> {
+        self.iter().map(|p| p.to_owned()).collect()
+    }
+
+    pub(crate) fn key(&self, i: usize) -> Key {
+        self.rows[i].key
+    }
+
+    /// The names, for the results of this plan.
+    pub(crate) fn into_names(self) -> Names {
+        self.names
+    }
+
+    /// The plan's indices in the order [`Planned::find`] searches.
+    pub(crate) fn lookup_order(&self) -> Vec<u32> {
+        let mut order: Vec<u32> = (0..u32::try_from(self.len()).unwrap_or(u32::MAX)).collect();
+        order.sort_unstable_by_key(|&i| Names::order(&self.rows[i as usize].key));
+        order
+    }
+
+    /// The index of the planned probe with this id, searching `order` ([`Planned::lookup_order`]).
+    pub(crate) fn find(&self, order: &[u32], id: &str) -> Option<usize> {
+        self.names.lookup(id).into_iter().find_map(|want| {
+            let k = order
+                .binary_search_by_key(&want, |&i| Names::order(&self.rows[i as usize].key))
+                .ok()?;
+            Some(order[k] as usize)
+        })
+    }
+
+    fn view(&self, row: &Row) -> PlannedRef<'_> {
+        PlannedRef {
+            id: self.names.id(&row.key),
+            path: row.key.path(),
+            from: self.names.from(&row.key),
+            to: self.names.to(&row.key),
+            probe: self.probes.get(row.probe),
+            receipt_port: row.receipt_port,
+        }
+    }
+}
+
+/// The planned probes in order, as views.
+#[derive(Debug, Clone)]
+pub struct Iter<'a> {
+    plan: &'a Planned,
+    rows: std::slice::Iter<'a, Row>,
+}
+
+impl<'a> Iterator for Iter<'a> {
+    type Item = PlannedRef<'a>;
+    fn next(&mut self) -> Option<PlannedRef<'a>> {
+        self.rows.next().map(|r| self.plan.view(r))
+    }
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.rows.size_hint()
+    }
+}
+
+impl DoubleEndedIterator for Iter<'_> {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        self.rows.next_back().map(|r| self.plan.view(r))
+    }
+}
+
+impl ExactSizeIterator for Iter<'_> {}
+
+impl<'a> IntoIterator for &'a Planned {
+    type Item = PlannedRef<'a>;
+    type IntoIter = Iter<'a>;
+    fn into_iter(self) -> Iter<'a> {
+        self.iter()
+    }
+}
+
+impl FromIterator<PlannedProbe> for Planned {
+    fn from_iter<I: IntoIterator<Item = PlannedProbe>>(iter: I) -> Self {
+        let mut out = Self::new();
+        for p in iter {
+            out.push(p);
+        }
+        out
+    }
+}
+
+impl From<Vec<PlannedProbe>> for Planned {
+    fn from(v: Vec<PlannedProbe>) -> Self {
+        v.into_iter().collect()
+    }
+}
