@@ -35,7 +35,14 @@ pub(super) fn dns(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
     for (rcode, idx) in by_rcode {
         let names: BTreeSet<String> = idx
             .iter()
-            .filter_map(|&i| ctx.results.at(i).result.dns.as_ref().map(|d| d.name.clone()))
+            .filter_map(|&i| {
+                ctx.results
+                    .at(i)
+                    .result
+                    .dns
+                    .as_ref()
+                    .map(|d| d.name.clone())
+            })
             .collect();
         let mut f = Finding::new(
             Kind::Dns,

@@ -40,9 +40,9 @@ pub(super) fn firewall_gaps(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) -> H
     let mut gaps: BTreeMap<(bool, u16), BTreeSet<(u32, u32)>> = BTreeMap::new();
     let mut evidence: HashMap<Link, Vec<usize>> = HashMap::new();
     for (link, idx) in &measured {
-        let all_blocked = idx
-            .iter()
-            .all(|&i| failed(&ctx.results.at(i)) && blocked_outcome(ctx.results.at(i).result.outcome));
+        let all_blocked = idx.iter().all(|&i| {
+            failed(&ctx.results.at(i)) && blocked_outcome(ctx.results.at(i).result.outcome)
+        });
         if all_blocked && reachable.contains(&(link.from, link.to)) {
             gaps.entry((link.udp, link.port))
                 .or_default()
@@ -239,7 +239,13 @@ fn reverse_works(ctx: &Ctx<'_>, measured: &BTreeMap<Link, Vec<usize>>, links: &[
             ..*l
         };
         match measured.get(&rev) {
-            Some(idx) if idx.iter().all(|&i| ctx.results.at(i).result.outcome.is_ok()) => any = true,
+            Some(idx)
+                if idx
+                    .iter()
+                    .all(|&i| ctx.results.at(i).result.outcome.is_ok()) =>
+            {
+                any = true;
+            }
             Some(_) => return false,
             None => {}
         }

@@ -51,7 +51,10 @@ pub(super) fn loss(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
         let (lost, n) = attempts(&r);
         lost_all += lost;
         total_all += n;
-        let ends = [ctx.from(&r), ctx.to(&r).filter(|t| Some(*t) != ctx.from(&r))];
+        let ends = [
+            ctx.from(&r),
+            ctx.to(&r).filter(|t| Some(*t) != ctx.from(&r)),
+        ];
         for e in ends.into_iter().flatten() {
             let slot = per_node.entry(e).or_default();
             slot.0 += lost;

@@ -56,11 +56,7 @@ pub fn port_conflicts(candidate: &str, conflicts: &[PortConflict]) -> Vec<Findin
 /// Corefile is known to forward there, a warning when the Corefile is unknown, nothing when it
 /// forwards elsewhere.
 #[must_use]
-pub fn candidate_resolver(
-    candidate: &str,
-    inv: &Inventory,
-    results: &Results,
-) -> Option<Finding> {
+pub fn candidate_resolver(candidate: &str, inv: &Inventory, results: &Results) -> Option<Finding> {
     let r = results
         .iter()
         .find(|r| r.path == PathClass::NodeConfig && r.from.node == candidate)?;
@@ -220,7 +216,11 @@ mod tests {
             (Kind::Misconfiguration, Severity::Warning)
         );
         assert!(f.summary.contains("8 s ahead of"), "{}", f.summary);
-        let f = clock_skew("new", &Results::of(&[api_check(Some(3_000)), api_check(Some(90_400))])).unwrap();
+        let f = clock_skew(
+            "new",
+            &Results::of(&[api_check(Some(3_000)), api_check(Some(90_400))]),
+        )
+        .unwrap();
         assert_eq!(f.severity, Severity::Error);
         assert_eq!(f.state.as_ref().map(State::as_str), Some("clock-skew"));
         assert_eq!(f.nodes, ["new"]);
@@ -234,26 +234,34 @@ mod tests {
         if let Some(d) = inv.cluster.dns.as_mut() {
             d.corefile = Some(".:53 {\n    forward . /etc/resolv.conf\n}\n".into());
         }
-        let f = candidate_resolver("new", &inv, &Results::of(&[node_check(&["127.0.0.53"])])).unwrap();
+        let f =
+            candidate_resolver("new", &inv, &Results::of(&[node_check(&["127.0.0.53"])])).unwrap();
         assert_eq!((f.kind, f.severity), (Kind::Dns, Severity::Error));
         assert_eq!(f.nodes, ["new"]);
         assert_eq!(f.state.as_ref().map(State::as_str), Some("loop"));
         assert!(f.summary.contains("127.0.0.53"), "{}", f.summary);
         assert!(
-            candidate_resolver("new", &inv, &Results::of(&[node_check(&["192.168.56.1"])])).is_none(),
+            candidate_resolver("new", &inv, &Results::of(&[node_check(&["192.168.56.1"])]))
+                .is_none(),
             "a real upstream is fine"
         );
-        assert!(candidate_resolver("other", &inv, &Results::of(&[node_check(&["127.0.0.53"])])).is_none());
+        assert!(
+            candidate_resolver("other", &inv, &Results::of(&[node_check(&["127.0.0.53"])]))
+                .is_none()
+        );
         // A Corefile forwarding elsewhere never reads resolv.conf: no loop.
         if let Some(d) = inv.cluster.dns.as_mut() {
             d.corefile = Some(".:53 {\n    forward . 1.1.1.1\n}\n".into());
         }
-        assert!(candidate_resolver("new", &inv, &Results::of(&[node_check(&["127.0.0.53"])])).is_none());
+        assert!(
+            candidate_resolver("new", &inv, &Results::of(&[node_check(&["127.0.0.53"])])).is_none()
+        );
         // Unknown: a warning.
         if let Some(d) = inv.cluster.dns.as_mut() {
             d.corefile = None;
         }
-        let f = candidate_resolver("new", &inv, &Results::of(&[node_check(&["127.0.0.53"])])).unwrap();
+        let f =
+            candidate_resolver("new", &inv, &Results::of(&[node_check(&["127.0.0.53"])])).unwrap();
         assert_eq!(f.severity, Severity::Warning);
     }
 
@@ -292,7 +300,8 @@ mod tests {
             agent_port: 9917,
             host_root: None,
         };
-        let results: Vec<ResultRecord> = preflight(inv, &c).to_vec()
+        let results: Vec<ResultRecord> = preflight(inv, &c)
+            .to_vec()
             .iter()
             .map(|p| ResultRecord {
                 path: p.path,

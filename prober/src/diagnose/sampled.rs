@@ -114,7 +114,8 @@ mod tests {
             "{}",
             gap(&full)
         );
-        let sampled = crate::diagnose::diagnose_sampled(&inv, &Results::of(&results), &[], Some(&sampled()));
+        let sampled =
+            crate::diagnose::diagnose_sampled(&inv, &Results::of(&results), &[], Some(&sampled()));
         assert!(
             gap(&sampled).contains("on every sampled pair of the 4 nodes"),
             "{}",

@@ -33,7 +33,8 @@ fn run_with_agents(
     model: &Model,
     agents: &[AgentStatus],
 ) -> (Vec<ResultRecord>, Vec<Finding>) {
-    let results: Vec<ResultRecord> = plan(inv, &Filter::default()).to_vec()
+    let results: Vec<ResultRecord> = plan(inv, &Filter::default())
+        .to_vec()
         .iter()
         .map(|p| {
             let (outcome, detail) = model(p).unwrap_or((Outcome::Ok, "ok".into()));
@@ -767,7 +768,8 @@ mod node_checks {
         for n in &mut inv.nodes {
             n.host_root = Some(PathBuf::from(format!("/state/{}", n.name)));
         }
-        let results: Vec<ResultRecord> = plan(inv, &Filter::default()).to_vec()
+        let results: Vec<ResultRecord> = plan(inv, &Filter::default())
+            .to_vec()
             .iter()
             .map(|p| {
                 let mut result = ProbeResult::new(p.id.clone(), Outcome::Ok, "ok");

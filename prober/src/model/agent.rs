@@ -14,7 +14,9 @@ impl AgentKind {
     /// The kind named `s` (`host` or `pod`).
     #[must_use]
     pub fn parse(s: &str) -> Option<Self> {
-        [Self::Host, Self::Pod].into_iter().find(|k| k.as_str() == s)
+        [Self::Host, Self::Pod]
+            .into_iter()
+            .find(|k| k.as_str() == s)
     }
 
     #[must_use]

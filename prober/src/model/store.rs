@@ -71,7 +71,6 @@ impl<T: Hash + Eq> Interner<T> {
             .insert_unique(hash, i, |&j| hasher.hash_one(&items[j as usize]));
         i
     }
-
 }
 
 impl<T: Hash + Eq> Interner<T> {
@@ -91,6 +90,12 @@ impl<T: Hash + Eq> Interner<T> {
 impl<T> Interner<T> {
     pub(crate) fn get(&self, i: u32) -> &T {
         &self.items[i as usize]
+    }
+
+    /// How many distinct values it holds.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.items.len()
     }
 }
 
@@ -191,9 +196,10 @@ struct Row {
     rest: u32,
     /// Microseconds plus one; 0 when absent.
     rtt: u32,
-    /// Attempts and the ones that got through, plus one; 0 when absent.
-    attempts: u16,
-    ok_attempts: u16,
+    /// Attempts and the ones that got through, plus one; 0 when absent (at most 254: a run
+    /// retries a failure a few times, not hundreds).
+    attempts: u8,
+    ok_attempts: u8,
     outcome: Outcome,
     unknown: Option<Unknown>,
 }
@@ -207,14 +213,20 @@ pub struct Results {
     rows: Vec<Row>,
 }
 
-/// A row's `rest` before its result is set ([`Results::placeholders`]).
+/// A row's `rest` before its result is set ([`Results::placeholders`]); it reads as the first
+/// rest and detail, which are empty.
 const UNSET: u32 = u32::MAX;
 
-fn plus_one<T: TryInto<u16>>(v: Option<T>) -> u16 {
-    v.map_or(0, |v| v.try_into().unwrap_or(u16::MAX - 1).saturating_add(1))
+static EMPTY_REST: std::sync::LazyLock<ProbeResult> =
+    std::sync::LazyLock::new(|| ProbeResult::new("", Outcome::Ok, ""));
+
+fn plus_one(v: Option<u32>) -> u8 {
+    v.map_or(0, |v| {
+        u8::try_from(v).unwrap_or(u8::MAX - 1).saturating_add(1)
+    })
 }
 
-fn minus_one(v: u16) -> Option<u32> {
+fn minus_one(v: u8) -> Option<u32> {
     v.checked_sub(1).map(u32::from)
 }
 
@@ -261,10 +273,14 @@ impl Results {
                 unknown: Some(Unknown::NoResult),
             })
             .collect();
-        Self {
+        let mut out = Self {
             rows,
             ..Self::default()
-        }
+        };
+        // What an unset row reads as: nothing rare, no detail.
+        out.rests.intern(EMPTY_REST.clone());
+        out.details.intern_with("", || "".into());
+        out
     }
 
     /// Sets the result of row `i`, keeping its key.
@@ -356,7 +372,7 @@ impl Results {
     }
 
     fn view(&self, row: &Row) -> Record<'_> {
-        let rest = self.rests.get(row.rest);
+        let rest = self.rests.get(if row.rest == UNSET { 0 } else { row.rest });
         Record {
             path: row.key.path,
             from: self.names.from(&row.key),
@@ -454,7 +470,10 @@ impl<'de> Deserialize<'de> for Results {
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("a list of results")
             }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Results, A::Error> {
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Results, A::Error> {
                 let mut out = Results::new();
                 while let Some(r) = seq.next_element::<ResultRecord>()? {
                     out.push(r);
@@ -559,9 +578,19 @@ impl<'a> Id<'a> {
     /// The id's text in pieces, written out nowhere.
     pub fn parts(&self) -> impl Iterator<Item = &'a str> {
         let prefix = self.prefix.map(|(path, from)| {
-            [path.as_str(), ":", from.node.as_str(), "/", from.agent.as_str(), "->"]
+            [
+                path.as_str(),
+                ":",
+                from.node.as_str(),
+                "/",
+                from.agent.as_str(),
+                "->",
+            ]
         });
-        prefix.into_iter().flatten().chain(std::iter::once(self.tail))
+        prefix
+            .into_iter()
+            .flatten()
+            .chain(std::iter::once(self.tail))
     }
 
     /// The id as text: borrowed when it was stored whole.
@@ -616,5 +645,128 @@ impl PartialEq<&str> for Id<'_> {
 impl Serialize for Id<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.collect_str(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{AgentKind, Protocol};
+    use probe_proto::{IcmpInfo, Receipt};
+
+    fn record(from: &str, to: &str, id: &str, outcome: Outcome) -> ResultRecord {
+        let mut result = ProbeResult::new(id, outcome, format!("{outcome} to {to}"));
+        result.rtt_micros = outcome.is_ok().then_some(250);
+        result.source = Some("10.0.0.1:40000".parse().unwrap());
+        result.nonce = Some(7);
+        ResultRecord {
+            path: PathClass::NodeToNode,
+            from: AgentRef {
+                node: from.into(),
+                agent: AgentKind::Host,
+            },
+            to: Target {
+                node: Some(to.into()),
+                agent: Some(AgentKind::Host),
+                service: None,
+                address: "10.0.0.2".parse().unwrap(),
+                port: Some(10250),
+                protocol: Protocol::Tcp,
+            },
+            unknown: None,
+            result,
+        }
+    }
+
+    #[test]
+    fn a_failure_reads_back_whole_and_an_answer_without_what_only_places_a_failure() {
+        let mut failed = record(
+            "n1",
+            "n2",
+            "node-to-node:n1/host->n2/host:tcp/10250",
+            Outcome::Timeout,
+        );
+        failed.result.icmp = Some(IcmpInfo {
+            icmp_type: 3,
+            code: 13,
+            from: None,
+        });
+        failed.result.receipt = Some(Receipt::NotArrived);
+        failed.result.attempts = Some(3);
+        failed.result.ok_attempts = Some(0);
+        let ok = record(
+            "n2",
+            "n1",
+            "node-to-node:n2/host->n1/host:tcp/10250",
+            Outcome::Ok,
+        );
+        // An id the planner did not write: kept whole.
+        let odd = record("n1", "n3", "a hand-written id", Outcome::Refused);
+        let store = Results::of(&[failed.clone(), ok.clone(), odd.clone()]);
+        assert_eq!(store.len(), 3);
+        assert_eq!(store.at(0).to_owned(), failed);
+        assert_eq!(store.at(2).to_owned(), odd);
+        let mut expected = ok.clone();
+        expected.result.source = None;
+        expected.result.nonce = None;
+        assert_eq!(store.at(1).to_owned(), expected);
+        assert_eq!(store.at(0).result.icmp.map(|i| i.code), Some(13));
+        assert!(store.at(0).is_failed());
+        assert!(!store.at(1).is_failed());
+        // The JSON is the owned record's, one record at a time.
+        let json = serde_json::to_value(&store).unwrap();
+        assert_eq!(json[0], serde_json::to_value(&failed).unwrap());
+        let back: Results = serde_json::from_value(json).unwrap();
+        assert_eq!(back, store);
+    }
+
+    #[test]
+    fn ids_are_compared_and_written_without_storing_their_prefix() {
+        let id = "node-to-node:n1/host->n2/host:tcp/10250";
+        let store = Results::of(&[record("n1", "n2", id, Outcome::Ok)]);
+        let r = store.at(0);
+        assert_eq!(r.result.id.to_string(), id);
+        assert!(r.result.id.is(id));
+        assert!(!r.result.id.is("node-to-node:n1/host->n2/host:tcp/1025"));
+        assert!(!r.result.id.is("node-to-node:n9/host->n2/host:tcp/10250"));
+        assert_eq!(r.result.id.parts().collect::<String>(), id);
+        assert_eq!(r.result.id.text(), id);
+    }
+
+    #[test]
+    fn names_and_details_shared_by_many_results_are_stored_once() {
+        let records: Vec<ResultRecord> = (0..1000)
+            .map(|i| {
+                let id = format!("node-to-node:n{}/host->n2/host:tcp/10250", i % 10);
+                record(&format!("n{}", i % 10), "n2", &id, Outcome::Ok)
+            })
+            .collect();
+        let store = Results::of(&records);
+        assert_eq!(store.names.agents.items.len(), 10);
+        assert_eq!(store.names.targets.items.len(), 1);
+        assert_eq!(store.names.strings.items.len(), 1, "one id tail");
+        assert_eq!(store.details.items.len(), 1);
+        assert_eq!(store.rests.items.len(), 1);
+        assert_eq!(std::mem::size_of::<Row>(), 32);
+    }
+
+    #[test]
+    fn placeholders_wait_for_their_result() {
+        let mut names = Names::default();
+        let r = record(
+            "n1",
+            "n2",
+            "node-to-node:n1/host->n2/host:tcp/10250",
+            Outcome::Ok,
+        );
+        let key = names.key(r.path, r.from.clone(), r.to.clone(), &r.result.id);
+        let mut store = Results::placeholders([key, key].into_iter());
+        assert!(!store.is_set(0) && !store.is_set(1));
+        store.set(1, None, r.result.clone());
+        assert!(!store.is_set(0) && store.is_set(1));
+        store.attach(names);
+        assert_eq!(store.at(1).result.outcome, Outcome::Ok);
+        assert_eq!(store.at(0).unknown, Some(Unknown::NoResult));
+        assert_eq!(store.at(1).result.id.to_string(), r.result.id);
     }
 }

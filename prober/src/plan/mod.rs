@@ -10,7 +10,6 @@ mod pods;
 pub mod preflight;
 pub mod sample;
 
-
 use probe_proto::{Port, Probe};
 
 use crate::inventory::{Agent, Inventory, Node};
@@ -154,7 +153,11 @@ fn receipts(inv: &Inventory, out: &mut Planned) {
     let nodes: std::collections::HashMap<&str, &Node> =
         inv.nodes.iter().map(|n| (n.name.as_str(), n)).collect();
     let mut witnessed = Vec::new();
-    for (i, p) in out.iter().enumerate().filter(|(_, p)| p.receipt_port.is_none()) {
+    for (i, p) in out
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.receipt_port.is_none())
+    {
         let (Probe::Tcp { address, .. } | Probe::Udp { address, .. }) = *p.probe else {
             continue;
         };

@@ -191,3 +191,37 @@ impl From<Vec<PlannedProbe>> for Planned {
         v.into_iter().collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::{Filter, plan};
+    use crate::testutil::inventory;
+
+    #[test]
+    fn every_probe_is_found_by_its_id_and_reads_back_whole() {
+        let planned = plan(&inventory(4, 1, "flannel"), &Filter::default());
+        let owned = planned.to_vec();
+        let mut extra = owned[0].clone();
+        extra.id = "not the planner's form".into();
+        let mut all = owned.clone();
+        all.push(extra);
+        let planned = Planned::from(all.clone());
+        assert_eq!(planned.to_vec(), all);
+        let order = planned.lookup_order();
+        for (i, p) in all.iter().enumerate() {
+            assert_eq!(planned.find(&order, &p.id), Some(i), "{}", p.id);
+        }
+        assert_eq!(
+            planned.find(&order, "pod-to-pod:n9/pod->n1/pod:tcp/9917"),
+            None
+        );
+        assert_eq!(planned.find(&order, ""), None);
+        // A TCP probe to one address and port is one probe, whoever sends it.
+        assert!(
+            planned.probes.len() < planned.len() / 2,
+            "{}",
+            planned.probes.len()
+        );
+    }
+}

@@ -7,11 +7,11 @@ use std::path::PathBuf;
 
 use probe_proto::{Port, Probe, Vni};
 
+#[cfg(test)]
+use super::PlannedProbe;
 use super::node_ports::cni_port_served;
 use super::overlay::{crafted, underlay_mtu_needed};
 use super::{Builder, Filter, Planned, cni_tcp_ports, port, receipts, served_tcp_ports};
-#[cfg(test)]
-use super::PlannedProbe;
 use crate::inventory::{Agent, Agents, Inventory, Node};
 use crate::model::{AgentKind, AgentRef, PathClass, Protocol, Target};
 

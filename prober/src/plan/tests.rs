@@ -83,7 +83,8 @@ fn filters() {
             skip_paths: vec![PathClass::PodToPod],
             ..Filter::default()
         },
-    ).to_vec();
+    )
+    .to_vec();
     assert_eq!(count(&skip, PathClass::PodToPod), 0);
     assert_eq!(count(&skip, PathClass::NodeToPod), 9);
     let n3 = plan(
@@ -92,7 +93,8 @@ fn filters() {
             nodes: vec!["n3".into()],
             ..Filter::default()
         },
-    ).to_vec();
+    )
+    .to_vec();
     assert_eq!(
         count(&n3, PathClass::PodToPod),
         5,

@@ -26,7 +26,11 @@ pub fn report(nodes: usize, cut: Option<&str>) -> Report {
             ) && (p.from.agent == AgentKind::Pod
                 || p.to.agent == Some(AgentKind::Pod));
             let mut result = if crosses && overlay {
-                ProbeResult::new(p.id.to_string(), Outcome::Timeout, "no answer within 2000 ms")
+                ProbeResult::new(
+                    p.id.to_string(),
+                    Outcome::Timeout,
+                    "no answer within 2000 ms",
+                )
             } else {
                 ProbeResult::new(p.id.to_string(), Outcome::Ok, "ok")
             };

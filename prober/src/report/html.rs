@@ -318,7 +318,7 @@ fn heatmap(out: &mut String, path: PathClass, rs: &[Record<'_>]) {
 }
 
 fn failures(out: &mut String, report: &Report) {
-    let failed: Vec<Record<'_>> = report.results.iter().filter(|r| r.is_failed()).collect();
+    let failed: Vec<Record<'_>> = report.results.iter().filter(Record::is_failed).collect();
     let _ = writeln!(
         out,
         "<section id=\"failures\"><h2>Failures ({})</h2>",
@@ -349,7 +349,7 @@ fn failures(out: &mut String, report: &Report) {
             esc(&to),
             esc(&what(r)),
             r.result.outcome.as_str(),
-            esc(&r.result.detail)
+            esc(r.result.detail)
         );
     }
     out.push_str("</tbody></table>");

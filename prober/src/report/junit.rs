@@ -123,7 +123,7 @@ pub fn render(report: &Report) -> String {
                 let _ = writeln!(
                     out,
                     "><skipped message=\"not tested: {}\"/></testcase>",
-                    escape(&r.result.detail)
+                    escape(r.result.detail)
                 );
             } else {
                 let _ = writeln!(
@@ -131,7 +131,7 @@ pub fn render(report: &Report) -> String {
                     "><failure message=\"{}\" type=\"{}\">{}</failure></testcase>",
                     escape(r.result.outcome.as_str()),
                     escape(r.result.outcome.as_str()),
-                    escape(&r.result.detail)
+                    escape(r.result.detail)
                 );
             }
         }
@@ -156,7 +156,7 @@ mod tests {
         let failed: Vec<String> = r
             .results
             .iter()
-            .filter(|x| x.is_failed())
+            .filter(crate::model::Record::is_failed)
             .map(|x| x.result.id.to_string())
             .collect();
         r.findings[0].evidence = failed[..1].to_vec();

@@ -129,30 +129,42 @@ pub struct Summary {
     pub exit_code: u8,
 }
 
-fn latency(micros: &[u64]) -> Option<Latency> {
-    if micros.is_empty() {
-        return None;
-    }
-    let mut h = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 3_600_000_000, 3).ok()?;
-    for &m in micros {
-        let _ = h.record(m.max(1));
-    }
-    Some(Latency {
-        p50: h.value_at_quantile(0.5),
-        p90: h.value_at_quantile(0.9),
-        p99: h.value_at_quantile(0.99),
-        max: h.max(),
-    })
+/// Counts and latencies of one path class (or of all), gathered one result at a time.
+struct Tally {
+    counts: Counts,
+    latency: Option<hdrhistogram::Histogram<u64>>,
 }
 
-fn count(results: &[Record<'_>]) -> Counts {
-    let unknown = results.iter().filter(|r| r.is_unknown()).count();
-    let ok = results.iter().filter(|r| r.result.outcome.is_ok()).count();
-    Counts {
-        total: results.len(),
-        ok,
-        failed: results.len() - ok - unknown,
-        unknown,
+impl Tally {
+    fn new() -> Self {
+        Self {
+            counts: Counts::default(),
+            latency: hdrhistogram::Histogram::new_with_bounds(1, 3_600_000_000, 3).ok(),
+        }
+    }
+
+    fn add(&mut self, r: &Record<'_>) {
+        self.counts.total += 1;
+        if r.is_unknown() {
+            self.counts.unknown += 1;
+        } else if r.result.outcome.is_ok() {
+            self.counts.ok += 1;
+            if let (Some(h), Some(us)) = (self.latency.as_mut(), r.result.rtt_micros) {
+                let _ = h.record(us.max(1));
+            }
+        } else {
+            self.counts.failed += 1;
+        }
+    }
+
+    fn latency(&self) -> Option<Latency> {
+        let h = self.latency.as_ref().filter(|h| !h.is_empty())?;
+        Some(Latency {
+            p50: h.value_at_quantile(0.5),
+            p90: h.value_at_quantile(0.9),
+            p99: h.value_at_quantile(0.99),
+            max: h.max(),
+        })
     }
 }
 
@@ -183,29 +195,23 @@ impl Report {
         let nodes = inv.nodes.len();
         let findings =
             crate::diagnose::diagnose_sampled(inv, &run.results, &run.agents, sample.as_ref());
-        let mut by_path: BTreeMap<PathClass, Vec<Record<'_>>> = BTreeMap::new();
+        let mut all = Tally::new();
+        let mut tallies: BTreeMap<PathClass, Tally> = BTreeMap::new();
         for r in &run.results {
-            by_path.entry(r.path).or_default().push(r);
+            all.add(&r);
+            tallies.entry(r.path).or_insert_with(Tally::new).add(&r);
         }
-        let by_path = by_path
+        let by_path = tallies
             .into_iter()
-            .map(|(p, rs)| {
-                let ok: Vec<u64> = rs
-                    .iter()
-                    .filter(|r| r.result.outcome.is_ok())
-                    .filter_map(|r| r.result.rtt_micros)
-                    .collect();
-                (
-                    p,
-                    PathSummary {
-                        counts: count(&rs),
-                        latency_micros: latency(&ok),
-                    },
-                )
+            .map(|(p, t)| {
+                let summary = PathSummary {
+                    counts: t.counts.clone(),
+                    latency_micros: t.latency(),
+                };
+                (p, summary)
             })
             .collect();
-        let all: Vec<Record<'_>> = run.results.iter().collect();
-        let counts = count(&all);
+        let counts = all.counts;
         let agents_missing = run.agents.iter().filter(|a| !a.ran).count();
         let exit_code = if run.interrupted {
             EXIT_INTERRUPTED

@@ -383,7 +383,11 @@ mod tests {
         let p = plan.at(0);
         let (unknown, result) = record_for(&p, Some(r.clone()), None, Some(&gone), false);
         assert_eq!(unknown, Some(Unknown::AgentFailed));
-        assert!(result.detail.contains("n2's host agent"), "{}", result.detail);
+        assert!(
+            result.detail.contains("n2's host agent"),
+            "{}",
+            result.detail
+        );
         // With the receiver's agent there, the same failure is a failed path.
         let (unknown, result) = record_for(&p, Some(r), None, None, false);
         assert_eq!(unknown, None);

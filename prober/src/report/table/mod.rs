@@ -159,7 +159,7 @@ fn grid(out: &mut String, rs: &[Record<'_>], flagged: &HashSet<&str>, style: Sty
             (cell_char(f.result.outcome), RED)
         } else if list.iter().any(|r| flagged.contains(&*r.result.id.text())) {
             ('!', RED)
-        } else if list.iter().any(|r| r.is_unknown()) {
+        } else if list.iter().any(Record::is_unknown) {
             ('?', YELLOW)
         } else {
             ('.', GREEN)
@@ -370,11 +370,13 @@ fn per_path(rs: &[Record<'_>]) -> String {
 /// Failed probes grouped under the finding that explains them, evidence listed and
 /// consequences counted; the probes no finding explains last. Unknown probes are not failures.
 fn failures(out: &mut String, report: &Report, style: Style) {
-    let failed: Vec<Record<'_>> = report.results.iter().filter(|r| r.is_failed()).collect();
+    let failed: Vec<Record<'_>> = report.results.iter().filter(Record::is_failed).collect();
     if !failed.is_empty() {
         // Only failed probes are shown, so only they need finding by id.
-        let by_id: HashMap<String, Record<'_>> =
-            failed.iter().map(|r| (r.result.id.to_string(), *r)).collect();
+        let by_id: HashMap<String, Record<'_>> = failed
+            .iter()
+            .map(|r| (r.result.id.to_string(), *r))
+            .collect();
         let mut explained: HashSet<&str> = HashSet::new();
         let _ = writeln!(out, "\nfailures ({}):", failed.len());
         for f in &report.findings {
@@ -387,7 +389,7 @@ fn failures(out: &mut String, report: &Report, style: Style) {
                 .consequences
                 .iter()
                 .filter_map(|id| by_id.get(id.as_str()).copied())
-                .filter(|r| r.is_failed())
+                .filter(Record::is_failed)
                 .collect();
             explained.extend(f.evidence.iter().map(String::as_str));
             explained.extend(f.consequences.iter().map(String::as_str));
@@ -436,7 +438,7 @@ fn failures(out: &mut String, report: &Report, style: Style) {
             }
         }
     }
-    let unknown: Vec<Record<'_>> = report.results.iter().filter(|r| r.is_unknown()).collect();
+    let unknown: Vec<Record<'_>> = report.results.iter().filter(Record::is_unknown).collect();
     if !unknown.is_empty() {
         let mut why: BTreeMap<String, usize> = BTreeMap::new();
         for r in &unknown {
@@ -636,7 +638,7 @@ mod tests {
         let failed: Vec<String> = r
             .results
             .iter()
-            .filter(|r| r.is_failed())
+            .filter(Record::is_failed)
             .map(|r| r.result.id.to_string())
             .collect();
         let f = &mut r.findings[0];
@@ -759,7 +761,7 @@ mod tests {
         results[lone].result.outcome = Outcome::Refused;
         results[lone].result.detail = "lone refusal".into();
         r.results = results.into();
-        let failed = r.results.iter().filter(|x| x.is_failed()).count();
+        let failed = r.results.iter().filter(Record::is_failed).count();
         let text = render(&r, style(100));
         let at = |s: &str| {
             text.find(s)
@@ -800,7 +802,7 @@ mod tests {
         r.findings[0].evidence = r
             .results
             .iter()
-            .filter(|x| x.is_failed())
+            .filter(Record::is_failed)
             .map(|x| x.result.id.to_string())
             .collect();
         r.findings[0].consequences.clear();
