@@ -291,6 +291,29 @@ impl Results {
         self.rows[i] = self.row(key, unknown, result);
     }
 
+    /// The outcome of row `i`, once set.
+    pub(crate) fn outcome(&self, i: usize) -> Option<Outcome> {
+        self.rows
+            .get(i)
+            .filter(|r| r.rest != UNSET)
+            .map(|r| r.outcome)
+    }
+
+    /// Row `i`'s result, whole but for its id (the row's key says which probe it is), once set.
+    /// Works before the names are attached.
+    pub(crate) fn result_of(&self, i: usize) -> Option<ProbeResult> {
+        let row = self.rows.get(i).filter(|r| r.rest != UNSET)?;
+        Some(ProbeResult {
+            id: String::new(),
+            outcome: row.outcome,
+            rtt_micros: row.rtt.checked_sub(1).map(u64::from),
+            detail: self.details.get(row.detail).to_string(),
+            attempts: minus_one(row.attempts),
+            ok_attempts: minus_one(row.ok_attempts),
+            ..self.rests.get(row.rest).clone()
+        })
+    }
+
     /// Whether row `i` has its result.
     pub(crate) fn is_set(&self, i: usize) -> bool {
         self.rows.get(i).is_some_and(|r| r.rest != UNSET)

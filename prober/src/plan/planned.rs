@@ -64,6 +64,11 @@ impl Planned {
         self.rows.len() - 1
     }
 
+    /// Gives back the room the rows grew into (up to half of it).
+    pub fn shrink_to_fit(&mut self) {
+        self.rows.shrink_to_fit();
+    }
+
     pub(crate) fn set_receipt_port(&mut self, i: usize, port: Option<Port>) {
         if let Some(row) = self.rows.get_mut(i) {
             row.receipt_port = port;

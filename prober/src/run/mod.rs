@@ -124,7 +124,7 @@ pub async fn run<R: Runtime + 'static>(
 /// [`run`], consuming the plan: the results take over its names instead of copying them, so a
 /// large matrix is not held twice.
 pub async fn run_owned<R: Runtime + 'static>(
-    planned: Planned,
+    mut planned: Planned,
     runtime: Arc<R>,
     cfg: &RunConfig,
     progress: &dyn Progress,
@@ -134,6 +134,8 @@ pub async fn run_owned<R: Runtime + 'static>(
     let since = probe_proto::util::unix_ms().saturating_sub(5000);
     let salt = u32::try_from(since & 0xffff_ffff).unwrap_or(0) ^ std::process::id().rotate_left(16);
     let mut cancel = Box::pin(cancel);
+    // The planner grew it by doubling: up to half of it is room nobody will use.
+    planned.shrink_to_fit();
     let agents_planned: Vec<AgentRef> = planned
         .iter()
         .map(|p| p.from)
@@ -163,7 +165,6 @@ pub async fn run_owned<R: Runtime + 'static>(
         .run(&all, 0, progress, &mut cancel, &mut results)
         .await;
     drop(all);
-    results.settle();
     let dead = dead_responders(cfg, &mut others, &mut failed);
     drop(others);
     if !interrupted && cfg.retries > 0 {

@@ -95,30 +95,27 @@ pub(super) async fn fan_out_by_id<R: Runtime + 'static>(
 }
 
 /// Where a pass puts the results of planned probes, by their index in the plan: a slot per probe
-/// for the whole matrix, a map for the few a retry runs.
+/// for the whole matrix ([`Slots`]), a map for the few a retry runs.
 pub(crate) trait Store {
     fn put(&mut self, i: usize, r: ProbeResult);
+    /// The outcome of probe `i`, if it has a result.
+    fn outcome(&self, i: usize) -> Option<Outcome>;
+    /// Takes probe `i`'s result out, whole, to be changed and put back.
+    fn take(&mut self, i: usize) -> Option<ProbeResult>;
+    /// A failed result (the only ones retries and receipts look at).
     fn result(&self, i: usize) -> Option<&ProbeResult>;
     fn result_mut(&mut self, i: usize) -> Option<&mut ProbeResult>;
-}
-
-impl Store for Vec<Option<ProbeResult>> {
-    fn put(&mut self, i: usize, r: ProbeResult) {
-        if let Some(slot) = self.as_mut_slice().get_mut(i) {
-            *slot = Some(r);
-        }
-    }
-    fn result(&self, i: usize) -> Option<&ProbeResult> {
-        self.as_slice().get(i)?.as_ref()
-    }
-    fn result_mut(&mut self, i: usize) -> Option<&mut ProbeResult> {
-        self.as_mut_slice().get_mut(i)?.as_mut()
-    }
 }
 
 impl Store for HashMap<usize, ProbeResult> {
     fn put(&mut self, i: usize, r: ProbeResult) {
         self.insert(i, r);
+    }
+    fn outcome(&self, i: usize) -> Option<Outcome> {
+        self.get(&i).map(|r| r.outcome)
+    }
+    fn take(&mut self, i: usize) -> Option<ProbeResult> {
+        self.remove(&i)
     }
     fn result(&self, i: usize) -> Option<&ProbeResult> {
         self.get(&i)
@@ -128,14 +125,12 @@ impl Store for HashMap<usize, ProbeResult> {
     }
 }
 
-/// The first pass's results. An answer that can no longer change (an ordinary probe that got
-/// through) is compacted into its row at once; the others (failures that retries and receipts
-/// may change, crafted datagrams awaiting their receipt) stay whole until the run ends.
+/// The first pass's results. An answer that got through is compacted into its row at once (a
+/// crafted datagram's "sent" too: its receipt takes it out again, whole, and puts back what the
+/// receiver saw); failures, which retries and receipts may change, stay whole until the run ends.
 pub(crate) struct Slots {
     done: Results,
     open: HashMap<usize, ProbeResult>,
-    /// Which probes are crafted datagrams, by index.
-    crafted: Vec<bool>,
 }
 
 impl Slots {
@@ -143,7 +138,6 @@ impl Slots {
         Self {
             done: Results::placeholders((0..planned.len()).map(|i| planned.key(i))),
             open: HashMap::new(),
-            crafted: planned.iter().map(|p| crafted(p.probe)).collect(),
         }
     }
 
@@ -155,23 +149,6 @@ impl Slots {
             .map(|(&i, r)| (i, r))
     }
 
-    /// Compacts the open results that got through (crafted datagrams whose receipt came): only
-    /// failures are left for retries and receipts to change.
-    pub(super) fn settle(&mut self) {
-        let done: Vec<usize> = self
-            .open
-            .iter()
-            .filter(|(_, r)| r.outcome.is_ok())
-            .map(|(&i, _)| i)
-            .collect();
-        for i in done {
-            if let Some(r) = self.open.remove(&i) {
-                self.done.set(i, None, r);
-            }
-        }
-        self.open.shrink_to_fit();
-    }
-
     pub(super) fn into_parts(self) -> (Results, HashMap<usize, ProbeResult>) {
         (self.done, self.open)
     }
@@ -179,12 +156,21 @@ impl Slots {
 
 impl Store for Slots {
     fn put(&mut self, i: usize, r: ProbeResult) {
-        let settled = r.outcome.is_ok() && !self.crafted.get(i).copied().unwrap_or(true);
-        if settled && !self.open.contains_key(&i) {
+        // Once open (a failure that a retry then got through), it stays open for its tally.
+        if r.outcome.is_ok() && !self.open.contains_key(&i) {
             self.done.set(i, None, r);
         } else {
             self.open.insert(i, r);
         }
+    }
+    fn outcome(&self, i: usize) -> Option<Outcome> {
+        match self.open.get(&i) {
+            Some(r) => Some(r.outcome),
+            None => self.done.outcome(i),
+        }
+    }
+    fn take(&mut self, i: usize) -> Option<ProbeResult> {
+        self.open.remove(&i).or_else(|| self.done.result_of(i))
     }
     fn result(&self, i: usize) -> Option<&ProbeResult> {
         self.open.get(&i)
@@ -383,10 +369,7 @@ impl<R: Runtime + 'static> Pass<'_, R> {
         let sent: Vec<usize> = subset
             .iter()
             .copied()
-            .filter(|&i| {
-                crafted(self.planned.at(i).probe)
-                    && store.result(i).is_some_and(|r| r.outcome == Outcome::Ok)
-            })
+            .filter(|&i| crafted(self.planned.at(i).probe) && store.outcome(i) == Some(Outcome::Ok))
             .collect();
         let mut asks: BTreeMap<AgentRef, Ask> = BTreeMap::new();
         for &i in &sent {
@@ -400,15 +383,18 @@ impl<R: Runtime + 'static> Pass<'_, R> {
         for i in sent {
             let p = self.planned.at(i);
             let rcv = receiver(&p);
-            if let Some(r) = store.result_mut(i) {
+            if let Some(mut r) = store.take(i) {
+                let nonce = nonce_for(salt, &p.id);
+                r.nonce = Some(nonce);
                 confirm_vxlan(
-                    r,
+                    &mut r,
                     device_of(p.probe),
-                    nonce_for(salt, &p.id),
+                    nonce,
                     &rcv.node,
                     seen.get(&rcv),
                     failed.get(&rcv),
                 );
+                store.put(i, r);
             }
         }
         // A receiver whose agent could not be asked is a missing agent, not a failed path.
