@@ -25,7 +25,23 @@ fn parse() -> Cli {
     }
 }
 
+/// One malloc arena for the whole coordinator: its two workers gain nothing from an arena each,
+/// and a large matrix's freed memory is not left stranded in several (about 10 MB of peak RSS on
+/// a 150-node matrix). glibc only; set before any thread starts.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn one_malloc_arena() {
+    // SAFETY: mallopt only sets an allocator parameter; called before any other thread exists.
+    #[allow(unsafe_code)]
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 1);
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn one_malloc_arena() {}
+
 fn main() -> ExitCode {
+    one_malloc_arena();
     let cli = parse();
     // A lab under construction is torn down by a signal thread; the mask must be set before the
     // runtime starts its threads so that they inherit it.

@@ -11,5 +11,5 @@ pub mod time;
 pub use agent::{AgentKind, AgentRef, AgentStatus};
 pub use path::{Direction, PathClass, Protocol};
 pub use result::{ResultRecord, Target, Unknown};
-pub use store::{Id, Names, Record, ResultView, Results};
+pub use store::{Id, Names, Record, ResultView, Results, Viewed, Views};
 pub(crate) use store::{Interner, Key};

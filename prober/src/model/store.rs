@@ -123,6 +123,11 @@ impl Key {
     pub(crate) fn path(&self) -> PathClass {
         self.path
     }
+
+    /// The sending agent's interned index.
+    pub(crate) fn sender(&self) -> u32 {
+        self.from
+    }
 }
 
 impl Names {
@@ -137,6 +142,18 @@ impl Names {
             path,
             prefixed: tail.is_some(),
         }
+    }
+
+    /// Each agent's place in name order, by its interned index.
+    pub(crate) fn agent_ranks(&self) -> Vec<u32> {
+        let agents = &self.agents.items;
+        let mut by_name: Vec<u32> = (0..u32::try_from(agents.len()).unwrap_or(u32::MAX)).collect();
+        by_name.sort_unstable_by(|&a, &b| agents[a as usize].cmp(&agents[b as usize]));
+        let mut rank = vec![0; agents.len()];
+        for (r, &a) in (0u32..).zip(&by_name) {
+            rank[a as usize] = r;
+        }
+        rank
     }
 
     pub(crate) fn from(&self, k: &Key) -> &AgentRef {
@@ -189,7 +206,7 @@ impl Names {
 
 /// One result: its key and the small fields inline.
 #[derive(Debug, Clone, Copy)]
-struct Row {
+pub struct Row {
     key: Key,
     detail: u32,
     /// The rarely set fields, as a `ProbeResult` with the fields here left empty.
@@ -382,10 +399,7 @@ impl Results {
 
     #[must_use]
     pub fn iter(&self) -> Iter<'_> {
-        Iter {
-            store: self,
-            rows: self.rows.iter(),
-        }
+        Views::new(self, &self.rows)
     }
 
     /// The results as owned records (tests, and small reports).
@@ -393,8 +407,66 @@ impl Results {
     pub fn to_vec(&self) -> Vec<ResultRecord> {
         self.iter().map(|r| r.to_owned()).collect()
     }
+}
 
-    fn view(&self, row: &Row) -> Record<'_> {
+/// A compact store read row by row through borrowed views ([`Results`], the plan's `Planned`).
+pub trait Viewed {
+    type Row;
+    type View<'a>
+    where
+        Self: 'a;
+    fn view<'a>(&'a self, row: &'a Self::Row) -> Self::View<'a>;
+}
+
+/// A store's rows in order, as views.
+#[derive(Debug)]
+pub struct Views<'a, S: Viewed> {
+    store: &'a S,
+    rows: std::slice::Iter<'a, S::Row>,
+}
+
+impl<'a, S: Viewed> Views<'a, S> {
+    pub(crate) fn new(store: &'a S, rows: &'a [S::Row]) -> Self {
+        Self {
+            store,
+            rows: rows.iter(),
+        }
+    }
+}
+
+impl<S: Viewed> Clone for Views<'_, S> {
+    fn clone(&self) -> Self {
+        Self {
+            store: self.store,
+            rows: self.rows.clone(),
+        }
+    }
+}
+
+impl<'a, S: Viewed> Iterator for Views<'a, S> {
+    type Item = S::View<'a>;
+    fn next(&mut self) -> Option<Self::Item> {
+        self.rows.next().map(|row| self.store.view(row))
+    }
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.rows.size_hint()
+    }
+}
+
+impl<S: Viewed> DoubleEndedIterator for Views<'_, S> {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        self.rows.next_back().map(|row| self.store.view(row))
+    }
+}
+
+impl<S: Viewed> ExactSizeIterator for Views<'_, S> {}
+
+pub type Iter<'a> = Views<'a, Results>;
+
+impl Viewed for Results {
+    type Row = Row;
+    type View<'a> = Record<'a>;
+    fn view<'a>(&'a self, row: &'a Row) -> Record<'a> {
         let rest = self.rests.get(if row.rest == UNSET { 0 } else { row.rest });
         Record {
             path: row.key.path,
@@ -413,31 +485,6 @@ impl Results {
         }
     }
 }
-
-/// The results in plan order, as views.
-#[derive(Debug, Clone)]
-pub struct Iter<'a> {
-    store: &'a Results,
-    rows: std::slice::Iter<'a, Row>,
-}
-
-impl<'a> Iterator for Iter<'a> {
-    type Item = Record<'a>;
-    fn next(&mut self) -> Option<Record<'a>> {
-        self.rows.next().map(|row| self.store.view(row))
-    }
-    fn size_hint(&self) -> (usize, Option<usize>) {
-        self.rows.size_hint()
-    }
-}
-
-impl DoubleEndedIterator for Iter<'_> {
-    fn next_back(&mut self) -> Option<Self::Item> {
-        self.rows.next_back().map(|row| self.store.view(row))
-    }
-}
-
-impl ExactSizeIterator for Iter<'_> {}
 
 impl<'a> IntoIterator for &'a Results {
     type Item = Record<'a>;

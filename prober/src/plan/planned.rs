@@ -5,10 +5,11 @@
 use probe_proto::{Port, Probe};
 
 use super::PlannedProbe;
-use crate::model::{AgentRef, Id, Interner, Key, Names, PathClass, Target};
+use crate::model::{AgentRef, Id, Interner, Key, Names, PathClass, Target, Viewed, Views};
 
+/// One planned probe: its key, its interned probe and its receipt witness.
 #[derive(Debug, Clone, Copy)]
-struct Row {
+pub struct Row {
     key: Key,
     probe: u32,
     receipt_port: Option<Port>,
@@ -98,10 +99,7 @@ impl Planned {
 
     #[must_use]
     pub fn iter(&self) -> Iter<'_> {
-        Iter {
-            plan: self,
-            rows: self.rows.iter(),
-        }
+        Views::new(self, &self.rows)
     }
 
     /// The probes as owned values (tests, and small plans).
@@ -112,6 +110,11 @@ impl Planned {
 
     pub(crate) fn key(&self, i: usize) -> Key {
         self.rows[i].key
+    }
+
+    /// Each agent's place in name order, by its interned index.
+    pub(crate) fn agent_ranks(&self) -> Vec<u32> {
+        self.names.agent_ranks()
     }
 
     /// The names, for the results of this plan.
@@ -135,8 +138,15 @@ impl Planned {
             Some(order[k] as usize)
         })
     }
+}
 
-    fn view(&self, row: &Row) -> PlannedRef<'_> {
+/// The planned probes in order, as views.
+pub type Iter<'a> = Views<'a, Planned>;
+
+impl Viewed for Planned {
+    type Row = Row;
+    type View<'a> = PlannedRef<'a>;
+    fn view<'a>(&'a self, row: &'a Row) -> PlannedRef<'a> {
         PlannedRef {
             id: self.names.id(&row.key),
             path: row.key.path(),
@@ -147,31 +157,6 @@ impl Planned {
         }
     }
 }
-
-/// The planned probes in order, as views.
-#[derive(Debug, Clone)]
-pub struct Iter<'a> {
-    plan: &'a Planned,
-    rows: std::slice::Iter<'a, Row>,
-}
-
-impl<'a> Iterator for Iter<'a> {
-    type Item = PlannedRef<'a>;
-    fn next(&mut self) -> Option<PlannedRef<'a>> {
-        self.rows.next().map(|r| self.plan.view(r))
-    }
-    fn size_hint(&self) -> (usize, Option<usize>) {
-        self.rows.size_hint()
-    }
-}
-
-impl DoubleEndedIterator for Iter<'_> {
-    fn next_back(&mut self) -> Option<Self::Item> {
-        self.rows.next_back().map(|r| self.plan.view(r))
-    }
-}
-
-impl ExactSizeIterator for Iter<'_> {}
 
 impl<'a> IntoIterator for &'a Planned {
     type Item = PlannedRef<'a>;

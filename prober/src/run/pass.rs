@@ -246,48 +246,56 @@ impl<R: Runtime + 'static> Pass<'_, R> {
         store: &mut S,
     ) -> PassOutput {
         let salt = self.salt ^ attempt.wrapping_mul(0x9e37_79b9);
-        let mut groups: BTreeMap<&AgentRef, Vec<usize>> = BTreeMap::new();
-        for &i in subset {
-            groups.entry(self.planned.at(i).from).or_default().push(i);
-        }
+        // The subset by agent, agents in name order: one list of 4-byte indices, not a list per
+        // agent.
+        let rank = self.planned.agent_ranks();
+        let agent_of = |i: u32| self.planned.key(i as usize).sender() as usize;
+        let mut by_agent: Vec<u32> = subset
+            .iter()
+            .filter_map(|&i| u32::try_from(i).ok())
+            .collect();
+        by_agent.sort_unstable_by_key(|&i| (rank[agent_of(i)], i));
         let cfg = self.cfg;
         // Each agent's plan is made when its turn comes (fan_out), from borrowed probes.
-        let plans = groups.into_iter().map(|(agent, probes)| {
-            let mut specs: Vec<ProbeSpec> = probes
-                .into_iter()
-                .map(|i| {
-                    let p = self.planned.at(i);
-                    let mut probe = p.probe.clone();
-                    if let Probe::Vxlan { nonce, .. }
-                    | Probe::Ipip { nonce, .. }
-                    | Probe::Geneve { nonce, .. }
-                    | Probe::Wireguard { nonce, .. } = &mut probe
-                    {
-                        *nonce = Some(nonce_for(salt, &p.id));
-                    }
-                    ProbeSpec {
-                        id: p.id.to_string(),
+        let plans = by_agent
+            .chunk_by(|&a, &b| agent_of(a) == agent_of(b))
+            .map(|probes| {
+                let agent = self.planned.at(probes[0] as usize).from;
+                let mut specs: Vec<ProbeSpec> = probes
+                    .iter()
+                    .map(|&i| {
+                        let p = self.planned.at(i as usize);
+                        let mut probe = p.probe.clone();
+                        if let Probe::Vxlan { nonce, .. }
+                        | Probe::Ipip { nonce, .. }
+                        | Probe::Geneve { nonce, .. }
+                        | Probe::Wireguard { nonce, .. } = &mut probe
+                        {
+                            *nonce = Some(nonce_for(salt, &p.id));
+                        }
+                        ProbeSpec {
+                            id: p.id.to_string(),
+                            timeout_ms: None,
+                            probe,
+                        }
+                    })
+                    .collect();
+                // Only agents this run uses get a responder check: a filtered-out agent is not
+                // started for one.
+                let check = cfg.responders.get(agent).filter(|_| attempt == 0);
+                if let Some((addr, port)) = check.and_then(|a| Some((a, Port::new(a.port())?))) {
+                    specs.push(ProbeSpec {
+                        id: format!("{RESPONDER_CHECK}{agent}"),
                         timeout_ms: None,
-                        probe,
-                    }
-                })
-                .collect();
-            // Only agents this run uses get a responder check: a filtered-out agent is not
-            // started for one.
-            let check = cfg.responders.get(agent).filter(|_| attempt == 0);
-            if let Some((addr, port)) = check.and_then(|a| Some((a, Port::new(a.port())?))) {
-                specs.push(ProbeSpec {
-                    id: format!("{RESPONDER_CHECK}{agent}"),
-                    timeout_ms: None,
-                    probe: Probe::Tcp {
-                        address: addr.ip(),
-                        port,
-                        echo: true,
-                    },
-                });
-            }
-            (agent.clone(), plan_for(specs, cfg))
-        });
+                        probe: Probe::Tcp {
+                            address: addr.ip(),
+                            port,
+                            echo: true,
+                        },
+                    });
+                }
+                (agent.clone(), plan_for(specs, cfg))
+            });
         let mut others = HashMap::new();
         let (mut failed, mut interrupted) = fan_out(
             self.runtime,
