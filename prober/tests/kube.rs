@@ -1744,7 +1744,7 @@ mod agents {
         .unwrap();
         let (tx, _rx) = tokio::sync::mpsc::channel(4);
         let err = exec
-            .run(&agent, &plan, tx)
+            .run(&agent, plan.clone(), tx)
             .await
             .expect_err("the mock refuses the upgrade");
         assert!(err.to_string().contains("probe-pod-x7k2p"), "{err}");
@@ -1754,7 +1754,7 @@ mod agents {
                     node: "w9".into(),
                     agent: AgentKind::Host,
                 },
-                &plan,
+                plan,
                 tokio::sync::mpsc::channel(1).0,
             )
             .await
@@ -2029,7 +2029,7 @@ async fn exec_once(
     )
     .unwrap();
     let _ = exec
-        .run(&agent, &plan, tokio::sync::mpsc::channel(1).0)
+        .run(&agent, plan, tokio::sync::mpsc::channel(1).0)
         .await;
 }
 

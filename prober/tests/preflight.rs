@@ -313,7 +313,7 @@ mod api {
         async fn run(
             &self,
             agent: &AgentRef,
-            plan: &Plan,
+            plan: Plan,
             _results: mpsc::Sender<ProbeResult>,
         ) -> Result<(), RuntimeError> {
             let ids = plan.probes.iter().map(|p| p.id.clone()).collect();

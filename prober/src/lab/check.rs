@@ -246,7 +246,7 @@ impl Agents {
             }
             out
         };
-        let (ran, out) = tokio::join!(self.local.run(agent, &plan, tx), collect);
+        let (ran, out) = tokio::join!(self.local.run(agent, plan, tx), collect);
         ran.map(|()| out).map_err(|source| CheckError::Run {
             agent: agent.clone(),
             source,

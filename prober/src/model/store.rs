@@ -204,10 +204,9 @@ impl Names {
     }
 }
 
-/// One result: its key and the small fields inline.
+/// One result's own fields (its probe's key is in the store's `keys`, shared with the plan).
 #[derive(Debug, Clone, Copy)]
-pub struct Row {
-    key: Key,
+struct Row {
     detail: u32,
     /// The rarely set fields, as a `ProbeResult` with the fields here left empty.
     rest: u32,
@@ -225,6 +224,8 @@ pub struct Row {
 #[derive(Debug, Clone, Default)]
 pub struct Results {
     names: Names,
+    /// Each row's probe: the plan's keys, handed on.
+    keys: Vec<Key>,
     details: Interner<Box<str>>,
     rests: Interner<ProbeResult>,
     rows: Vec<Row>,
@@ -271,27 +272,25 @@ impl Results {
 
     /// Adds one result at the end, for the probe `key` (the result's own id is not read).
     pub(crate) fn push_keyed(&mut self, key: Key, unknown: Option<Unknown>, result: ProbeResult) {
-        let row = self.row(key, unknown, result);
+        self.keys.push(key);
+        let row = self.row(unknown, result);
         self.rows.push(row);
     }
 
-    /// A row for every key, each waiting for its result ([`Results::set`]); the names come last
+    /// `len` rows, each waiting for its result ([`Results::set`]); the keys and names come last
     /// ([`Results::attach`]), so a run can fill its results while its plan still holds them.
-    pub(crate) fn placeholders(keys: impl Iterator<Item = Key>) -> Self {
-        let rows = keys
-            .map(|key| Row {
-                key,
-                detail: 0,
-                rest: UNSET,
-                rtt: 0,
-                attempts: 0,
-                ok_attempts: 0,
-                outcome: Outcome::Error,
-                unknown: Some(Unknown::NoResult),
-            })
-            .collect();
+    pub(crate) fn placeholders(len: usize) -> Self {
+        let unset = Row {
+            detail: 0,
+            rest: UNSET,
+            rtt: 0,
+            attempts: 0,
+            ok_attempts: 0,
+            outcome: Outcome::Error,
+            unknown: Some(Unknown::NoResult),
+        };
         let mut out = Self {
-            rows,
+            rows: vec![unset; len],
             ..Self::default()
         };
         // What an unset row reads as: nothing rare, no detail.
@@ -300,12 +299,11 @@ impl Results {
         out
     }
 
-    /// Sets the result of row `i`, keeping its key.
+    /// Sets the result of row `i`.
     pub(crate) fn set(&mut self, i: usize, unknown: Option<Unknown>, result: ProbeResult) {
-        let Some(key) = self.rows.get(i).map(|r| r.key) else {
-            return;
-        };
-        self.rows[i] = self.row(key, unknown, result);
+        if i < self.rows.len() {
+            self.rows[i] = self.row(unknown, result);
+        }
     }
 
     /// The outcome of row `i`, once set.
@@ -336,17 +334,18 @@ impl Results {
         self.rows.get(i).is_some_and(|r| r.rest != UNSET)
     }
 
-    /// The names the rows' keys point into.
-    pub(crate) fn attach(&mut self, names: Names) {
+    /// The rows' keys (one per row, in order) and the names they point into.
+    pub(crate) fn attach(&mut self, names: Names, keys: Vec<Key>) {
+        debug_assert_eq!(keys.len(), self.rows.len());
         self.names = names;
+        self.keys = keys;
     }
 
-    fn row(&mut self, key: Key, unknown: Option<Unknown>, result: ProbeResult) -> Row {
+    fn row(&mut self, unknown: Option<Unknown>, result: ProbeResult) -> Row {
         let detail = self
             .details
             .intern_with(result.detail.as_str(), || result.detail.as_str().into());
         let row = Row {
-            key,
             detail,
             rtt: result.rtt_micros.map_or(0, |us| {
                 u32::try_from(us).unwrap_or(u32::MAX - 1).saturating_add(1)
@@ -388,18 +387,18 @@ impl Results {
     /// The result at `i` in plan order; panics past the end, as indexing does.
     #[must_use]
     pub fn at(&self, i: usize) -> Record<'_> {
-        self.view(&self.rows[i])
+        self.view(i)
     }
 
     /// The result at `i` in plan order.
     #[must_use]
     pub fn get(&self, i: usize) -> Option<Record<'_>> {
-        self.rows.get(i).map(|row| self.view(row))
+        (i < self.len()).then(|| self.view(i))
     }
 
     #[must_use]
     pub fn iter(&self) -> Iter<'_> {
-        Views::new(self, &self.rows)
+        Views::new(self, self.len())
     }
 
     /// The results as owned records (tests, and small reports).
@@ -411,30 +410,30 @@ impl Results {
 
 /// A compact store read row by row through borrowed views ([`Results`], the plan's `Planned`).
 pub trait Viewed {
-    type Row;
     type View<'a>
     where
         Self: 'a;
-    fn view<'a>(&'a self, row: &'a Self::Row) -> Self::View<'a>;
+    /// The view of row `i`; panics past the end, as indexing does.
+    fn view(&self, i: usize) -> Self::View<'_>;
 }
 
 /// A store's rows in order, as views.
 #[derive(Debug)]
-pub struct Views<'a, S: Viewed> {
+pub struct Views<'a, S> {
     store: &'a S,
-    rows: std::slice::Iter<'a, S::Row>,
+    rows: std::ops::Range<usize>,
 }
 
-impl<'a, S: Viewed> Views<'a, S> {
-    pub(crate) fn new(store: &'a S, rows: &'a [S::Row]) -> Self {
+impl<'a, S> Views<'a, S> {
+    pub(crate) fn new(store: &'a S, len: usize) -> Self {
         Self {
             store,
-            rows: rows.iter(),
+            rows: 0..len,
         }
     }
 }
 
-impl<S: Viewed> Clone for Views<'_, S> {
+impl<S> Clone for Views<'_, S> {
     fn clone(&self) -> Self {
         Self {
             store: self.store,
@@ -446,7 +445,7 @@ impl<S: Viewed> Clone for Views<'_, S> {
 impl<'a, S: Viewed> Iterator for Views<'a, S> {
     type Item = S::View<'a>;
     fn next(&mut self) -> Option<Self::Item> {
-        self.rows.next().map(|row| self.store.view(row))
+        self.rows.next().map(|i| self.store.view(i))
     }
     fn size_hint(&self) -> (usize, Option<usize>) {
         self.rows.size_hint()
@@ -455,7 +454,7 @@ impl<'a, S: Viewed> Iterator for Views<'a, S> {
 
 impl<S: Viewed> DoubleEndedIterator for Views<'_, S> {
     fn next_back(&mut self) -> Option<Self::Item> {
-        self.rows.next_back().map(|row| self.store.view(row))
+        self.rows.next_back().map(|i| self.store.view(i))
     }
 }
 
@@ -464,17 +463,17 @@ impl<S: Viewed> ExactSizeIterator for Views<'_, S> {}
 pub type Iter<'a> = Views<'a, Results>;
 
 impl Viewed for Results {
-    type Row = Row;
     type View<'a> = Record<'a>;
-    fn view<'a>(&'a self, row: &'a Row) -> Record<'a> {
+    fn view(&self, i: usize) -> Record<'_> {
+        let (row, key) = (&self.rows[i], &self.keys[i]);
         let rest = self.rests.get(if row.rest == UNSET { 0 } else { row.rest });
         Record {
-            path: row.key.path,
-            from: self.names.from(&row.key),
-            to: self.names.to(&row.key),
+            path: key.path,
+            from: self.names.from(key),
+            to: self.names.to(key),
             unknown: row.unknown,
             result: ResultView {
-                id: self.names.id(&row.key),
+                id: self.names.id(key),
                 outcome: row.outcome,
                 rtt_micros: row.rtt.checked_sub(1).map(u64::from),
                 detail: self.details.get(row.detail),
@@ -817,7 +816,8 @@ mod tests {
         assert_eq!(store.names.strings.items.len(), 1, "one id tail");
         assert_eq!(store.details.items.len(), 1);
         assert_eq!(store.rests.items.len(), 1);
-        assert_eq!(std::mem::size_of::<Row>(), 32);
+        assert_eq!(std::mem::size_of::<Row>(), 16);
+        assert_eq!(std::mem::size_of::<Key>(), 16);
     }
 
     #[test]
@@ -830,11 +830,11 @@ mod tests {
             Outcome::Ok,
         );
         let key = names.key(r.path, r.from.clone(), r.to.clone(), &r.result.id);
-        let mut store = Results::placeholders([key, key].into_iter());
+        let mut store = Results::placeholders(2);
         assert!(!store.is_set(0) && !store.is_set(1));
         store.set(1, None, r.result.clone());
         assert!(!store.is_set(0) && store.is_set(1));
-        store.attach(names);
+        store.attach(names, vec![key, key]);
         assert_eq!(store.at(1).result.outcome, Outcome::Ok);
         assert_eq!(store.at(0).unknown, Some(Unknown::NoResult));
         assert_eq!(store.at(1).result.id.to_string(), r.result.id);

@@ -7,10 +7,9 @@ use probe_proto::{Port, Probe};
 use super::PlannedProbe;
 use crate::model::{AgentRef, Id, Interner, Key, Names, PathClass, Target, Viewed, Views};
 
-/// One planned probe: its key, its interned probe and its receipt witness.
+/// One planned probe besides its key: its interned probe and its receipt witness.
 #[derive(Debug, Clone, Copy)]
-pub struct Row {
-    key: Key,
+struct Row {
     probe: u32,
     receipt_port: Option<Port>,
 }
@@ -19,6 +18,7 @@ pub struct Row {
 #[derive(Debug, Clone, Default)]
 pub struct Planned {
     names: Names,
+    keys: Vec<Key>,
     probes: Interner<Probe>,
     rows: Vec<Row>,
 }
@@ -56,9 +56,8 @@ impl Planned {
 
     /// Adds one probe at the end; returns its index.
     pub fn push(&mut self, p: PlannedProbe) -> usize {
-        let key = self.names.key(p.path, p.from, p.to, &p.id);
+        self.keys.push(self.names.key(p.path, p.from, p.to, &p.id));
         self.rows.push(Row {
-            key,
             probe: self.probes.intern(p.probe),
             receipt_port: p.receipt_port,
         });
@@ -67,6 +66,7 @@ impl Planned {
 
     /// Gives back the room the rows grew into (up to half of it).
     pub fn shrink_to_fit(&mut self) {
+        self.keys.shrink_to_fit();
         self.rows.shrink_to_fit();
     }
 
@@ -89,17 +89,17 @@ impl Planned {
     /// The probe at `i`; panics past the end, as indexing does.
     #[must_use]
     pub fn at(&self, i: usize) -> PlannedRef<'_> {
-        self.view(&self.rows[i])
+        self.view(i)
     }
 
     #[must_use]
     pub fn get(&self, i: usize) -> Option<PlannedRef<'_>> {
-        self.rows.get(i).map(|r| self.view(r))
+        (i < self.len()).then(|| self.view(i))
     }
 
     #[must_use]
     pub fn iter(&self) -> Iter<'_> {
-        Views::new(self, &self.rows)
+        Views::new(self, self.len())
     }
 
     /// The probes as owned values (tests, and small plans).
@@ -109,7 +109,7 @@ impl Planned {
     }
 
     pub(crate) fn key(&self, i: usize) -> Key {
-        self.rows[i].key
+        self.keys[i]
     }
 
     /// Each agent's place in name order, by its interned index.
@@ -117,15 +117,15 @@ impl Planned {
         self.names.agent_ranks()
     }
 
-    /// The names, for the results of this plan.
-    pub(crate) fn into_names(self) -> Names {
-        self.names
+    /// The names and the keys, for the results of this plan.
+    pub(crate) fn into_names(self) -> (Names, Vec<Key>) {
+        (self.names, self.keys)
     }
 
     /// The plan's indices in the order [`Planned::find`] searches.
     pub(crate) fn lookup_order(&self) -> Vec<u32> {
         let mut order: Vec<u32> = (0..u32::try_from(self.len()).unwrap_or(u32::MAX)).collect();
-        order.sort_unstable_by_key(|&i| Names::order(&self.rows[i as usize].key));
+        order.sort_unstable_by_key(|&i| Names::order(&self.keys[i as usize]));
         order
     }
 
@@ -133,7 +133,7 @@ impl Planned {
     pub(crate) fn find(&self, order: &[u32], id: &str) -> Option<usize> {
         self.names.lookup(id).into_iter().find_map(|want| {
             let k = order
-                .binary_search_by_key(&want, |&i| Names::order(&self.rows[i as usize].key))
+                .binary_search_by_key(&want, |&i| Names::order(&self.keys[i as usize]))
                 .ok()?;
             Some(order[k] as usize)
         })
@@ -144,14 +144,14 @@ impl Planned {
 pub type Iter<'a> = Views<'a, Planned>;
 
 impl Viewed for Planned {
-    type Row = Row;
     type View<'a> = PlannedRef<'a>;
-    fn view<'a>(&'a self, row: &'a Row) -> PlannedRef<'a> {
+    fn view(&self, i: usize) -> PlannedRef<'_> {
+        let (row, key) = (&self.rows[i], &self.keys[i]);
         PlannedRef {
-            id: self.names.id(&row.key),
-            path: row.key.path(),
-            from: self.names.from(&row.key),
-            to: self.names.to(&row.key),
+            id: self.names.id(key),
+            path: key.path(),
+            from: self.names.from(key),
+            to: self.names.to(key),
             probe: self.probes.get(row.probe),
             receipt_port: row.receipt_port,
         }

@@ -220,7 +220,8 @@ fn into_records(
         let (unknown, result) = record_of(&p, result, dead, failed, interrupted);
         results.set(i, unknown, result);
     }
-    results.attach(planned.into_names());
+    let (names, keys) = planned.into_names();
+    results.attach(names, keys);
     results
 }
 

@@ -51,7 +51,7 @@ pub(super) async fn fan_out<R: Runtime + 'static>(
                 let Some((agent, plan)) = plans.next() else { continue };
                 let (runtime, tx) = (runtime.clone(), tx.clone());
                 tasks.spawn(async move {
-                    let r = runtime.run(&agent, &plan, tx).await;
+                    let r = runtime.run(&agent, plan, tx).await;
                     drop(permit);
                     (agent, r)
                 });
@@ -136,7 +136,7 @@ pub(crate) struct Slots {
 impl Slots {
     pub(super) fn new(planned: &Planned) -> Self {
         Self {
-            done: Results::placeholders((0..planned.len()).map(|i| planned.key(i))),
+            done: Results::placeholders(planned.len()),
             open: HashMap::new(),
         }
     }

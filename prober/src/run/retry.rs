@@ -203,7 +203,7 @@ mod tests {
         async fn run(
             &self,
             _agent: &AgentRef,
-            plan: &Plan,
+            plan: Plan,
             results: mpsc::Sender<ProbeResult>,
         ) -> Result<(), RuntimeError> {
             for spec in &plan.probes {

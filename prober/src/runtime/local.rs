@@ -49,7 +49,7 @@ impl Runtime for Local {
     async fn run(
         &self,
         agent: &AgentRef,
-        plan: &Plan,
+        plan: Plan,
         results: mpsc::Sender<ProbeResult>,
     ) -> Result<(), RuntimeError> {
         let prefix = self
@@ -59,7 +59,9 @@ impl Runtime for Local {
         let mut argv: Vec<&str> = prefix.iter().map(String::as_str).collect();
         argv.extend([self.agent_bin.as_str(), "probe", "--plan", "-"]);
         let command = argv.join(" ");
-        let text = super::plan_text(plan, &command)?;
+        let text = super::plan_text(&plan, &command)?;
+        let deadline = super::session_deadline(&plan);
+        drop(plan);
         let mut child = Command::new(argv[0])
             .args(&argv[1..])
             .stdin(Stdio::piped())
@@ -76,7 +78,6 @@ impl Runtime for Local {
             child.stdout.take().expect("piped"),
             child.stderr.take(),
         );
-        let deadline = super::session_deadline(plan);
         let work = async {
             let talk = super::converse(stdin, stdout, stderr, &text, &results).await;
             (talk, child.wait().await)

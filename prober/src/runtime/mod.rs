@@ -162,11 +162,12 @@ pub async fn read_results<R: tokio::io::AsyncRead + Unpin>(
 /// Runs plans on agents.
 pub trait Runtime: Send + Sync {
     /// Runs `plan` on `agent`, sending each result as it arrives. Results already sent stand even
-    /// when the run then fails.
+    /// when the run then fails. The plan is the runtime's to drop once it has written it out, so
+    /// the plans of the agents in flight are held as text, not twice.
     fn run(
         &self,
         agent: &AgentRef,
-        plan: &Plan,
+        plan: Plan,
         results: mpsc::Sender<ProbeResult>,
     ) -> impl Future<Output = Result<(), RuntimeError>> + Send;
 }

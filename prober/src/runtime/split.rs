@@ -19,7 +19,7 @@ impl<A: Runtime, B: Runtime> Runtime for Split<A, B> {
     async fn run(
         &self,
         agent: &AgentRef,
-        plan: &Plan,
+        plan: Plan,
         results: mpsc::Sender<ProbeResult>,
     ) -> Result<(), RuntimeError> {
         if agent.node == self.node {
@@ -44,7 +44,7 @@ mod tests {
         async fn run(
             &self,
             agent: &AgentRef,
-            _plan: &Plan,
+            _plan: Plan,
             _results: mpsc::Sender<ProbeResult>,
         ) -> Result<(), RuntimeError> {
             self.0.lock().unwrap().push(agent.node.clone());
@@ -68,7 +68,10 @@ mod tests {
                 node: node.into(),
                 agent: AgentKind::Host,
             };
-            split.run(&agent, &plan, mpsc::channel(1).0).await.unwrap();
+            split
+                .run(&agent, plan.clone(), mpsc::channel(1).0)
+                .await
+                .unwrap();
         }
         assert_eq!(*split.own.0.lock().unwrap(), ["new"]);
         assert_eq!(*split.others.0.lock().unwrap(), ["n1", "n2"]);

@@ -70,7 +70,7 @@ impl Runtime for KubeExec {
     async fn run(
         &self,
         agent: &AgentRef,
-        plan: &Plan,
+        plan: Plan,
         results: mpsc::Sender<ProbeResult>,
     ) -> Result<(), RuntimeError> {
         let pod = &self
@@ -79,13 +79,14 @@ impl Runtime for KubeExec {
             .ok_or_else(|| RuntimeError::NoAgent(agent.clone()))?
             .pod;
         let command = format!("pods/exec {pod}: {}", COMMAND.join(" "));
-        let text = crate::runtime::plan_text(plan, &command)?;
+        let text = crate::runtime::plan_text(&plan, &command)?;
         let ap = AttachParams::default()
             .container(CONTAINER)
             .stdin(true)
             .stdout(true)
             .stderr(true);
-        let deadline = crate::runtime::session_deadline(plan);
+        let deadline = crate::runtime::session_deadline(&plan);
+        drop(plan);
         let protocol = |message: &str| RuntimeError::Protocol {
             command: command.clone(),
             message: message.to_string(),
