@@ -1,8 +1,8 @@
-//! A run's results held compactly: one 32-byte row per result, and every name, target, detail
-//! and rarely set field stored once however many results share it (an agent's name, a target,
-//! "tcp connect 10.0.0.2:10250: connected", an HTTP status). Read through [`Record`] views that
-//! borrow from the store, so a 1,000-node matrix of millions of results is never held as
-//! millions of owned structs.
+//! A run's results held compactly: per result a 16-byte row and the plan's 16-byte key, and every
+//! name, target, detail and rarely set field stored once however many results share it (an
+//! agent's name, a target, "tcp connect 10.0.0.2:10250: connected", an HTTP status). Read through
+//! [`Record`] views that borrow from the store, so a 1,000-node matrix of millions of results is
+//! never held as millions of owned structs.
 //!
 //! What an `ok` result carries only for its own sake is not kept: the source port it was sent from
 //! and the sniffer's sightings of it exist to place a failure, and an answered probe has none.

@@ -1,6 +1,7 @@
-//! The planned matrix held compactly: one 24-byte row per probe, its names and probe stored once
-//! however many rows share them (a TCP probe to one address and port is the same probe from every
-//! sender). Read through [`PlannedRef`] views; the run hands the names on to the results.
+//! The planned matrix held compactly: per probe a 16-byte key and an 8-byte row, its names and
+//! probe stored once however many rows share them (a TCP probe to one address and port is the
+//! same probe from every sender). Read through [`PlannedRef`] views; the run hands the names and
+//! keys on to the results.
 
 use probe_proto::{Port, Probe};
 

@@ -501,3 +501,43 @@ pub(super) fn confirm_vxlan(
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::{Filter, plan};
+    use crate::testutil::inventory;
+
+    #[test]
+    fn slots_compact_what_got_through_and_keep_failures_whole() {
+        let planned = plan(&inventory(3, 1, "flannel"), &Filter::default());
+        let mut slots = Slots::new(&planned);
+        let mut ok = ProbeResult::new("x", Outcome::Ok, "sent");
+        ok.nonce = Some(9);
+        ok.rtt_micros = Some(120);
+        slots.put(0, ok);
+        let mut lost = ProbeResult::new("y", Outcome::Timeout, "no answer");
+        lost.source = Some("10.0.0.1:40000".parse().unwrap());
+        slots.put(1, lost.clone());
+        // Only the failure is open for retries and receipts, whole.
+        assert_eq!(slots.failed().map(|(i, _)| i).collect::<Vec<_>>(), [1]);
+        assert_eq!(slots.result(0), None);
+        assert_eq!(slots.result(1), Some(&lost));
+        assert_eq!(slots.outcome(0), Some(Outcome::Ok));
+        assert_eq!(slots.outcome(2), None);
+        // A crafted "sent" is taken out whole (but for what only places a failure) and what its
+        // receipt says is put back: a failure goes open.
+        let mut sent = slots.take(0).unwrap();
+        assert_eq!((sent.detail.as_str(), sent.rtt_micros), ("sent", Some(120)));
+        sent.outcome = Outcome::Timeout;
+        slots.put(0, sent);
+        assert_eq!(slots.outcome(0), Some(Outcome::Timeout));
+        assert_eq!(slots.failed().count(), 2);
+        // A retry that got through stays open, for its tally.
+        slots.put(1, ProbeResult::new("y", Outcome::Ok, "answered"));
+        assert_eq!(slots.result(1).map(|r| r.outcome), Some(Outcome::Ok));
+        let (done, open) = slots.into_parts();
+        assert_eq!(open.len(), 2);
+        assert!(done.is_set(0) && !done.is_set(2));
+    }
+}
