@@ -185,17 +185,22 @@ impl Names {
     pub(crate) fn lookup(&self, id: &str) -> Vec<(u32, u8, u32)> {
         let mut out = Vec::with_capacity(2);
         if let Some((path, rest)) = id.split_once(':')
-            && let Some((from, tail)) = rest.split_once("->")
-            && let Some((node, agent)) = from.rsplit_once('/')
             && let Some(path) = PathClass::parse(path)
-            && let Some(agent) = super::AgentKind::parse(agent)
-            && let Some(from) = self.agents.find(&AgentRef {
-                node: node.to_string(),
-                agent,
-            })
-            && let Some(tail) = self.strings.find(tail)
         {
-            out.push((from, path as u8, tail));
+            // A node name from an inventory file may itself hold "->": every split is tried.
+            for (at, _) in rest.match_indices("->") {
+                let (from, tail) = (&rest[..at], &rest[at + 2..]);
+                if let Some((node, agent)) = from.rsplit_once('/')
+                    && let Some(agent) = super::AgentKind::parse(agent)
+                    && let Some(from) = self.agents.find(&AgentRef {
+                        node: node.to_string(),
+                        agent,
+                    })
+                    && let Some(tail) = self.strings.find(tail)
+                {
+                    out.push((from, path as u8, tail));
+                }
+            }
         }
         if let Some(whole) = self.strings.find(id) {
             out.push((u32::MAX, 0, whole));

@@ -207,6 +207,14 @@ mod tests {
             planned.find(&order, "pod-to-pod:n9/pod->n1/pod:tcp/9917"),
             None
         );
+        // A node name holding "->" is still found.
+        let mut odd = owned[0].clone();
+        odd.from.node = "a->b".into();
+        odd.id = format!("{}:{}->x->y", odd.path, odd.from);
+        let odd_plan = Planned::from(vec![owned[0].clone(), odd.clone()]);
+        let odd_order = odd_plan.lookup_order();
+        assert_eq!(odd_plan.find(&odd_order, &odd.id), Some(1));
+        assert_eq!(odd_plan.at(1).id.to_string(), odd.id);
         assert_eq!(planned.find(&order, ""), None);
         // A TCP probe to one address and port is one probe, whoever sends it.
         assert!(
