@@ -26,8 +26,8 @@ fn parse() -> Cli {
 }
 
 /// One malloc arena for the whole coordinator: its two workers gain nothing from an arena each,
-/// and a large matrix's freed memory is not left stranded in several (about 10 MB of peak RSS on
-/// a 150-node matrix). glibc only; set before any thread starts.
+/// and a large matrix's freed memory is not left stranded in several (about 4 MB of peak RSS on a
+/// 150-node matrix). glibc only; set before any thread starts.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn one_malloc_arena() {
     // SAFETY: mallopt only sets an allocator parameter; called before any other thread exists.
