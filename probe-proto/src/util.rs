@@ -29,3 +29,26 @@ pub fn random_u32() -> u32 {
 pub fn unix_secs() -> u64 {
     unix_ms() / 1000
 }
+
+/// Cuts `s` to at most `max` bytes, back to a character boundary (text from a peer may hold any
+/// UTF-8, and `String::truncate` panics inside a character).
+pub fn truncate_at_char(s: &mut String, max: usize) {
+    let mut cut = s.len().min(max);
+    while !s.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    s.truncate(cut);
+}
+
+#[cfg(test)]
+mod truncate_tests {
+    #[test]
+    fn never_cuts_inside_a_character() {
+        let mut s = "aé".repeat(100);
+        super::truncate_at_char(&mut s, 200);
+        assert!(s.len() <= 200 && s.len() >= 199, "{}", s.len());
+        let mut short = "é".to_string();
+        super::truncate_at_char(&mut short, 1);
+        assert_eq!(short, "");
+    }
+}

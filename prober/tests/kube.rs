@@ -1974,6 +1974,26 @@ impl Rbac {
 
 /// Every request one full run of `prober matrix` in deploy mode makes against `flavour`:
 /// discovery, the permanent-install check, apply, wait, one exec, cleanup.
+/// The grants that allow the requests `seen`; fails naming every request `rbac` (from `what`)
+/// does not allow.
+fn grants_used(rbac: &Rbac, seen: &[Seen], what: &str) -> BTreeSet<Grant> {
+    let mut used = BTreeSet::new();
+    let mut denied = BTreeSet::new();
+    for s in seen {
+        let grants = rbac.allows(s);
+        if grants.is_empty() {
+            denied.insert(format!("{} {} ({:?})", s.method, s.uri, attributes(s)));
+        }
+        used.extend(grants);
+    }
+    assert!(
+        denied.is_empty(),
+        "requests {what} does not allow:\n{}",
+        denied.into_iter().collect::<Vec<_>>().join("\n")
+    );
+    used
+}
+
 async fn deploy_mode(flavour: &'static str) -> Vec<Seen> {
     use prober::runtime::kube::deploy::{self, Created};
     let spec = agents::run_spec();
@@ -2127,20 +2147,7 @@ async fn rbac_allows_every_request_of_every_mode_and_grants_nothing_unused() {
     seen.extend(typha_in_kube_system().await);
     seen.extend(existing_mode("k3s").await);
     seen.extend(cleanup_mode().await);
-    let mut used = BTreeSet::new();
-    let mut denied = BTreeSet::new();
-    for s in &seen {
-        let grants = rbac.allows(s);
-        if grants.is_empty() {
-            denied.insert(format!("{} {} ({:?})", s.method, s.uri, attributes(s)));
-        }
-        used.extend(grants);
-    }
-    assert!(
-        denied.is_empty(),
-        "requests deploy/base does not allow:\n{}",
-        denied.into_iter().collect::<Vec<_>>().join("\n")
-    );
+    let used = grants_used(&rbac, &seen, "deploy/base");
     let unused: Vec<String> = rbac
         .grants
         .iter()
@@ -2352,20 +2359,7 @@ async fn scheduled_rbac_allows_every_request_of_a_scheduled_run() {
     }
     seen.extend(scheduled_mode("flannel", false).await);
     seen.extend(typha_in_kube_system().await);
-    let mut used = BTreeSet::new();
-    let mut denied = BTreeSet::new();
-    for s in &seen {
-        let grants = rbac.allows(s);
-        if grants.is_empty() {
-            denied.insert(format!("{} {} ({:?})", s.method, s.uri, attributes(s)));
-        }
-        used.extend(grants);
-    }
-    assert!(
-        denied.is_empty(),
-        "requests of a scheduled run deploy/scheduled does not allow:\n{}",
-        denied.into_iter().collect::<Vec<_>>().join("\n")
-    );
+    let used = grants_used(&rbac, &seen, "deploy/scheduled");
     // The scheduled Role is its own: every grant in it is used. (The base's read-only roles it
     // is bound to are checked for use by the test above.)
     let unused: Vec<String> = rbac
@@ -2430,13 +2424,7 @@ fn healthy_findings(inv: &Inventory) -> Vec<prober::diagnose::Finding> {
         .map(|p| {
             let mut result = ProbeResult::new(p.id.to_string(), Outcome::Ok, "ok");
             result.rtt_micros = Some(300);
-            ResultRecord {
-                path: p.path,
-                from: p.from.clone(),
-                to: p.to.clone(),
-                unknown: None,
-                result,
-            }
+            p.record(None, result)
         })
         .collect();
     let agents: Vec<AgentStatus> = inv

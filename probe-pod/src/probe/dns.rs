@@ -174,11 +174,7 @@ fn decode_answer(wire: &[u8], id: u16) -> Result<Message, AnswerError> {
     let reply = Message::from_vec(wire).map_err(|e| {
         // hickory's messages are short and describe the structure, but keep them bounded anyway.
         let mut text = e.to_string();
-        let mut cut = text.len().min(200);
-        while !text.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        text.truncate(cut);
+        probe_proto::util::truncate_at_char(&mut text, 200);
         AnswerError::Unparsable(text)
     })?;
     if reply.metadata.id != id {

@@ -107,7 +107,7 @@ async fn get_page(
     };
     if !head.starts_with("HTTP/1.1 200") {
         let mut reason = body.trim().to_string();
-        reason.truncate(200);
+        probe_proto::util::truncate_at_char(&mut reason, 200);
         return Ok(Answer::Refused(reason));
     }
     if body.trim_start().starts_with('[') {

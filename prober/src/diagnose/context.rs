@@ -62,6 +62,8 @@ pub(super) struct Ctx<'a> {
     /// Only a sample of the node pairs was probed (`--sample`): claims between nodes speak for
     /// the sampled pairs alone.
     pub(super) sampled: bool,
+    /// [`Ctx::lossy_ends`], computed once for the rules that ask.
+    lossy: std::cell::OnceCell<Option<std::rc::Rc<HashSet<Ends>>>>,
 }
 
 pub(super) fn failed(r: &Record<'_>) -> bool {
@@ -129,6 +131,7 @@ impl<'a> Ctx<'a> {
             overlay_name,
             explained: HashSet::new(),
             sampled: false,
+            lossy: std::cell::OnceCell::new(),
         }
     }
 
@@ -153,17 +156,21 @@ impl<'a> Ctx<'a> {
     /// through only on some attempts); `None` on a run without loss. A failure between such ends
     /// is the loss's (three lost tries in a row are rare, not impossible), never a cause of its
     /// own.
-    pub(super) fn lossy_ends(&self) -> Option<HashSet<Ends>> {
-        if !self.results.iter().any(|r| r.result.is_intermittent()) {
-            return None;
-        }
-        Some(
-            self.results
-                .iter()
-                .filter(|r| r.result.outcome.is_ok())
-                .map(|r| self.ends(&r))
-                .collect(),
-        )
+    pub(super) fn lossy_ends(&self) -> Option<std::rc::Rc<HashSet<Ends>>> {
+        self.lossy
+            .get_or_init(|| {
+                if !self.results.iter().any(|r| r.result.is_intermittent()) {
+                    return None;
+                }
+                let worked = self
+                    .results
+                    .iter()
+                    .filter(|r| r.result.outcome.is_ok())
+                    .map(|r| self.ends(&r))
+                    .collect();
+                Some(std::rc::Rc::new(worked))
+            })
+            .clone()
     }
 
     pub(super) fn name(&self, i: u32) -> &'a str {

@@ -699,7 +699,10 @@ impl PartialEq for Id<'_> {
     fn eq(&self, other: &Self) -> bool {
         match other.prefix {
             None => self.is(other.tail),
-            Some(_) => self.is(&other.to_string()),
+            Some(_) => self
+                .parts()
+                .flat_map(str::bytes)
+                .eq(other.parts().flat_map(str::bytes)),
         }
     }
 }

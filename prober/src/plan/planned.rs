@@ -3,10 +3,12 @@
 //! same probe from every sender). Read through [`PlannedRef`] views; the run hands the names and
 //! keys on to the results.
 
-use probe_proto::{Port, Probe};
+use probe_proto::{Port, Probe, ProbeResult};
 
 use super::PlannedProbe;
-use crate::model::{AgentRef, Id, Interner, Key, Names, PathClass, Target, Viewed, Views};
+use crate::model::{
+    AgentRef, Id, Interner, Key, Names, PathClass, ResultRecord, Target, Unknown, Viewed, Views,
+};
 
 /// One planned probe besides its key: its interned probe and its receipt witness.
 #[derive(Debug, Clone, Copy)]
@@ -36,6 +38,18 @@ pub struct PlannedRef<'a> {
 }
 
 impl PlannedRef<'_> {
+    /// The record of this probe with `result` (tests, fixtures, and reports built from a plan).
+    #[must_use]
+    pub fn record(&self, unknown: Option<Unknown>, result: ProbeResult) -> ResultRecord {
+        ResultRecord {
+            path: self.path,
+            from: self.from.clone(),
+            to: self.to.clone(),
+            unknown,
+            result,
+        }
+    }
+
     #[must_use]
     pub fn to_owned(&self) -> PlannedProbe {
         PlannedProbe {

@@ -37,13 +37,7 @@ pub fn report(nodes: usize, cut: Option<&str>) -> Report {
             if result.outcome.is_ok() {
                 result.rtt_micros = Some(200 + u64::try_from(i % 97).unwrap_or(0) * 40);
             }
-            ResultRecord {
-                path: p.path,
-                from: p.from.clone(),
-                to: p.to.clone(),
-                unknown: None,
-                result,
-            }
+            p.record(None, result)
         })
         .collect();
     let agents = inv

@@ -150,6 +150,7 @@ pub async fn run_owned<R: Runtime + 'static>(
         .count();
     progress.planned((planned.len() + checks) as u64);
     let order = planned.lookup_order();
+    let ranks = planned.agent_ranks();
     let first = Pass {
         runtime: &runtime,
         cfg,
@@ -157,6 +158,7 @@ pub async fn run_owned<R: Runtime + 'static>(
         since,
         planned: &planned,
         order: &order,
+        ranks: &ranks,
     };
     // One slot per planned probe: an answer goes straight to its probe's place.
     let mut results = Slots::new(&planned);

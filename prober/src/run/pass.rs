@@ -102,7 +102,8 @@ pub(crate) trait Store {
     fn outcome(&self, i: usize) -> Option<Outcome>;
     /// Takes probe `i`'s result out, whole, to be changed and put back.
     fn take(&mut self, i: usize) -> Option<ProbeResult>;
-    /// A failed result (the only ones retries and receipts look at).
+    /// A result still open: for [`Slots`], a failure, or a failure a retry then got through (the
+    /// only ones retries and receipts look at).
     fn result(&self, i: usize) -> Option<&ProbeResult>;
     fn result_mut(&mut self, i: usize) -> Option<&mut ProbeResult>;
 }
@@ -191,6 +192,8 @@ pub(crate) struct Pass<'a, R> {
     pub(super) planned: &'a Planned,
     /// The plan's indices in lookup order ([`Planned::lookup_order`]).
     pub(super) order: &'a [u32],
+    /// Each sending agent's place in name order ([`Planned::agent_ranks`]), for every pass.
+    pub(super) ranks: &'a [u32],
 }
 
 /// What a pass produced besides its probes' results: the other answers by id (the responder
@@ -248,7 +251,7 @@ impl<R: Runtime + 'static> Pass<'_, R> {
         let salt = self.salt ^ attempt.wrapping_mul(0x9e37_79b9);
         // The subset by agent, agents in name order: one list of 4-byte indices, not a list per
         // agent.
-        let rank = self.planned.agent_ranks();
+        let rank = self.ranks;
         let agent_of = |i: u32| self.planned.key(i as usize).sender() as usize;
         let mut by_agent: Vec<u32> = subset
             .iter()

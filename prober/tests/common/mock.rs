@@ -96,7 +96,7 @@ pub fn decode(s: &str) -> String {
     let b = s.as_bytes();
     let mut i = 0;
     while i < b.len() {
-        if b[i] == b'%' && i + 2 < b.len() + 1 {
+        if b[i] == b'%' && i + 2 < b.len() {
             out.push(u8::from_str_radix(&s[i + 1..i + 3], 16).unwrap());
             i += 3;
         } else {

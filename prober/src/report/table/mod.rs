@@ -389,11 +389,11 @@ fn failures(out: &mut String, report: &Report, style: Style) {
                 .consequences
                 .iter()
                 .filter_map(|id| by_id.get(id.as_str()).copied())
-                .filter(Record::is_failed)
                 .collect();
             explained.extend(f.evidence.iter().map(String::as_str));
             explained.extend(f.consequences.iter().map(String::as_str));
-            let shown: Vec<&Record<'_>> = evidence.iter().filter(|r| r.is_failed()).collect();
+            // `by_id` holds failed probes only: all the evidence found is shown.
+            let shown = &evidence;
             if shown.is_empty() && consequences.is_empty() {
                 continue;
             }
