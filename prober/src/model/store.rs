@@ -144,6 +144,13 @@ impl Names {
         }
     }
 
+    /// The interned agents (the senders), each once, in name order.
+    pub(crate) fn senders(&self) -> Vec<AgentRef> {
+        let mut all = self.agents.items.clone();
+        all.sort_unstable();
+        all
+    }
+
     /// Each agent's place in name order, by its interned index.
     pub(crate) fn agent_ranks(&self) -> Vec<u32> {
         let agents = &self.agents.items;

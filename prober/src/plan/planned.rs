@@ -127,6 +127,12 @@ impl Planned {
         self.keys[i]
     }
 
+    /// The agents that send probes, each once, in name order.
+    #[must_use]
+    pub fn senders(&self) -> Vec<AgentRef> {
+        self.names.senders()
+    }
+
     /// Each agent's place in name order, by its interned index.
     pub(crate) fn agent_ranks(&self) -> Vec<u32> {
         self.names.agent_ranks()

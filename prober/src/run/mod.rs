@@ -2,7 +2,7 @@
 //! then the VXLAN receipts are collected from the receivers' sniffers. Exactly one result per
 //! planned probe, whatever happens: an agent that cannot run leaves its probes unknown, not failed.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::num::{NonZeroU32, NonZeroU64};
@@ -136,17 +136,12 @@ pub async fn run_owned<R: Runtime + 'static>(
     let mut cancel = Box::pin(cancel);
     // The planner grew it by doubling: up to half of it is room nobody will use.
     planned.shrink_to_fit();
-    let agents_planned: Vec<AgentRef> = planned
-        .iter()
-        .map(|p| p.from)
-        .collect::<BTreeSet<_>>()
-        .into_iter()
-        .cloned()
-        .collect();
+    // The plan's interned senders, in name order: no pass over every probe.
+    let agents_planned: Vec<AgentRef> = planned.senders();
     let checks = cfg
         .responders
         .keys()
-        .filter(|a| agents_planned.contains(a))
+        .filter(|a| agents_planned.binary_search(a).is_ok())
         .count();
     progress.planned((planned.len() + checks) as u64);
     let order = planned.lookup_order();
