@@ -71,7 +71,8 @@ fn executable(p: &Path) -> bool {
 
 /// The container runtime's part of starting an agent from the image, as a script the lab uses as
 /// its agent binary: a private mount namespace (`ip netns exec` already made one; this keeps the
-/// mounts private even without it), the kernel's /proc, /sys (the node's network namespace's) and
+/// mounts private even without it), the image's root read-only (the agents'
+/// `readOnlyRootFilesystem`), the kernel's /proc, /sys (the node's network namespace's) and
 /// /dev, the lab's host roots at the same path (a `DaemonSet` mounts the node's files under /host;
 /// the lab's inventory names them by their path here), then the image's own binary in the image's
 /// root. Nothing of the host's file system is used by the agent but those mounts.
@@ -91,6 +92,8 @@ fn chroot_agent(dir: &Path, rootfs: &Path, state: &Path) -> PathBuf {
              if [ -z \"$PROBER_IMAGE_MOUNTS\" ]; then\n\
              \x20 exec env PROBER_IMAGE_MOUNTS=1 unshare --mount --propagation private \"$0\" \"$@\"\n\
              fi\n\
+             mount --bind '{r}' '{r}'\n\
+             mount -o remount,bind,ro '{r}'\n\
              mount --rbind /proc '{r}/proc'\n\
              mount --rbind /sys '{r}/sys'\n\
              mount --rbind /dev '{r}/dev'\n\
