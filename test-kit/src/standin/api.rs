@@ -326,6 +326,10 @@ async fn dispatch(inner: &Arc<Inner>, req: Request<Incoming>) -> Result<Response
             return Err(s);
         }
     }
+    let slow = lock(&inner.faults).slow_writes;
+    if let Some(d) = slow.filter(|_| req.method() != Method::GET) {
+        tokio::time::sleep(d).await;
+    }
     let path = req.uri().path().to_string();
     if path == "/version" {
         return Ok(json_response(

@@ -641,7 +641,8 @@ fn kubelet_step(inner: &Arc<Inner>, pod: &Value, pods: &[Value], node: &str) -> 
     }
     let host_network = pod["spec"]["hostNetwork"] == true;
     if p.sandbox.is_none() {
-        if faults.sandbox.contains(node) {
+        // The CNI sets up only pod networks: a hostNetwork pod needs none.
+        if faults.sandbox.contains(node) && !host_network {
             let msg = "Failed to create pod sandbox: rpc error: code = Unknown desc = failed to setup network for sandbox: plugin type=\"flannel\" failed (add): failed to delegate add: failed to set bridge addr: \"cni0\" already has an IP address different from 10.244.0.1/24";
             if p.evented.insert("FailedCreatePodSandBox".into()) {
                 drop(k);

@@ -85,6 +85,8 @@ pub struct Faults {
     pub sandbox: BTreeSet<String>,
     /// An exec into a pod on this node loses its connection after this many stdout bytes.
     pub exec_cut: Option<(String, usize)>,
+    /// Every write (create, patch, delete) is answered only after this long (a slow etcd).
+    pub slow_writes: Option<Duration>,
     /// The server speaks only `v4.channel.k8s.io` on exec (an API server before 1.30).
     pub exec_v4_only: bool,
     /// The next this many API requests are answered 429 with `Retry-After: 1`.

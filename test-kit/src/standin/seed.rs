@@ -32,6 +32,8 @@ pub struct Cluster {
     pub corefile: String,
     pub vni: u32,
     pub vxlan_port: u16,
+    /// Where flannel runs: `kube-flannel` (its manifest today) or `kube-system` (older ones).
+    pub flannel_namespace: String,
 }
 
 /// Marks a seeded pod: the stand-in's kubelet leaves it alone (it stands for what runs already).
@@ -73,16 +75,11 @@ fn namespace(name: &str) -> Value {
 /// Every object of the cluster described, in the order a cluster would have made them.
 #[must_use]
 pub fn objects(c: &Cluster) -> Vec<Value> {
-    let mut out: Vec<Value> = [
-        "default",
-        "kube-system",
-        "kube-public",
-        "kube-node-lease",
-        "kube-flannel",
-    ]
-    .into_iter()
-    .map(namespace)
-    .collect();
+    let mut names = vec!["default", "kube-system", "kube-public", "kube-node-lease"];
+    if !names.contains(&c.flannel_namespace.as_str()) {
+        names.push(&c.flannel_namespace);
+    }
+    let mut out: Vec<Value> = names.into_iter().map(namespace).collect();
     out.extend(c.nodes.iter().map(|n| node(n, c)));
     out.push(json!({"apiVersion": "v1", "kind": "Service",
         "metadata": {"name": "kubernetes", "namespace": "default",
@@ -126,7 +123,7 @@ pub fn objects(c: &Cluster) -> Vec<Value> {
     let net_conf = json!({"Network": c.pod_cidr, "EnableNFTables": false,
         "Backend": {"Type": "vxlan", "VNI": c.vni, "Port": c.vxlan_port}});
     out.push(json!({"apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": "kube-flannel-cfg", "namespace": "kube-flannel",
+        "metadata": {"name": "kube-flannel-cfg", "namespace": c.flannel_namespace,
                      "labels": {"app": "flannel", "tier": "node"}},
         "data": {"net-conf.json": serde_json::to_string_pretty(&net_conf).unwrap_or_default()}}));
     let flannel_spec = json!({"hostNetwork": true, "serviceAccountName": "flannel",
@@ -139,7 +136,7 @@ pub fn objects(c: &Cluster) -> Vec<Value> {
                     {"name": "cni", "hostPath": {"path": "/etc/cni/net.d"}},
                     {"name": "flannel-cfg", "configMap": {"name": "kube-flannel-cfg"}}]});
     out.push(json!({"apiVersion": "apps/v1", "kind": "DaemonSet",
-        "metadata": {"name": "kube-flannel-ds", "namespace": "kube-flannel",
+        "metadata": {"name": "kube-flannel-ds", "namespace": c.flannel_namespace,
                      "labels": {"app": "flannel", "k8s-app": "flannel"}},
         "spec": {"selector": {"matchLabels": {"app": "flannel"}},
                  "template": {"metadata": {"labels": {"app": "flannel", "tier": "node"}},
@@ -149,7 +146,7 @@ pub fn objects(c: &Cluster) -> Vec<Value> {
         let mut spec = flannel_spec.clone();
         spec["nodeName"] = json!(n.name);
         out.push(json!({"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": format!("kube-flannel-ds-{}", n.name), "namespace": "kube-flannel",
+            "metadata": {"name": format!("kube-flannel-ds-{}", n.name), "namespace": c.flannel_namespace,
                          "labels": {"app": "flannel", "tier": "node", SEEDED: "true"}},
             "spec": spec,
             "status": {"phase": "Running", "hostIP": n.address.to_string(), "podIP": n.address.to_string(),
