@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{agent, netns_available, prober, root, text};
+use common::{agent, netns_available, prober, require_tool, root, text};
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -21,22 +21,10 @@ use prober::report::Report;
 use prober::report::remembered::{self, Remembered};
 use serde_json::{Value, json};
 
-/// An external tool, or `None` after one SKIP line; with `PROBER_REQUIRE_TOOLS` set a missing
-/// tool fails the test instead (`scripts/install-sched-test-deps` installs them).
+/// An external tool, or `None` after one SKIP line (`scripts/install-sched-test-deps` installs
+/// them; a missing one fails under `PROBER_REQUIRE_TOOLS`).
 fn tool(name: &str) -> Option<PathBuf> {
-    let found = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|d| d.join(name))
-            .find(|p| p.is_file())
-    });
-    if found.is_none() {
-        assert!(
-            std::env::var_os("PROBER_REQUIRE_TOOLS").is_none(),
-            "PROBER_REQUIRE_TOOLS is set but {name} is not installed (scripts/install-sched-test-deps)"
-        );
-        eprintln!("SKIP: {name} is not installed (scripts/install-sched-test-deps installs it)");
-    }
-    found
+    require_tool(name, "scripts/install-sched-test-deps")
 }
 
 fn tmp(prefix: &str) -> tempfile::TempDir {

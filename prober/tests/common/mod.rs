@@ -82,3 +82,21 @@ pub fn lab(args: &[&str], state: &StateDir) -> Output {
         .output()
         .unwrap()
 }
+
+/// An external tool on the PATH, or `None` after one SKIP line naming `installer`; with
+/// `PROBER_REQUIRE_TOOLS` set (scripts/test, after installing them) a missing tool fails.
+pub fn require_tool(name: &str, installer: &str) -> Option<PathBuf> {
+    let found = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join(name))
+            .find(|p| p.is_file())
+    });
+    if found.is_none() {
+        assert!(
+            std::env::var_os("PROBER_REQUIRE_TOOLS").is_none(),
+            "PROBER_REQUIRE_TOOLS is set but {name} is not installed ({installer})"
+        );
+        eprintln!("SKIP: {name} is not installed ({installer} installs it)");
+    }
+    found
+}
