@@ -407,6 +407,10 @@ async fn dispatch(inner: &Arc<Inner>, req: Request<Incoming>) -> Result<Response
             let body = read_body(req).await?;
             patch(inner, &r, &q, &ct, &body)
         }
+        "update" => {
+            let body = read_body(req).await?;
+            update(inner, &r, &body)
+        }
         "delete" => {
             let body = read_body(req).await?;
             delete(inner, &r, &body)
@@ -698,6 +702,43 @@ fn patch(
     merge(&mut current, &p);
     current["metadata"]["name"] = json!(name);
     let updated = lock(&inner.store).update(r.kind, current);
+    inner.changed();
+    Ok(json_response(200, &updated))
+}
+
+/// Replaces an object (PUT). A `resourceVersion` in the body must be the stored one, else 409
+/// "the object has been modified" (optimistic concurrency,
+/// `staging/src/k8s.io/apiserver/pkg/registry/generic/registry/store.go`, `Update`).
+fn update(inner: &Inner, r: &Route, body: &[u8]) -> Result<Response<Body>, Status> {
+    let k = &KINDS[r.kind];
+    let name = r.name.clone().unwrap_or_default();
+    let mut obj: Value = serde_json::from_slice(body)
+        .map_err(|e| Status::bad_request(format!("the body is no JSON object: {e}")))?;
+    if obj["metadata"]["name"] != name.as_str() {
+        return Err(Status::bad_request(format!(
+            "the name of the object ({}) does not match the name on the URL ({name})",
+            obj["metadata"]["name"]
+        )));
+    }
+    if k.namespaced {
+        obj["metadata"]["namespace"] = json!(r.ns.clone().unwrap_or_default());
+    }
+    let key = Key::new(r.kind, r.ns.as_deref().unwrap_or_default(), &name);
+    let mut s = lock(&inner.store);
+    let Some(current) = s.get(&key) else {
+        return Err(Status::not_found(k.group, k.plural, &name));
+    };
+    if let Some(want) = obj["metadata"]["resourceVersion"].as_str()
+        && current["metadata"]["resourceVersion"] != want
+    {
+        return Err(Status::conflict(
+            k,
+            &name,
+            "the object has been modified; please apply your changes to the latest version and try again",
+        ));
+    }
+    let updated = s.update(r.kind, obj);
+    drop(s);
     inner.changed();
     Ok(json_response(200, &updated))
 }
