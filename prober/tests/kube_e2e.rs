@@ -76,6 +76,7 @@ fn cluster_of(inv: &prober::inventory::Inventory) -> seed::Cluster {
         corefile: dns.corefile.clone().unwrap_or_default(),
         vni: overlay.vni,
         vxlan_port: overlay.port,
+        flannel_namespace: "kube-flannel".into(),
     }
 }
 
@@ -91,13 +92,27 @@ impl KubeLab {
     /// `rbac_as`: the service account in prober-system the coordinator's token is, every
     /// request authorised against the RBAC stored (None: no RBAC).
     fn up(name: &str, scenario: &str, rbac_as: Option<&str>) -> Option<Self> {
+        Self::up_with(name, scenario, rbac_as, |_, _| {})
+    }
+
+    /// `up`, with the scenario and the stand-in's configuration changed by `change` first.
+    fn up_with(
+        name: &str,
+        scenario: &str,
+        rbac_as: Option<&str>,
+        change: impl FnOnce(&mut Scenario, &mut Config),
+    ) -> Option<Self> {
         if !netns_available() {
             return None;
         }
         let dir = tempfile::tempdir().unwrap();
-        let s = Scenario::load(&root().join(scenario)).unwrap();
+        let mut s = Scenario::load(&root().join(scenario)).unwrap();
+        let mut tuned = Config::new(&dir.path().join("standin"), Vec::new(), &agent());
+        change(&mut s, &mut tuned);
+        // A lab name of this process's own: another checkout may run the same test at once.
+        let name = format!("{name}{}", std::process::id() % 100_000);
         let opts = Options {
-            name: Some(name.into()),
+            name: Some(name),
             state_root: dir.path().join("lab"),
             agent_bin: agent(),
             prober_bin: PathBuf::from(prober()),
@@ -116,7 +131,7 @@ impl KubeLab {
                 root: n.root.clone(),
             })
             .collect();
-        let mut config = Config::new(&dir.path().join("standin"), nodes, &agent());
+        let mut config = Config { nodes, ..tuned };
         if let Some(sa) = rbac_as {
             config.rbac = true;
             config.coordinator = ("prober-system".into(), sa.into());
@@ -415,6 +430,11 @@ fn discover_and_matrix_through_the_standin_match_the_labs_inventory_and_leave_no
 
 /// A stand-in without a lab: its rules, through the real kube client (no root needed).
 fn bare_standin(rbac: bool) -> (StandIn, tempfile::TempDir) {
+    bare_standin_with(rbac, "kube-flannel")
+}
+
+/// A stand-in without a lab whose cluster runs flannel in `flannel_namespace`.
+fn bare_standin_with(rbac: bool, flannel_namespace: &str) -> (StandIn, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let mut config = Config::new(dir.path(), Vec::new(), Path::new("/nonexistent/probe-pod"));
     config.rbac = rbac;
@@ -439,6 +459,7 @@ fn bare_standin(rbac: bool) -> (StandIn, tempfile::TempDir) {
         corefile: ".:53 {\n    forward . /etc/resolv.conf\n}\n".into(),
         vni: 1,
         vxlan_port: 8472,
+        flannel_namespace: flannel_namespace.into(),
     }));
     (s, dir)
 }
@@ -654,4 +675,214 @@ fn pod_security_baseline_refuses_the_host_agent_with_a_failed_create_event() {
             .all(|p| p["metadata"]["labels"]["app.kubernetes.io/component"] != "host-agent"),
         "a host agent pod was admitted"
     );
+}
+
+#[test]
+fn https_proxy_with_no_proxy_covering_the_api_server_reaches_it() {
+    let (s, _dir) = bare_standin(false);
+    let out = prober_cmd(&["discover", "-o", "json"], &s.kubeconfig)
+        // Nothing listens there: a request through the proxy would fail.
+        .env("HTTPS_PROXY", "http://127.0.0.1:9")
+        .env("NO_PROXY", "127.0.0.1,localhost")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+}
+
+/// A run right after another that created (and deleted) its own namespace: the namespace is
+/// still Terminating, and the second run must neither fail with a raw 403 nor leave anything.
+#[test]
+fn a_rerun_while_the_last_namespace_terminates_runs() {
+    let Some(k) = KubeLab::up("ke2r", "tests/scenarios/healthy.yaml", None) else {
+        return;
+    };
+    let first = matrix_through(&k, "60s");
+    report(&first);
+    assert!(
+        k.standin
+            .get("namespaces", "", "prober-system")
+            .is_some_and(|n| n["status"]["phase"] == "Terminating"),
+        "the first run's namespace should be terminating:\n{}",
+        text(&first)
+    );
+    let second = matrix_through(&k, "60s");
+    let r = report(&second);
+    assert!(
+        r["results"].as_array().is_some_and(|v| !v.is_empty()),
+        "{}",
+        text(&second)
+    );
+    eventually(20, "the runs left objects or processes behind", || {
+        leftovers(&k)
+    });
+}
+
+/// An exec stream that breaks mid-run: that agent's probes are reported with the cause within
+/// seconds; the other agents' results are kept.
+#[test]
+fn an_exec_stream_cut_mid_run_is_reported_with_its_cause_and_the_rest_kept() {
+    let Some(k) = KubeLab::up("ke2c", "tests/scenarios/healthy.yaml", None) else {
+        return;
+    };
+    k.standin.faults(|f| f.exec_cut = Some(("n2".into(), 200)));
+    let started = Instant::now();
+    let out = matrix_through(&k, "60s");
+    let took = started.elapsed();
+    let r = report(&out);
+    let from = |node: &str| {
+        r["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|x| x["from"]["node"] == node)
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    assert!(
+        from("n1").iter().any(|x| x["outcome"] == "ok"),
+        "n1's results were lost:\n{}",
+        text(&out)
+    );
+    let n2_failed: Vec<String> = r["agents"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|a| a["node"] == "n2" && a["ran"] == false)
+        .map(|a| a["detail"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert!(
+        !n2_failed.is_empty(),
+        "the cut stream was not reported as n2's agent failing:\n{}",
+        text(&out)
+    );
+    // The cause is the broken stream, not the plan's deadline (how long it took is printed,
+    // not asserted: a busy machine is slow).
+    eprintln!("run with a cut exec stream took {took:?}; n2: {n2_failed:?}");
+    assert!(
+        n2_failed
+            .iter()
+            .all(|d| !d.contains("did not finish within")
+                && ["stream", "connection", "closed", "lost", "broke"]
+                    .iter()
+                    .any(|w| d.contains(w))),
+        "n2's agent should be reported with the broken stream as its cause: {n2_failed:?}"
+    );
+    eventually(15, "the run left objects or processes behind", || {
+        leftovers(&k)
+    });
+}
+
+/// Agents Pending for 40 s on one node (a slow image pull): the wait keeps watching, quiet
+/// for longer than any read timeout, and the run goes on with every agent.
+#[test]
+fn agents_pending_for_40_seconds_are_waited_for() {
+    let Some(k) = KubeLab::up("ke2p", "tests/scenarios/healthy.yaml", None) else {
+        return;
+    };
+    k.standin.faults(|f| {
+        f.pending.insert("n3".into(), Duration::from_secs(40));
+    });
+    let out = matrix_through(&k, "90s");
+    let r = report(&out);
+    let missing: Vec<&Value> = r["agents"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|a| a["ran"] == false)
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "agents missing: {missing:?}\n{}",
+        text(&out)
+    );
+    eventually(15, "the run left objects or processes behind", || {
+        leftovers(&k)
+    });
+}
+
+/// Flannel in kube-system (its older manifests): discovery reads its `ConfigMap` there, and
+/// deploy/base's RBAC must allow it.
+#[test]
+fn deploy_base_rbac_allows_discovery_of_flannel_in_kube_system() {
+    let (s, _dir) = bare_standin_with(true, "kube-system");
+    s.create_all(deploy_base(|d| !is_agent_daemonset(d)))
+        .unwrap();
+    let before = s.seen().len();
+    let out = run(&["discover", "-o", "json"], &s.kubeconfig);
+    assert!(out.status.success(), "{}", text(&out));
+    let refused = refused(&s, before);
+    assert!(refused.is_empty(), "discovery was refused: {refused:?}");
+}
+
+/// Starts `prober matrix -o json` through the stand-in, not waiting for it.
+fn spawn_matrix(k: &KubeLab, wait: &str) -> std::process::Child {
+    prober_cmd(
+        &[
+            "matrix",
+            "-o",
+            "json",
+            "--image",
+            IMAGE,
+            "--agent-wait",
+            wait,
+        ],
+        k.kubeconfig(),
+    )
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap()
+}
+
+/// Ctrl-C in each phase of a run (creating its objects, waiting for its agents, probing through
+/// exec, removing its objects): the run stops and leaves no object and no process.
+#[test]
+fn ctrl_c_in_each_phase_leaves_nothing_behind() {
+    let Some(k) = KubeLab::up("ke2i", "tests/scenarios/healthy.yaml", None) else {
+        return;
+    };
+    let interrupt = |phase: &str, ready: &dyn Fn(&[test_kit::standin::Seen]) -> bool| {
+        let before = k.standin.seen().len();
+        let child = spawn_matrix(&k, "60s");
+        eventually(
+            60,
+            &format!("the run never reached the {phase} phase"),
+            || {
+                (!ready(&k.standin.seen()[before..]))
+                    .then(|| format!("{:?}", &k.standin.seen()[before..]))
+            },
+        );
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+        let out = child.wait_with_output().unwrap();
+        k.standin
+            .faults(|f| *f = test_kit::standin::Faults::default());
+        eventually(
+            30,
+            &format!("Ctrl-C while {phase} left objects or processes"),
+            || leftovers(&k).map(|l| format!("{l}\n{}", text(&out))),
+        );
+    };
+    // Creating: every write takes a second; interrupted once the first object is made.
+    k.standin
+        .faults(|f| f.slow_writes = Some(Duration::from_secs(1)));
+    interrupt("apply", &|seen| seen.iter().any(|r| r.method == "POST"));
+    // Waiting: the agents stay Pending.
+    k.standin.faults(|f| {
+        for n in ["n1", "n2", "n3"] {
+            f.pending.insert(n.into(), Duration::from_secs(60));
+        }
+    });
+    interrupt("wait", &|seen| {
+        seen.iter()
+            .any(|r| r.path.ends_with("/pods") && r.query.contains("watch"))
+    });
+    // Probing: once an exec session is open.
+    interrupt("exec", &|seen| {
+        seen.iter().any(|r| r.path.ends_with("/exec"))
+    });
+    // Removing: every write slow again, interrupted after the first delete.
+    k.standin
+        .faults(|f| f.slow_writes = Some(Duration::from_secs(1)));
+    interrupt("cleanup", &|seen| seen.iter().any(|r| r.method == "DELETE"));
 }
