@@ -336,3 +336,52 @@ fn bad_input_is_named() {
     let down = lab(&["down"], &state);
     assert_eq!(down.status.code(), Some(2), "down needs names or --all");
 }
+
+/// A name in a scenario that would become a namespace, a file or a line of an `ip -batch` is
+/// refused before anything is built: a newline in `candidate.name` once injected `netns exec
+/// ... touch FILE` into the batch and ran it as root, and a space left a namespace `lab down`
+/// could not match.
+#[test]
+fn scenario_names_never_reach_a_command() {
+    if !netns_available() {
+        return;
+    }
+    let state = StateDir::new("inject");
+    let proof = state.0.join("injected");
+    let evil = [
+        format!(
+            "candidate: {{name: \"new\\nnetns exec plab-tinj-rt touch {}\"}}\n",
+            proof.display()
+        ),
+        "candidate: {name: \"new one\"}\n".to_string(),
+        "candidate: {name: \"../../../etc\"}\n".to_string(),
+        "candidate: {name: rt}\n".to_string(),
+        "zones: [{name: \"a\\nb\", nodes: [n1]}]\n".to_string(),
+    ];
+    for (i, yaml) in evil.iter().enumerate() {
+        let file = state.0.join(format!("evil{i}.yaml"));
+        std::fs::write(&file, yaml).unwrap();
+        let out = lab(
+            &[
+                "run",
+                "--scenario",
+                file.to_str().unwrap(),
+                "--name",
+                "tinj",
+            ],
+            &state,
+        );
+        let said = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{yaml}: {said}");
+        assert!(
+            said.contains("candidate.name") || said.contains("zones[0].name"),
+            "{yaml}: the error names the field: {said}"
+        );
+        assert!(!proof.exists(), "{yaml}: a command from the scenario ran");
+        assert!(
+            netns_with("plab-tinj").is_empty(),
+            "{yaml}: left {:?}",
+            netns_with("plab-tinj")
+        );
+    }
+}
