@@ -655,3 +655,33 @@ fn no_token_appears_in_any_output_format() {
         outputs[0]
     );
 }
+
+/// `--inventory` naming a FIFO fails at once naming it (it once waited forever for a writer).
+#[test]
+fn an_inventory_that_is_a_fifo_fails_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("inventory.yaml");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let mut child = Command::new(prober())
+        .args(["matrix", "--inventory"])
+        .arg(&fifo)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("prober blocked on a FIFO inventory");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let said = text(&out);
+    assert!(
+        said.contains(fifo.to_str().unwrap()) && said.contains("not a regular file"),
+        "{said}"
+    );
+}
