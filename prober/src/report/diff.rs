@@ -142,13 +142,9 @@ impl Diff {
         ] {
             let _ = writeln!(out, "{name} ({}):", list.len());
             for f in list {
-                let _ = writeln!(
-                    out,
-                    "  [{}] {}: {}",
-                    severity(f.severity),
-                    kind(f),
-                    f.summary
-                );
+                // A saved report is outside text: shown escaped, never obeyed by the terminal.
+                let line = format!("  [{}] {}: {}", severity(f.severity), kind(f), f.summary);
+                let _ = writeln!(out, "{}", super::safe::text(&line));
             }
         }
         out
@@ -363,6 +359,23 @@ mod tests {
         assert_eq!(d.persisting[0].summary, "today's words");
         let d = diff(&[old], &[]);
         assert_eq!(d.resolved[0].summary, "udp/8472");
+    }
+
+    #[test]
+    fn a_saved_reports_text_is_shown_escaped() {
+        let mut evil = gap(8472, &["n3"], &["n1"]);
+        evil.summary = "gap\n\x1b[32mFAKE resolved (0):\u{202e}".into();
+        let text = diff(&[], &[evil]).table();
+        assert!(
+            !text.contains('\x1b') && !text.contains('\u{202e}'),
+            "raw control characters:\n{text}"
+        );
+        assert!(
+            !text
+                .lines()
+                .any(|l| l.contains("FAKE") && !l.contains("[error]")),
+            "a line was injected:\n{text}"
+        );
     }
 
     #[test]
