@@ -385,3 +385,65 @@ fn scenario_names_never_reach_a_command() {
         );
     }
 }
+
+/// Ctrl-C while `lab run` is probing keeps what was gathered: the partial report is printed,
+/// `--save` is written, then the lab is torn down (its inventory included) and the exit is 130.
+#[test]
+fn ctrl_c_during_the_matrix_keeps_the_report() {
+    use std::io::BufRead as _;
+    if !netns_available() {
+        return;
+    }
+    let state = StateDir::new("runint");
+    let saved = state.0.join("report.json");
+    let scenario = root().join("tests/scenarios/flannel-8472.yaml");
+    let mut child = Command::new(prober())
+        .args(["lab", "run", "--name", "tirun", "--scenario"])
+        .arg(&scenario)
+        .arg("--save")
+        .arg(&saved)
+        .arg("--state-dir")
+        .arg(&state.0)
+        .env("PROBER_AGENT_BIN", agent())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || std::io::read_to_string(stdout).unwrap_or_default());
+    // Once the lab says it is ready the matrix starts; the dropped VXLAN port keeps it busy
+    // for seconds (timeouts and their retries).
+    let stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut err_lines = stderr.lines();
+    for line in err_lines.by_ref() {
+        if line.unwrap_or_default().contains("lab: ready") {
+            break;
+        }
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap()),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let rest: Vec<String> = err_lines.map_while(Result::ok).collect();
+    let status = child.wait().unwrap();
+    let report = reader.join().unwrap();
+    assert_eq!(status.code(), Some(130), "{report}\n{}", rest.join("\n"));
+    assert!(
+        report.contains("interrupted: results are partial"),
+        "{report}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&saved).expect("--save written")).unwrap();
+    assert_eq!(json["schema"], "prober.report/v1");
+    assert!(
+        netns_with("plab-tirun-").is_empty(),
+        "{:?}",
+        netns_with("plab-tirun-")
+    );
+    assert!(
+        !state.0.join("plab-tirun").exists(),
+        "the lab's state (inventory.yaml) is left behind"
+    );
+}
