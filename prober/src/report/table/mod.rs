@@ -501,20 +501,19 @@ fn paths(out: &mut String, report: &Report, style: Style) {
         // A saved report may hold results its summary does not count: count them here rather
         // than fail to render.
         let counted;
-        let ps = match s.by_path.get(path) {
-            Some(ps) => ps,
-            None => {
-                counted = super::PathSummary {
-                    counts: super::Counts {
-                        total: rs.len(),
-                        ok: rs.iter().filter(|r| r.result.outcome.is_ok()).count(),
-                        failed: rs.iter().filter(|r| r.is_failed()).count(),
-                        unknown: rs.iter().filter(|r| r.is_unknown()).count(),
-                    },
-                    latency_micros: None,
-                };
-                &counted
-            }
+        let ps = if let Some(ps) = s.by_path.get(path) {
+            ps
+        } else {
+            counted = super::PathSummary {
+                counts: super::Counts {
+                    total: rs.len(),
+                    ok: rs.iter().filter(|r| r.result.outcome.is_ok()).count(),
+                    failed: rs.iter().filter(|r| r.is_failed()).count(),
+                    unknown: rs.iter().filter(|r| r.is_unknown()).count(),
+                },
+                latency_micros: None,
+            };
+            &counted
         };
         let lat = ps.latency_micros.map_or_else(String::new, |l| {
             format!(
