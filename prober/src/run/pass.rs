@@ -3,7 +3,7 @@
 //! receivers' sniffers saw of the crafted datagrams. The first pass runs everything; retries run
 //! what failed.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,7 +12,7 @@ use probe_proto::{Outcome, Plan, Port, Probe, ProbeResult, ProbeSpec, Receipt};
 use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinSet;
 
-use super::{Progress, RESPONDER_CHECK, RunConfig, nonce_for, plan_for};
+use super::{Phase, Progress, RESPONDER_CHECK, RunConfig, nonce_for, plan_for};
 use crate::model::{AgentRef, Results};
 use crate::plan::{Planned, PlannedRef};
 use crate::runtime::Runtime;
@@ -27,7 +27,6 @@ pub(super) async fn fan_out<R: Runtime + 'static>(
     runtime: &Arc<R>,
     plans: impl Iterator<Item = (AgentRef, Plan)>,
     concurrency: usize,
-    progress: &dyn Progress,
     cancel: &mut (impl Future<Output = ()> + Unpin),
     mut sink: impl FnMut(&AgentRef, ProbeResult) -> Result<(), String>,
 ) -> (BTreeMap<AgentRef, String>, bool) {
@@ -55,10 +54,7 @@ pub(super) async fn fan_out<R: Runtime + 'static>(
         tokio::select! {
             // Results first: an agent is never held up by a full channel while plans are made.
             biased;
-            Some(r) = rx.recv() => {
-                progress.done(1);
-                take(&mut agents, r);
-            }
+            Some(r) = rx.recv() => take(&mut agents, r),
             permit = sem.clone().acquire_owned(), if more => {
                 let Ok(permit) = permit else { continue };
                 let Some((agent, plan)) = plans.next() else { continue };
@@ -88,7 +84,6 @@ pub(super) async fn fan_out<R: Runtime + 'static>(
     drop(tx);
     drop(tasks);
     while let Ok(r) = rx.try_recv() {
-        progress.done(1);
         take(&mut agents, r);
     }
     for (agent, wrong) in agents {
@@ -175,6 +170,7 @@ pub(super) async fn fan_out_to_each<R: Runtime + 'static>(
     runtime: &Arc<R>,
     plans: impl Iterator<Item = (AgentRef, Plan)>,
     concurrency: usize,
+    progress: &dyn Progress,
     cancel: &mut (impl Future<Output = ()> + Unpin),
     expected: impl Fn(&AgentRef) -> String,
 ) -> (
@@ -183,7 +179,8 @@ pub(super) async fn fan_out_to_each<R: Runtime + 'static>(
     bool,
 ) {
     let mut answers = BTreeMap::new();
-    let (failed, interrupted) = fan_out(runtime, plans, concurrency, &(), cancel, |agent, r| {
+    let (failed, interrupted) = fan_out(runtime, plans, concurrency, cancel, |agent, r| {
+        progress.done(1);
         if r.id != expected(agent) {
             return Err(r.id);
         }
@@ -206,6 +203,9 @@ pub(crate) trait Store {
     /// only ones retries and receipts look at).
     fn result(&self, i: usize) -> Option<&ProbeResult>;
     fn result_mut(&mut self, i: usize) -> Option<&mut ProbeResult>;
+    /// Probe `i` has not settled (an interrupted run stopped before it was confirmed): whatever
+    /// it has so far is not its result.
+    fn unsettle(&mut self, i: usize);
 }
 
 impl Store for HashMap<usize, ProbeResult> {
@@ -224,6 +224,9 @@ impl Store for HashMap<usize, ProbeResult> {
     fn result_mut(&mut self, i: usize) -> Option<&mut ProbeResult> {
         self.get_mut(&i)
     }
+    fn unsettle(&mut self, i: usize) {
+        self.remove(&i);
+    }
 }
 
 /// The first pass's results. An answer that got through is compacted into its row at once (a
@@ -232,6 +235,9 @@ impl Store for HashMap<usize, ProbeResult> {
 pub(crate) struct Slots {
     done: Results,
     open: HashMap<usize, ProbeResult>,
+    /// Probes an interrupted run left unsettled: unknown, whatever they had so far. Empty but
+    /// for an interrupted run.
+    unsettled: HashSet<usize>,
 }
 
 impl Slots {
@@ -239,6 +245,7 @@ impl Slots {
         Self {
             done: Results::placeholders(planned.len()),
             open: HashMap::new(),
+            unsettled: HashSet::new(),
         }
     }
 
@@ -250,8 +257,8 @@ impl Slots {
             .map(|(&i, r)| (i, r))
     }
 
-    pub(super) fn into_parts(self) -> (Results, HashMap<usize, ProbeResult>) {
-        (self.done, self.open)
+    pub(super) fn into_parts(self) -> (Results, HashMap<usize, ProbeResult>, HashSet<usize>) {
+        (self.done, self.open, self.unsettled)
     }
 }
 
@@ -278,6 +285,10 @@ impl Store for Slots {
     }
     fn result_mut(&mut self, i: usize) -> Option<&mut ProbeResult> {
         self.open.get_mut(&i)
+    }
+    fn unsettle(&mut self, i: usize) {
+        self.open.remove(&i);
+        self.unsettled.insert(i);
     }
 }
 
@@ -401,19 +412,19 @@ impl<R: Runtime + 'static> Pass<'_, R> {
             });
         let mut others = HashMap::new();
         // A retry asks for a few probes: an answer for any other one was not asked for.
-        let asked: Option<std::collections::HashSet<usize>> =
+        let asked: Option<HashSet<usize>> =
             (subset.len() < self.planned.len()).then(|| subset.iter().copied().collect());
         let (mut failed, mut interrupted) = fan_out(
             self.runtime,
             plans,
             self.cfg.concurrency,
-            progress,
             cancel,
             |agent, r| match self.find(&r.id) {
                 Some(i)
                     if self.planned.at(i).from == agent
                         && asked.as_ref().is_none_or(|a| a.contains(&i)) =>
                 {
+                    progress.done(1);
                     store.put(i, r);
                     Ok(())
                 }
@@ -426,9 +437,16 @@ impl<R: Runtime + 'static> Pass<'_, R> {
         )
         .await;
         let vxlan = subset.iter().any(|&i| crafted(self.planned.at(i).probe));
-        if !interrupted && vxlan {
+        if interrupted && vxlan {
+            // Sent, but no receiver was asked whether it arrived: "sent" is not "ok".
+            for &i in subset {
+                if crafted(self.planned.at(i).probe) && store.outcome(i) == Some(Outcome::Ok) {
+                    store.unsettle(i);
+                }
+            }
+        } else if vxlan {
             interrupted |= self
-                .confirm_receipts(subset, salt, store, &mut failed, cancel)
+                .confirm_receipts(subset, salt, store, &mut failed, progress, cancel)
                 .await;
         }
         (others, failed, interrupted)
@@ -439,12 +457,14 @@ impl<R: Runtime + 'static> Pass<'_, R> {
     pub(crate) async fn ask(
         &self,
         asks: BTreeMap<AgentRef, Ask>,
+        progress: &dyn Progress,
         cancel: &mut (impl Future<Output = ()> + Unpin),
     ) -> (
         BTreeMap<AgentRef, ProbeResult>,
         BTreeMap<AgentRef, String>,
         bool,
     ) {
+        progress.phase(Phase::AskingReceivers, asks.len() as u64);
         let plans = asks.into_iter().map(|(agent, ask)| {
             let spec = ProbeSpec {
                 id: format!("seen:{agent}"),
@@ -461,11 +481,15 @@ impl<R: Runtime + 'static> Pass<'_, R> {
         // Give the receivers' sniffers a moment: a datagram or the last SYN retransmission sent
         // just now may still be in flight.
         tokio::time::sleep(Duration::from_millis(200)).await;
-        let (answers, failed, interrupted) =
-            fan_out_to_each(self.runtime, plans, self.cfg.concurrency, cancel, |a| {
-                format!("seen:{a}")
-            })
-            .await;
+        let (answers, failed, interrupted) = fan_out_to_each(
+            self.runtime,
+            plans,
+            self.cfg.concurrency,
+            progress,
+            cancel,
+            |a| format!("seen:{a}"),
+        )
+        .await;
         (answers, failed, interrupted)
     }
 
@@ -478,6 +502,7 @@ impl<R: Runtime + 'static> Pass<'_, R> {
         salt: u32,
         store: &mut S,
         failed_agents: &mut BTreeMap<AgentRef, String>,
+        progress: &dyn Progress,
         cancel: &mut (impl Future<Output = ()> + Unpin),
     ) -> bool {
         let receiver = |p: &PlannedRef<'_>| {
@@ -496,10 +521,15 @@ impl<R: Runtime + 'static> Pass<'_, R> {
                 .or_insert_with(|| Ask::new(port, None))
                 .nonce(nonce_for(salt, &p.id));
         }
-        let (seen, failed, interrupted) = self.ask(asks, cancel).await;
+        let (seen, failed, interrupted) = self.ask(asks, progress, cancel).await;
         for i in sent {
             let p = self.planned.at(i);
             let rcv = receiver(&p);
+            if interrupted && !seen.contains_key(&rcv) && !failed.contains_key(&rcv) {
+                // The run stopped before this receiver answered: the datagram is unsettled.
+                store.unsettle(i);
+                continue;
+            }
             if let Some(mut r) = store.take(i) {
                 let nonce = nonce_for(salt, &p.id);
                 r.nonce = Some(nonce);
@@ -787,7 +817,7 @@ mod tests {
         // A retry that got through stays open, for its tally.
         slots.put(1, ProbeResult::new("y", Outcome::Ok, "answered"));
         assert_eq!(slots.result(1).map(|r| r.outcome), Some(Outcome::Ok));
-        let (done, open) = slots.into_parts();
+        let (done, open, _) = slots.into_parts();
         assert_eq!(open.len(), 2);
         assert!(done.is_set(0) && !done.is_set(2));
     }
