@@ -2955,18 +2955,24 @@ async fn a_calico_node_keeps_every_ipam_block() {
     assert!(cp1.pod_cidrs.is_empty(), "one block: podCIDR alone");
 }
 
-/// A CONNECT proxy on loopback for one tunnel: answers `answer` to the CONNECT, then (on 200)
-/// relays; returns the CONNECT line it was asked.
-async fn proxy_once(listener: tokio::net::TcpListener, answer: &'static str) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let (mut down, _) = listener.accept().await.unwrap();
+/// An HTTP/1 request's head (up to its blank line), byte by byte so nothing after it is taken.
+async fn read_head(s: &mut tokio::net::TcpStream) -> String {
+    use tokio::io::AsyncReadExt;
     let mut head = Vec::new();
     let mut byte = [0u8; 1];
     while !head.ends_with(b"\r\n\r\n") {
-        down.read_exact(&mut byte).await.unwrap();
+        s.read_exact(&mut byte).await.unwrap();
         head.push(byte[0]);
     }
-    let head = String::from_utf8(head).unwrap();
+    String::from_utf8(head).unwrap()
+}
+
+/// A CONNECT proxy on loopback for one tunnel: answers `answer` to the CONNECT, then (on 200)
+/// relays; returns the CONNECT line it was asked.
+async fn proxy_once(listener: tokio::net::TcpListener, answer: &'static str) -> String {
+    use tokio::io::AsyncWriteExt;
+    let (mut down, _) = listener.accept().await.unwrap();
+    let head = read_head(&mut down).await;
     let line = head.lines().next().unwrap_or_default().to_string();
     down.write_all(answer.as_bytes()).await.unwrap();
     if answer.starts_with("HTTP/1.1 200") {
@@ -2979,14 +2985,9 @@ async fn proxy_once(listener: tokio::net::TcpListener, answer: &'static str) -> 
 
 /// A plain HTTP API server on loopback answering one request with `body`.
 async fn api_once(listener: tokio::net::TcpListener, body: &'static str) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::io::AsyncWriteExt;
     let (mut s, _) = listener.accept().await.unwrap();
-    let mut head = Vec::new();
-    let mut byte = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        s.read_exact(&mut byte).await.unwrap();
-        head.push(byte[0]);
-    }
+    read_head(&mut s).await;
     let reply = format!(
         "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
