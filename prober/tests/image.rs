@@ -338,8 +338,9 @@ fn the_image_runs_both_agents_from_its_own_root_in_a_lab() {
     // Both agents from the image's root, in every node and pod of a lab, while scenarios pass.
     let state = StateDir::new("image");
     let agent = chroot_agent(work.path(), &rootfs, &state.0);
+    let name = common::lab_name("img");
     let kept = KeptLab {
-        name: "timg",
+        name: &name,
         state: &state,
     };
     let healthy = lab_run(&state, &agent, "healthy.yaml", kept.name, true);
@@ -352,7 +353,7 @@ fn the_image_runs_both_agents_from_its_own_root_in_a_lab() {
     check_agents_run_from(&rootfs, kept.name);
     drop(kept);
 
-    let incident = lab_run(&state, &agent, "flannel-8472.yaml", "timg", false);
+    let incident = lab_run(&state, &agent, "flannel-8472.yaml", &name, false);
     assert!(incident.status.success(), "{}", text(&incident));
     assert!(
         text(&incident).contains(" passed, 0 failed\n"),

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{StateDir, agent, lab, netns_available, prober, root, text};
+use common::{StateDir, agent, lab, lab_name, netns_available, prober, root, text};
 
 use std::process::Command;
 
@@ -70,7 +70,13 @@ fn preflight_scenarios_pass_lab_run() {
         ("host-firewall-drop", "where host:new"),
     ] {
         let out = lab(
-            &["run", "--name", "pfr", "--scenario", &scenario(name)],
+            &[
+                "run",
+                "--name",
+                &lab_name("pfr"),
+                "--scenario",
+                &scenario(name),
+            ],
             &state,
         );
         let t = text(&out);
@@ -145,14 +151,15 @@ fn an_operator_run_names_the_gap_one_way_toward_the_candidate() {
         return;
     }
     let state = StateDir::new("op");
-    up(&state, "pfo", "healthy-join");
-    let (code, report, t) = operator_run(&state, "pfo");
+    let name = lab_name("pfo");
+    up(&state, &name, "healthy-join");
+    let (code, report, t) = operator_run(&state, &name);
     // The stand-ins are gone when the run ends: nothing listens on the candidate any more.
     let ss = Command::new("ip")
-        .args(["netns", "exec", "plab-pfo-new", "ss", "-Hltun"])
+        .args(["netns", "exec", &format!("plab-{name}-new"), "ss", "-Hltun"])
         .output()
         .unwrap();
-    down(&state, "pfo");
+    down(&state, &name);
     let listening = String::from_utf8_lossy(&ss.stdout).to_string();
     assert!(
         ss.status.success() && listening.trim().is_empty(),
@@ -172,9 +179,10 @@ fn an_operator_run_names_the_gap_one_way_toward_the_candidate() {
         .count();
     assert_eq!((from_new, to_new), (3 + 3 + 3 + 1 + 1, 3 + 3 + 1), "{t}");
 
-    up(&state, "pfo", "overlay-dropped-to-candidate");
-    let (code, report, t) = operator_run(&state, "pfo");
-    down(&state, "pfo");
+    let name = lab_name("pfo");
+    up(&state, &name, "overlay-dropped-to-candidate");
+    let (code, report, t) = operator_run(&state, &name);
+    down(&state, &name);
     assert_eq!(code, Some(1), "{t}");
     let f = findings(&report);
     assert_eq!(

@@ -382,6 +382,94 @@ async fn an_unchanged_run_emits_nothing_and_the_memory_stays_bounded() {
     );
 }
 
+#[tokio::test]
+async fn a_gap_that_grew_with_the_cluster_persists_and_is_never_resolved() {
+    // Remembered: 3 nodes, n3 cut off. Today: 20 nodes, the same gap now reaching n4..n20.
+    let three = report(&synthetic(3, Some("n3")));
+    let cm = remembered_configmap(&three, 1);
+    let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let client = kube::Client::new(service, "default");
+    let server = tokio::spawn(serve(
+        handle,
+        vec![
+            (Method::GET, CM, 200, cm),
+            (Method::POST, EVENTS, 201, json!("echo")),
+            (Method::PUT, CM_PUT, 200, json!("echo")),
+        ],
+    ));
+    let previous = remembered::recall(&client, "prober-system").await.unwrap();
+    let twenty = report(&synthetic(20, Some("n3")));
+    let changes = remembered::remember(&client, "prober-system", previous.as_ref(), &twenty, 2)
+        .await
+        .unwrap();
+    drop(client);
+    let bodies = server.await.unwrap();
+    assert_eq!(
+        (changes.new, changes.resolved, changes.persisting),
+        (0, 0, 1)
+    );
+    // One warning that it spread; no "...Resolved" for a problem still there.
+    assert_eq!(bodies[1]["reason"], "FirewallGapSpread");
+    assert_eq!(bodies[1]["type"], "Warning");
+    assert!(
+        bodies[1]["message"]
+            .as_str()
+            .unwrap()
+            .contains("now also n4"),
+        "{}",
+        bodies[1]
+    );
+}
+
+#[tokio::test]
+async fn an_interrupted_scheduled_run_neither_announces_nor_replaces_the_memory() {
+    let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let client = kube::Client::new(service, "default");
+    // Not one request: no Event, no ConfigMap written.
+    let server = tokio::spawn(serve(handle, vec![]));
+    let broken = report(&synthetic(3, Some("n3")));
+    let previous = Remembered::of(&broken, 1);
+    let mut cut = synthetic(3, None);
+    cut["summary"]["interrupted"] = json!(true);
+    cut["summary"]["exitCode"] = json!(130);
+    let err = remembered::remember(&client, "prober-system", Some(&previous), &report(&cut), 2)
+        .await
+        .expect_err("an interrupted run is not remembered");
+    assert!(err.to_string().contains("interrupted"), "{err}");
+    drop(client);
+    assert!(server.await.unwrap().is_empty());
+}
+
+#[test]
+fn diff_of_a_grown_cluster_keeps_the_gap_persisting() {
+    let dir = tmp("prober-diff-grown-");
+    let three = write_report(dir.path(), "three.json", &synthetic(3, Some("n3")));
+    let twenty = write_report(dir.path(), "twenty.json", &synthetic(20, Some("n3")));
+    let out = run(&[
+        "diff",
+        three.to_str().unwrap(),
+        twenty.to_str().unwrap(),
+        "-o",
+        "json",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["new"], json!([]), "{v}");
+    assert_eq!(v["resolved"], json!([]), "{v}");
+    assert_eq!(v["persisting"][0]["kind"], "firewall-gap");
+    assert_eq!(v["persisting"][0]["nowAlso"][0], "n4");
+    let table = run(&["diff", three.to_str().unwrap(), twenty.to_str().unwrap()]);
+    let table = String::from_utf8_lossy(&table.stdout);
+    assert!(
+        table.contains("new (0):\nresolved (0):\npersisting (1):"),
+        "{table}"
+    );
+    assert!(
+        table.contains("(now also n4, n5, n6, n7, n8 and 12 more)"),
+        "{table}"
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // prober diff, -o prometheus, --pushgateway, -o html, --log-format json on synthetic reports.
 
@@ -763,7 +851,7 @@ fn lab_report(scenario: &str, name: &str, dir: &Path) -> PathBuf {
     let out = Command::new(prober())
         .args(["lab", "run", "--scenario"])
         .arg(root().join(scenario))
-        .args(["--name", name, "--state-dir"])
+        .args(["--name", &common::lab_name(name), "--state-dir"])
         .arg(dir.join("state"))
         .arg("--agent-bin")
         .arg(agent())
@@ -782,8 +870,8 @@ fn lab_reports_diff_export_and_render() {
         return;
     }
     let dir = tmp("prober-sched-lab-");
-    let healthy = lab_report("tests/scenarios/healthy.yaml", "tsh", dir.path());
-    let broken = lab_report("tests/scenarios/flannel-8472.yaml", "tsb", dir.path());
+    let healthy = lab_report("tests/scenarios/healthy.yaml", "sh", dir.path());
+    let broken = lab_report("tests/scenarios/flannel-8472.yaml", "sb", dir.path());
     check_diff(&healthy, &broken);
     if let Some(promtool) = tool("promtool") {
         for r in [&healthy, &broken] {

@@ -8,7 +8,7 @@ use prober::inventory::Inventory;
 use prober::model::AgentStatus;
 use prober::report::Report;
 use prober::report::remembered::Changes;
-use prober::run::{Progress, RunConfig};
+use prober::run::{Phase, Progress, RunConfig};
 use prober::runtime::Runtime;
 use prober::runtime::kube::{deploy, exec::KubeExec};
 use prober::runtime::local::Local;
@@ -73,7 +73,7 @@ impl Bar {
         let bar = indicatif::ProgressBar::new(0);
         bar.set_style(
             indicatif::ProgressStyle::with_template(
-                "{spinner} probing {pos}/{len} [{bar:40}] {elapsed}",
+                "{spinner} {msg} {pos}/{len} [{bar:40}] {elapsed}",
             )
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
         );
@@ -82,9 +82,13 @@ impl Bar {
     }
 }
 
+/// Each phase has a bar of its own: the probes planned, then each retry round's probes, then
+/// the receivers asked, so the bar never sits full while work goes on.
 impl Progress for Bar {
-    fn planned(&self, probes: u64) {
-        self.0.set_length(probes);
+    fn phase(&self, phase: Phase, steps: u64) {
+        self.0.set_message(phase.to_string());
+        self.0.set_length(steps);
+        self.0.set_position(0);
     }
     fn done(&self, probes: u64) {
         self.0.inc(probes);

@@ -45,11 +45,6 @@ pub async fn remember(
     let Some(Previous::Found(previous)) = previous else {
         return None;
     };
-    if report.summary.interrupted {
-        // Half a matrix would read as findings resolved.
-        eprintln!("prober matrix: --remember: the run was interrupted; it is not remembered");
-        return None;
-    }
     match remembered::remember(client, namespace, previous.as_ref(), report, finished).await {
         Ok(c) => {
             // The run is remembered all the same: the Events are the announcement, not the

@@ -224,6 +224,10 @@ pub enum RememberError {
     Events(#[from] EventError),
     #[error(transparent)]
     Encode(#[from] RememberedError),
+    /// Half a matrix would read as findings resolved: an interrupted run (Ctrl-C, or the Job's
+    /// deadline) neither announces nor replaces the memory.
+    #[error("the run was interrupted; it is not remembered and announces nothing")]
+    Interrupted,
 }
 
 /// What a scheduled run found changed since the remembered one.
@@ -282,7 +286,7 @@ pub fn against(previous: Option<&Remembered>, findings: &[Finding]) -> super::di
                 })
             });
         d.new = new;
-        d.persisting.extend(known);
+        d.persisting.extend(known.into_iter().map(Into::into));
     }
     d
 }
@@ -298,6 +302,9 @@ pub async fn remember(
     report: &Report,
     finished: u64,
 ) -> Result<Changes, RememberError> {
+    if report.summary.interrupted {
+        return Err(RememberError::Interrupted);
+    }
     let d = against(previous, &report.findings);
     let (gz, kept) = Remembered::of(report, finished).encode(BUDGET)?;
     let bytes = gz.len();
@@ -353,6 +360,8 @@ mod tests {
                     )
                 })
                 .collect();
+            // A cause of its own each (a finding's key is its cause, not its nodes).
+            f.port = u16::try_from(i).ok();
             f.evidence = vec![format!("e{i}")];
             f.consequences = vec![format!("c{i}"), format!("d{i}")];
             f.fix = vec!["do this".into()];
