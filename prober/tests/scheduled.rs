@@ -6,7 +6,8 @@
 
 mod common;
 
-use common::{agent, netns_available, prober, require_tool, root, text};
+use common::gateway::{Pushgateway, get, tool};
+use common::{agent, netns_available, prober, root, text};
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -20,12 +21,6 @@ use kube::client::Body;
 use prober::report::Report;
 use prober::report::remembered::{self, Remembered};
 use serde_json::{Value, json};
-
-/// An external tool, or `None` after one SKIP line (`scripts/install-sched-test-deps` installs
-/// them; a missing one fails under `PROBER_REQUIRE_TOOLS`).
-fn tool(name: &str) -> Option<PathBuf> {
-    require_tool(name, "scripts/install-sched-test-deps")
-}
 
 fn tmp(prefix: &str) -> tempfile::TempDir {
     tempfile::Builder::new().prefix(prefix).tempdir().unwrap()
@@ -618,70 +613,6 @@ fn promtool_accepts_the_exposition_and_labels_stay_bounded() {
     }
     // Four times the nodes: the series grow by the per-node ones only, not by pairs.
     assert_eq!(sizes[1] - sizes[0], 30, "{sizes:?}");
-}
-
-/// A Pushgateway on a free loopback port with its own persistence file, stopped on drop.
-struct Pushgateway {
-    child: std::process::Child,
-    port: u16,
-    _dir: tempfile::TempDir,
-}
-
-impl Pushgateway {
-    fn start(bin: &Path) -> Self {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let dir = tmp("prober-pgw-");
-        let child = Command::new(bin)
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-            .arg(format!(
-                "--persistence.file={}",
-                dir.path().join("metrics").display()
-            ))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let gw = Self {
-            child,
-            port,
-            _dir: dir,
-        };
-        let started = Instant::now();
-        while get(port, "/-/ready").is_none_or(|r| !r.starts_with("HTTP/1.1 200")) {
-            assert!(
-                started.elapsed() < Duration::from_secs(20),
-                "the Pushgateway did not become ready on 127.0.0.1:{port}"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        gw
-    }
-}
-
-impl Drop for Pushgateway {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// A plain HTTP GET on loopback, under a deadline.
-fn get(port: u16, path: &str) -> Option<String> {
-    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
-    let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut out = String::new();
-    s.read_to_string(&mut out).ok()?;
-    Some(out)
 }
 
 #[test]

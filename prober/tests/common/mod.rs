@@ -2,6 +2,7 @@
 
 #![allow(dead_code)]
 
+pub mod gateway;
 pub mod mock;
 
 use std::path::{Path, PathBuf};
