@@ -229,7 +229,8 @@ fn metric_names_are_read_from_queries() {
 // ---------------------------------------------------------------------------------------------
 // Lab runs pushed to a real Pushgateway, then promtool's unit tests on what it served.
 
-/// A lab left running by `lab up`, taken down on drop (pass, fail or panic).
+/// A lab left running by `lab up`, taken down on drop (pass, fail or panic). Its name starts
+/// with `t`, as every test lab's does, so that `scripts/test` clears what a crash leaves.
 struct Lab<'a> {
     name: &'a str,
     state: &'a StateDir,
@@ -488,17 +489,17 @@ impl Pushed {
     fn capture(gw: &Pushgateway, dir: &Path) -> Self {
         let state = StateDir::new("alerts");
         let (h, m) = {
-            let l = Lab::up("mnh", "tests/scenarios/healthy.yaml", &state);
+            let l = Lab::up("tmoh", "tests/scenarios/healthy.yaml", &state);
             let h = push_and_scrape(gw, &l.inventory);
             let m = push_and_scrape(gw, &without_an_agent(&l.inventory, "n2", dir));
             (h, m)
         };
         let b = {
-            let l = Lab::up("mnb", "tests/scenarios/flannel-8472.yaml", &state);
+            let l = Lab::up("tmob", "tests/scenarios/flannel-8472.yaml", &state);
             push_and_scrape(gw, &l.inventory)
         };
         let p = {
-            let l = Lab::up("mnp", "tests/scenarios/faults/loss.yaml", &state);
+            let l = Lab::up("tmop", "tests/scenarios/faults/loss.yaml", &state);
             push_and_scrape(gw, &l.inventory)
         };
         Self {
