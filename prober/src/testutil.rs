@@ -30,3 +30,17 @@ pub fn inventory(nodes: usize, cps: usize, cni: &str) -> Inventory {
     inv.validate().unwrap();
     inv
 }
+
+/// A worker `new` about to join at 192.168.57.249, its stand-in agent on 9917: the preflight
+/// tests' candidate.
+#[must_use]
+pub fn candidate() -> crate::plan::preflight::Candidate {
+    crate::plan::preflight::Candidate {
+        name: "new".into(),
+        address: "192.168.57.249".parse().unwrap(),
+        exec: Vec::new(),
+        role: crate::plan::preflight::Role::Worker,
+        agent_port: 9917,
+        host_root: None,
+    }
+}

@@ -15,6 +15,7 @@ mod dns;
 pub mod finding;
 mod firewall;
 mod fix;
+mod inferred_tunnel;
 mod loss;
 mod node_config;
 mod not_listening;
@@ -23,10 +24,11 @@ mod overlay_unprobed;
 pub mod preflight;
 mod prober_port;
 pub mod sampled;
+mod selective;
 mod unexplained;
 mod unmounted;
 
-pub use finding::{Finding, Kind, Severity, State, Where};
+pub use finding::{Finding, Hop, Kind, Severity, State, Where};
 
 use crate::inventory::Inventory;
 use crate::model::{AgentStatus, Results};
@@ -55,7 +57,9 @@ pub fn diagnose_sampled(
     cutoff::unreachable_nodes(&mut ctx, &mut findings);
     prober_port::prober_port(&mut ctx, &mut findings);
     let gaps = firewall::firewall_gaps(&mut ctx, &mut findings);
+    selective::selective_refusals(&mut ctx, &mut findings);
     not_listening::not_listening(&mut ctx, &mut findings);
+    inferred_tunnel::inferred_tunnels(&mut ctx, &mut findings);
     bootstrap::bootstrap_cycles(&mut ctx, &mut findings);
     bootstrap::service_proxy(&mut ctx, &mut findings);
     node_config::node_checks(&mut ctx, &mut findings);
