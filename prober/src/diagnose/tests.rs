@@ -1235,6 +1235,7 @@ fn a_zone_pair_blocked_one_way_among_two_zones_is_one_finding() {
 }
 
 mod inferred_tunnel;
+mod mtu_unknown;
 mod narrowed_run;
 mod optional_port;
 mod router_reject;
