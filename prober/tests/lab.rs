@@ -1,24 +1,15 @@
 //! The lab end to end: every checked-in scenario passes `prober lab run`; the root namespace is
-//! never touched; teardown happens on success, on Ctrl-C and (with `lab down --all`) after a kill.
+//! never touched; teardown happens on success, on Ctrl-C and (with `lab down NAME`) after a kill. Every lab
+//! is named with this run's tag (`common::lab_name`), so a second run on the machine is untouched.
 //! Needs root, iproute2, nftables and dnsmasq (installed by scripts/test).
 
 mod common;
 
-use common::{StateDir, agent, lab, netns_available, prober, root, text};
+use common::{StateDir, agent, lab, lab_name, netns_available, netns_with, prober, root, text};
 
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
-
-fn netns_with(prefix: &str) -> Vec<String> {
-    let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| l.split_whitespace().next())
-        .filter(|n| n.starts_with(prefix))
-        .map(String::from)
-        .collect()
-}
 
 /// The root namespace's links and addresses, to prove the lab never changes them.
 fn root_netns_state() -> String {
@@ -69,6 +60,7 @@ fn every_scenario_holds() {
         return;
     }
     let state = StateDir::new("scen");
+    let name = lab_name("scen");
     let before = root_netns_state();
     let mut failed = Vec::new();
     let all = scenarios();
@@ -78,7 +70,7 @@ fn every_scenario_holds() {
     );
     for s in &all {
         let out = lab(
-            &["run", "--scenario", s.to_str().unwrap(), "--name", "tscen"],
+            &["run", "--scenario", s.to_str().unwrap(), "--name", &name],
             &state,
         );
         let report = text(&out);
@@ -90,7 +82,7 @@ fn every_scenario_holds() {
             "{report}"
         );
         assert!(
-            netns_with("plab-tscen-").is_empty(),
+            netns_with(&format!("plab-{name}-")).is_empty(),
             "{} left namespaces behind",
             s.display()
         );
@@ -109,9 +101,11 @@ fn up_status_down_and_only_prefixed_namespaces() {
         return;
     }
     let state = StateDir::new("updown");
+    let name = lab_name("ud");
+    let ns = |node: &str| format!("plab-{name}-{node}");
     let before_all = netns_with("");
     let before_root = root_netns_state();
-    let out = lab(&["up", "--name", "tud"], &state);
+    let out = lab(&["up", "--name", &name], &state);
     assert!(out.status.success(), "{}", text(&out));
     assert!(text(&out).contains("inventory: "), "{}", text(&out));
     let added: Vec<String> = netns_with("")
@@ -123,14 +117,11 @@ fn up_status_down_and_only_prefixed_namespaces() {
         9,
         "3 nodes, 3 pods, DNS pod, switch, router: {added:?}"
     );
-    assert!(
-        added.iter().all(|n| n.starts_with("plab-tud-")),
-        "{added:?}"
-    );
-    let inv = state.0.join("plab-tud/inventory.yaml");
+    assert!(added.iter().all(|n| n.starts_with(&ns(""))), "{added:?}");
+    let inv = state.0.join(format!("plab-{name}/inventory.yaml"));
     let inventory = std::fs::read_to_string(&inv).unwrap();
     assert!(
-        inventory.contains("plab-tud-n1") && inventory.contains("192.168.56.10:6443"),
+        inventory.contains(&ns("n1")) && inventory.contains("192.168.56.10:6443"),
         "{inventory}"
     );
     // Ready means warm: every neighbour already resolved, so no first packet waits on ARP and a
@@ -147,35 +138,38 @@ fn up_status_down_and_only_prefixed_namespaces() {
             .lines()
             .any(|l| l.starts_with(&format!("{addr} ")) && l.contains("lladdr"))
     };
-    let n1 = neigh("plab-tud-n1");
+    let n1 = neigh(&ns("n1"));
     assert!(
         resolved(&n1, "192.168.56.11")
             && resolved(&n1, "192.168.56.12")
             && resolved(&n1, "10.244.1.2"),
         "n1 has resolved its peers and its pod: {n1}"
     );
-    let pod = neigh("plab-tud-n1p0");
+    let pod = neigh(&ns("n1p0"));
     assert!(
         resolved(&pod, "10.244.1.1"),
         "the pod has resolved its gateway: {pod}"
     );
     let status = lab(&["status"], &state);
     assert!(
-        text(&status).contains("tud") && text(&status).contains("3 nodes"),
+        text(&status).contains(&name) && text(&status).contains("3 nodes"),
         "{}",
         text(&status)
     );
-    let again = lab(&["up", "--name", "tud"], &state);
+    let again = lab(&["up", "--name", &name], &state);
     assert_eq!(
         again.status.code(),
         Some(2),
         "a second lab with the same name is refused"
     );
     assert!(text(&again).contains("already exists"), "{}", text(&again));
-    let down = lab(&["down", "tud"], &state);
+    let down = lab(&["down", &name], &state);
     assert!(down.status.success(), "{}", text(&down));
-    assert!(netns_with("plab-tud-").is_empty());
-    assert!(!state.0.join("plab-tud").exists(), "state removed");
+    assert!(netns_with(&ns("")).is_empty());
+    assert!(
+        !state.0.join(format!("plab-{name}")).exists(),
+        "state removed"
+    );
     assert_eq!(
         root_netns_state(),
         before_root,
@@ -207,7 +201,8 @@ fn ctrl_c_midway_tears_down() {
         return;
     }
     let state = StateDir::new("sigint");
-    let mut child = start_up_and_wait("tint", "60", &state);
+    let name = lab_name("int");
+    let mut child = start_up_and_wait(&name, "60", &state);
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap()),
         nix::sys::signal::Signal::SIGINT,
@@ -217,39 +212,54 @@ fn ctrl_c_midway_tears_down() {
     // 60 nodes take seconds to build: the signal lands midway and the handler tears down.
     assert_eq!(status.code(), Some(130), "{status}");
     assert!(
-        netns_with("plab-tint-").is_empty(),
+        netns_with(&format!("plab-{name}-")).is_empty(),
         "left behind: {:?}",
-        netns_with("plab-tint-")
+        netns_with(&format!("plab-{name}-"))
     );
 }
 
+/// A killed `lab up` leaves namespaces behind; `lab down NAME` removes them and every process in
+/// them. `--all` would reach every lab on the machine, other people's too: a test only asks it,
+/// with `--dry-run`, to list what it would remove, and checks that the list names this lab and
+/// that nothing was removed.
 #[test]
-fn killed_midway_then_down_all_removes_everything() {
+fn killed_midway_then_down_by_name_removes_its_leftovers() {
     if !netns_available() {
         return;
     }
     let state = StateDir::new("kill");
-    let mut child = start_up_and_wait("tkill", "60", &state);
+    let name = lab_name("kill");
+    let prefix = format!("plab-{name}-");
+    let mut child = start_up_and_wait(&name, "60", &state);
     child.kill().unwrap();
     let _ = child.wait();
     // An `ip` command the killed run had just started finishes on its own; "later" means later.
     std::thread::sleep(Duration::from_millis(500));
+    let left = netns_with(&prefix);
+    assert!(!left.is_empty(), "a SIGKILL leaves namespaces behind");
+    let dry = lab(&["down", "--all", "--dry-run"], &state);
+    assert!(dry.status.success(), "{}", text(&dry));
     assert!(
-        !netns_with("plab-tkill-").is_empty(),
-        "a SIGKILL leaves namespaces behind"
+        text(&dry).contains("would remove") && text(&dry).contains(&format!("  {name} (")),
+        "--all --dry-run lists this lab: {}",
+        text(&dry)
     );
-    let out = lab(&["down", "--all"], &state);
+    assert!(
+        netns_with(&prefix).len() >= left.len(),
+        "--dry-run removed nothing"
+    );
+    let out = lab(&["down", &name], &state);
     assert!(out.status.success(), "{}", text(&out));
     assert!(
-        netns_with("plab-").is_empty(),
-        "down --all removed every lab: {:?}",
-        netns_with("plab-")
+        netns_with(&prefix).is_empty(),
+        "down {name} removed its leftovers: {:?}",
+        netns_with(&prefix)
     );
     // No lab process survives either (killed processes may take a moment to be reaped).
     let deadline = Instant::now() + Duration::from_secs(3);
     loop {
         let ps = Command::new("pgrep")
-            .args(["-a", "-f", "plab-tkill"])
+            .args(["-a", "-f", &prefix])
             .output()
             .unwrap();
         let left = String::from_utf8_lossy(&ps.stdout).trim().to_string();
@@ -267,6 +277,7 @@ fn twenty_nodes() {
         return;
     }
     let state = StateDir::new("twenty");
+    let name = lab_name("20");
     let dir = state.0.join("scenario.yaml");
     std::fs::write(
         &dir,
@@ -289,7 +300,7 @@ fn twenty_nodes() {
     )
     .unwrap();
     let out = lab(
-        &["run", "--scenario", dir.to_str().unwrap(), "--name", "t20"],
+        &["run", "--scenario", dir.to_str().unwrap(), "--name", &name],
         &state,
     );
     assert!(out.status.success(), "{}", text(&out));
@@ -298,7 +309,7 @@ fn twenty_nodes() {
         "{}",
         text(&out)
     );
-    assert!(netns_with("plab-t20-").is_empty());
+    assert!(netns_with(&format!("plab-{name}-")).is_empty());
 }
 
 #[test]
@@ -339,4 +350,48 @@ fn bad_input_is_named() {
     );
     let down = lab(&["down"], &state);
     assert_eq!(down.status.code(), Some(2), "down needs names or --all");
+}
+
+/// `lab run -o json` prints the report alone on stdout (so `| jq` takes it); the scenario, its
+/// expectations and the verdict go to stderr.
+#[test]
+fn lab_run_with_a_machine_format_prints_only_the_report() {
+    if !netns_available() {
+        return;
+    }
+    let state = StateDir::new("json");
+    let name = lab_name("json");
+    let scenario = root().join("tests/scenarios/healthy.yaml");
+    let out = lab(
+        &[
+            "run",
+            "--scenario",
+            scenario.to_str().unwrap(),
+            "--name",
+            &name,
+            "-o",
+            "json",
+        ],
+        &state,
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("stdout is not one JSON report: {e}: {}", text(&out)));
+    assert_eq!(report["schema"], "prober.report/v1");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("expectations:") && err.contains(" passed, 0 failed"),
+        "{err}"
+    );
+}
+
+/// `scripts/cleanup-netns` needs the prefix of a run's own namespaces: without one it removes
+/// nothing and says how to call it.
+#[test]
+fn cleanup_netns_needs_a_prefix() {
+    let out = Command::new(root().join("scripts/cleanup-netns"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("usage: scripts/cleanup-netns PREFIX"));
 }

@@ -1,10 +1,11 @@
 //! `prober matrix` end to end against labs: a healthy lab is all `ok`; the flannel-8472 incident
-//! fails exactly the paths that cross the firewalled node's VXLAN port; the JSON report validates
+//! fails exactly the paths that cross the firewalled node's VXLAN port, and a run interrupted at
+//! any moment claims only what settled; the JSON report validates
 //! against docs/report.schema.json; bad inventories and missing agents are reported as such.
 
 mod common;
 
-use common::{agent, netns_available, prober, root, text};
+use common::{agent, lab_name, netns_available, prober, root, text};
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -19,11 +20,13 @@ struct TestLab {
 }
 
 impl TestLab {
-    fn up(name: &str, scenario: Option<&str>) -> Self {
+    /// A lab named `base` after this run's tag (`common::lab_name`).
+    fn up(base: &str, scenario: Option<&str>) -> Self {
+        let name = lab_name(base);
         let state =
             std::env::temp_dir().join(format!("prober-matrix-test-{name}-{}", std::process::id()));
         let mut cmd = Command::new(prober());
-        cmd.args(["lab", "up", "--name", name, "--state-dir"])
+        cmd.args(["lab", "up", "--name", &name, "--state-dir"])
             .arg(&state)
             .arg("--agent-bin")
             .arg(agent());
@@ -31,10 +34,7 @@ impl TestLab {
             cmd.arg("--scenario").arg(root().join(s));
         }
         let out = cmd.output().unwrap();
-        let lab = Self {
-            name: name.to_string(),
-            state,
-        };
+        let lab = Self { name, state };
         assert!(out.status.success(), "{}", text(&out));
         lab
     }
@@ -90,7 +90,7 @@ fn healthy_lab_is_all_ok_in_every_format() {
     if !netns_available() {
         return;
     }
-    let lab = TestLab::up("tmh", Some("tests/scenarios/healthy.yaml"));
+    let lab = TestLab::up("mh", Some("tests/scenarios/healthy.yaml"));
     let saved = lab.state.join("saved.json");
     let out = matrix(
         &lab.inventory(),
@@ -180,7 +180,7 @@ fn flannel_8472_fails_exactly_the_overlay_paths_of_the_firewalled_node() {
     if !netns_available() {
         return;
     }
-    let lab = TestLab::up("tmf", Some("tests/scenarios/flannel-8472.yaml"));
+    let lab = TestLab::up("mf", Some("tests/scenarios/flannel-8472.yaml"));
     let out = matrix(&lab.inventory(), &["-o", "json"]);
     assert_eq!(
         out.status.code(),
@@ -265,10 +265,10 @@ fn a_dead_responder_is_a_missing_agent_not_a_network_failure() {
     if !netns_available() {
         return;
     }
-    let lab = TestLab::up("tdr", None);
+    let lab = TestLab::up("dr", None);
     // Kill n3's pod agent's responder (`probe-pod serve`), leaving its namespace and network.
     let pids = Command::new("ip")
-        .args(["netns", "pids", "plab-tdr-n3p0"])
+        .args(["netns", "pids", &format!("plab-{}-n3p0", lab.name)])
         .output()
         .unwrap();
     let mut killed = 0;
@@ -321,10 +321,11 @@ fn missing_agent_makes_its_paths_unknown_not_failed() {
     if !netns_available() {
         return;
     }
-    let lab = TestLab::up("tma", None);
-    let inv = std::fs::read_to_string(lab.inventory())
-        .unwrap()
-        .replace("plab-tma-n3p0", "plab-tma-nowhere");
+    let lab = TestLab::up("ma", None);
+    let inv = std::fs::read_to_string(lab.inventory()).unwrap().replace(
+        &format!("plab-{}-n3p0", lab.name),
+        &format!("plab-{}-nowhere", lab.name),
+    );
     let broken = lab.state.join("broken.yaml");
     std::fs::write(&broken, inv).unwrap();
     let out = matrix(
@@ -359,7 +360,7 @@ fn missing_agent_makes_its_paths_unknown_not_failed() {
         missing["detail"]
             .as_str()
             .unwrap()
-            .contains("plab-tma-nowhere"),
+            .contains(&format!("plab-{}-nowhere", lab.name)),
         "{missing}"
     );
 }
@@ -372,7 +373,7 @@ fn the_labs_inventory_runs_as_written_and_a_missing_agent_names_the_fix() {
     if !netns_available() {
         return;
     }
-    let lab = TestLab::up("tin", None);
+    let lab = TestLab::up("in", None);
     let alone = lab.state.join("elsewhere");
     std::fs::create_dir_all(&alone).unwrap();
     let copy = alone.join("prober");
@@ -437,7 +438,7 @@ fn sigint_and_sigterm_stop_with_what_was_gathered() {
     if !netns_available() {
         return;
     }
-    let lab = TestLab::up("tmc", Some("tests/scenarios/flannel-8472.yaml"));
+    let lab = TestLab::up("mc", Some("tests/scenarios/flannel-8472.yaml"));
     for signal in [
         nix::sys::signal::Signal::SIGINT,
         nix::sys::signal::Signal::SIGTERM,
@@ -488,11 +489,106 @@ fn sigint_and_sigterm_stop_with_what_was_gathered() {
         // The per-agent probe runs die with the coordinator (give the kernel a moment).
         std::thread::sleep(Duration::from_millis(300));
         assert_eq!(
-            probe_runs_in("plab-tmc-"),
+            probe_runs_in(&format!("plab-{}-", lab.name)),
             Vec::<String>::new(),
             "{signal:?}"
         );
     }
+}
+
+/// The findings' causes with their nodes: (kind, protocol, port) -> every node named.
+fn causes(report: &Value) -> Vec<(String, std::collections::BTreeSet<String>)> {
+    report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            let cause = format!("{} {} {}", f["kind"], f["protocol"], f["port"]);
+            let nodes = ["from", "to", "nodes"]
+                .iter()
+                .flat_map(|k| f[*k].as_array().cloned().unwrap_or_default())
+                .filter_map(|n| n.as_str().map(String::from))
+                .collect();
+            (cause, nodes)
+        })
+        .collect()
+}
+
+/// SIGINT at several moments of a run on the flannel-8472 lab (first pass, retries, receipts):
+/// whatever had not settled is unknown (interrupted), never `ok`; every result that did settle
+/// says what the whole run says; every finding is one the whole run makes, on no other nodes.
+#[test]
+fn an_interrupted_run_never_contradicts_the_whole_run() {
+    if !netns_available() {
+        return;
+    }
+    let lab = TestLab::up("mi", Some("tests/scenarios/flannel-8472.yaml"));
+    let started = Instant::now();
+    let whole = matrix(&lab.inventory(), &["-o", "json"]);
+    let took = started.elapsed();
+    assert_eq!(whole.status.code(), Some(1), "{}", text(&whole));
+    let whole: Value = serde_json::from_slice(&whole.stdout).unwrap();
+    let truth: std::collections::HashMap<String, bool> = whole["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["id"].as_str().unwrap().to_string(), r["outcome"] == "ok"))
+        .collect();
+    let whole_causes = causes(&whole);
+    let mut stopped = 0;
+    for tenth in [1, 3, 5, 7, 9] {
+        let child = Command::new(prober())
+            .args(["matrix", "--inventory"])
+            .arg(lab.inventory())
+            .arg("--agent-bin")
+            .arg(agent())
+            .args(["-o", "json"])
+            .env("NO_COLOR", "1")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(took * tenth / 10);
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap()),
+            nix::sys::signal::Signal::SIGINT,
+        );
+        let out = child.wait_with_output().unwrap();
+        if out.status.code() != Some(130) {
+            // Finished before the signal: a whole run, nothing to compare.
+            continue;
+        }
+        stopped += 1;
+        let at = format!("SIGINT at {tenth}/10 of {took:?}");
+        let report: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{at}: {e}: {}", text(&out)));
+        validate(&report);
+        assert_eq!(report["summary"]["interrupted"], true, "{at}");
+        for r in report["results"].as_array().unwrap() {
+            let id = r["id"].as_str().unwrap();
+            if let Some(why) = r.get("unknown") {
+                assert_eq!(why, "interrupted", "{at}: {r}");
+                continue;
+            }
+            assert_eq!(
+                r["outcome"] == "ok",
+                truth[id],
+                "{at}: {id} settled as {} ({}), the whole run says otherwise",
+                r["outcome"],
+                r["detail"]
+            );
+        }
+        for (cause, nodes) in causes(&report) {
+            assert!(
+                whole_causes
+                    .iter()
+                    .any(|(c, all)| *c == cause && nodes.is_subset(all)),
+                "{at}: finding {cause} on {nodes:?} is not one the whole run makes: {whole_causes:?}\n{}",
+                serde_json::to_string_pretty(&report["findings"]).unwrap()
+            );
+        }
+    }
+    assert!(stopped >= 3, "most signals land mid-run: {stopped} of 5");
 }
 
 #[test]
@@ -583,7 +679,7 @@ fn no_token_appears_in_any_output_format() {
     if !netns_available() {
         return;
     }
-    let lab = TestLab::up("tmt", Some("tests/scenarios/cni-token-expired.yaml"));
+    let lab = TestLab::up("mt", Some("tests/scenarios/cni-token-expired.yaml"));
     let tokens_dir = lab.state.join(format!("plab-{}/tokens", lab.name));
     let tokens: Vec<String> = std::fs::read_dir(&tokens_dir)
         .unwrap()

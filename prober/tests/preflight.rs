@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{StateDir, agent, lab, netns_available, prober, root, text};
+use common::{StateDir, agent, lab, lab_name, netns_available, prober, root, text};
 
 use std::process::Command;
 
@@ -71,7 +71,13 @@ fn preflight_scenarios_pass_lab_run() {
         ("router-rejects-control-plane", "rejected by 192.168."),
     ] {
         let out = lab(
-            &["run", "--name", "pfr", "--scenario", &scenario(name)],
+            &[
+                "run",
+                "--name",
+                &lab_name("pfr"),
+                "--scenario",
+                &scenario(name),
+            ],
             &state,
         );
         let t = text(&out);
@@ -146,14 +152,15 @@ fn an_operator_run_names_the_gap_one_way_toward_the_candidate() {
         return;
     }
     let state = StateDir::new("op");
-    up(&state, "pfo", "healthy-join");
-    let (code, report, t) = operator_run(&state, "pfo");
+    let name = lab_name("pfo");
+    up(&state, &name, "healthy-join");
+    let (code, report, t) = operator_run(&state, &name);
     // The stand-ins are gone when the run ends: nothing listens on the candidate any more.
     let ss = Command::new("ip")
-        .args(["netns", "exec", "plab-pfo-new", "ss", "-Hltun"])
+        .args(["netns", "exec", &format!("plab-{name}-new"), "ss", "-Hltun"])
         .output()
         .unwrap();
-    down(&state, "pfo");
+    down(&state, &name);
     let listening = String::from_utf8_lossy(&ss.stdout).to_string();
     assert!(
         ss.status.success() && listening.trim().is_empty(),
@@ -173,9 +180,10 @@ fn an_operator_run_names_the_gap_one_way_toward_the_candidate() {
         .count();
     assert_eq!((from_new, to_new), (3 + 3 + 3 + 1 + 1, 3 + 3 + 1), "{t}");
 
-    up(&state, "pfo", "overlay-dropped-to-candidate");
-    let (code, report, t) = operator_run(&state, "pfo");
-    down(&state, "pfo");
+    let name = lab_name("pfo");
+    up(&state, &name, "overlay-dropped-to-candidate");
+    let (code, report, t) = operator_run(&state, &name);
+    down(&state, &name);
     assert_eq!(code, Some(1), "{t}");
     let f = findings(&report);
     assert_eq!(
@@ -347,6 +355,7 @@ mod api {
             run_id: "r1".into(),
             ttl: RUN_TTL.into(),
             cleanup_deadline: CLEANUP_DEADLINE,
+            image_pull_secrets: Vec::new(),
         };
         let cfg = RunConfig {
             probe_timeout: Duration::from_millis(200),
@@ -385,39 +394,45 @@ mod api {
                 "GET /api/v1/namespaces/prober-system/pods/{pod}/exec?&stdin=true&stdout=true&stderr=true&container=probe-pod&command=probe-pod&command=probe&command=--plan&command=-"
             )
         };
+        let runs =
+            "GET /apis/apps/v1/namespaces/prober-system/daemonsets?&labelSelector=prober.io%2Frun";
         let want = [
             "GET /apis/apps/v1/namespaces/prober-system/daemonsets?&labelSelector=app.kubernetes.io%2Fname%3Dprober%2C%21prober.io%2Frun".to_string(),
+            "GET /api/v1/namespaces/prober-system".to_string(),
             format!("POST /api/v1/namespaces{pf}"),
             format!("POST /api/v1/namespaces/prober-system/serviceaccounts{pf}"),
             format!("POST /apis/apps/v1/namespaces/prober-system/daemonsets{pf}"),
             format!("POST /apis/apps/v1/namespaces/prober-system/daemonsets{pf}"),
+            runs.to_string(),
             "GET /api/v1/namespaces/prober-system/pods?&labelSelector=app.kubernetes.io%2Fname%3Dprober%2Cprober.io%2Frun%3Dr1&limit=500".to_string(),
-            "GET /api/v1/namespaces/prober-system/events?&fieldSelector=involvedObject.kind%3DDaemonSet%2Creason%3DFailedCreate&limit=500".to_string(),
-            reqs[7].clone(),
-            reqs[8].clone(),
+            "GET /api/v1/namespaces/prober-system/events?&fieldSelector=type%3DWarning&limit=500".to_string(),
+            reqs[9].clone(),
+            reqs[10].clone(),
             exec("h-cp1"),
             exec("h-w1"),
             exec("h-w2"),
+            format!("{runs}%3Dr1"),
+            "GET /api/v1/namespaces/prober-system/serviceaccounts?&labelSelector=prober.io%2Frun%3Dr1".to_string(),
             "DELETE /apis/apps/v1/namespaces/prober-system/daemonsets/probe-pod-r1?".to_string(),
             "DELETE /apis/apps/v1/namespaces/prober-system/daemonsets/probe-host-r1?".to_string(),
             "DELETE /api/v1/namespaces/prober-system/serviceaccounts/prober-agent-r1?".to_string(),
+            runs.to_string(),
             "DELETE /api/v1/namespaces/prober-system?".to_string(),
         ];
         assert_eq!(reqs, want, "{reqs:#?}");
         // The watches, from the lists' versions (their timeouts follow the clock).
         assert!(
-            reqs[7].starts_with("GET /api/v1/namespaces/prober-system/pods?&watch=true&")
-                && reqs[7]
+            reqs[9].starts_with("GET /api/v1/namespaces/prober-system/pods?&watch=true&")
+                && reqs[9]
                     .ends_with("prober.io%2Frun%3Dr1&allowWatchBookmarks=true&resourceVersion=10"),
             "{}",
-            reqs[7]
+            reqs[9]
         );
         assert!(
-            reqs[8].starts_with("GET /api/v1/namespaces/prober-system/events?&watch=true&")
-                && reqs[8]
-                    .ends_with("reason%3DFailedCreate&allowWatchBookmarks=true&resourceVersion=5"),
+            reqs[10].starts_with("GET /api/v1/namespaces/prober-system/events?&watch=true&")
+                && reqs[10].ends_with("type%3DWarning&allowWatchBookmarks=true&resourceVersion=5"),
             "{}",
-            reqs[8]
+            reqs[10]
         );
         // Only the two DaemonSets matrix creates; nothing that names or selects the candidate.
         let names: Vec<&Value> = seen

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{agent, netns_available, prober, root, text};
+use common::{agent, netns_available, prober, require_tool, root, text};
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -21,22 +21,10 @@ use prober::report::Report;
 use prober::report::remembered::{self, Remembered};
 use serde_json::{Value, json};
 
-/// An external tool, or `None` after one SKIP line; with `PROBER_REQUIRE_TOOLS` set a missing
-/// tool fails the test instead (`scripts/install-sched-test-deps` installs them).
+/// An external tool, or `None` after one SKIP line (`scripts/install-sched-test-deps` installs
+/// them; a missing one fails under `PROBER_REQUIRE_TOOLS`).
 fn tool(name: &str) -> Option<PathBuf> {
-    let found = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|d| d.join(name))
-            .find(|p| p.is_file())
-    });
-    if found.is_none() {
-        assert!(
-            std::env::var_os("PROBER_REQUIRE_TOOLS").is_none(),
-            "PROBER_REQUIRE_TOOLS is set but {name} is not installed (scripts/install-sched-test-deps)"
-        );
-        eprintln!("SKIP: {name} is not installed (scripts/install-sched-test-deps installs it)");
-    }
-    found
+    require_tool(name, "scripts/install-sched-test-deps")
 }
 
 fn tmp(prefix: &str) -> tempfile::TempDir {
@@ -226,9 +214,9 @@ async fn first_run_announces_what_it_found_and_creates_the_memory() {
         handle,
         vec![
             (Method::GET, CM, 404, not_found("prober-last-report")),
-            (Method::POST, EVENTS, 201, json!("echo")),
             (Method::PUT, CM_PUT, 404, not_found("prober-last-report")),
             (Method::POST, CMS, 201, json!("echo")),
+            (Method::POST, EVENTS, 201, json!("echo")),
         ],
     ));
     let previous = remembered::recall(&client, "prober-system").await.unwrap();
@@ -241,24 +229,71 @@ async fn first_run_announces_what_it_found_and_creates_the_memory() {
     let bodies = server.await.unwrap();
     assert!(changes.first_run);
     assert_eq!((changes.new, changes.new_errors, changes.events), (1, 1, 1));
-    let event = &bodies[1];
+    let event = &bodies[3];
     assert_eq!(event["reason"], "FirewallGap");
     assert_eq!(event["type"], "Warning");
-    assert_eq!(event["involvedObject"]["kind"], "Namespace");
-    assert_eq!(event["involvedObject"]["name"], "prober-system");
+    assert_legacy_namespace_rule(event);
+    assert_eq!(event["involvedObject"]["kind"], "ConfigMap");
+    assert_eq!(event["involvedObject"]["name"], "prober-last-report");
     assert!(event["message"].as_str().unwrap().contains("udp/8472"));
     // The same ConfigMap is tried for replacement, then created.
-    assert_eq!(bodies[2], bodies[3]);
-    assert_eq!(bodies[3]["metadata"]["name"], "prober-last-report");
-    let kept = stored(&bodies[3]);
+    assert_eq!(bodies[1], bodies[2]);
+    assert_eq!(bodies[2]["metadata"]["name"], "prober-last-report");
+    let kept = stored(&bodies[2]);
     assert_eq!(kept.findings.len(), 1);
     assert_eq!(kept.findings[0].port, Some(8472));
     assert_eq!(kept.finished, 1_700_000_000);
     assert!(
-        bodies[3]["data"]["summary.json"]
+        bodies[2]["data"]["summary.json"]
             .as_str()
             .unwrap()
             .contains("\"exitCode\": 1")
+    );
+}
+
+/// `legacyValidateEvent` (kubernetes/kubernetes `pkg/apis/core/validation/events.go`): a
+/// core/v1 event without `eventTime` about an object without a namespace may only be in "" or
+/// "default"; otherwise its namespace must be its involved object's. The API server answers
+/// 422 to anything else.
+fn assert_legacy_namespace_rule(event: &Value) {
+    assert!(event.get("eventTime").is_none_or(Value::is_null));
+    let ns = event["metadata"]["namespace"].as_str().unwrap_or_default();
+    match event["involvedObject"]["namespace"]
+        .as_str()
+        .unwrap_or_default()
+    {
+        "" => assert!(ns.is_empty() || ns == "default", "422: {event}"),
+        involved => assert_eq!(ns, involved, "422: {event}"),
+    }
+}
+
+#[tokio::test]
+async fn refused_events_are_a_warning_and_the_run_is_remembered_all_the_same() {
+    let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let client = kube::Client::new(service, "default");
+    let invalid = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": "Event \"prober-x\" is invalid: involvedObject.namespace: Invalid value: \"\": does not match event.namespace",
+        "reason": "Invalid", "code": 422});
+    let server = tokio::spawn(serve(
+        handle,
+        vec![
+            (Method::PUT, CM_PUT, 404, not_found("prober-last-report")),
+            (Method::POST, CMS, 201, json!("echo")),
+            (Method::POST, EVENTS, 422, invalid),
+        ],
+    ));
+    let broken = report(&synthetic(3, Some("n3")));
+    let changes = remembered::remember(&client, "prober-system", None, &broken, 5)
+        .await
+        .expect("the memory is written although the Events were refused");
+    drop(client);
+    let bodies = server.await.unwrap();
+    assert_eq!(stored(&bodies[1]).finished, 5, "remembered");
+    assert_eq!(changes.events, 0);
+    let why = changes.events_error.expect("the refusal is said");
+    assert!(
+        why.contains("FirewallGap") && why.contains("does not match"),
+        "{why}"
     );
 }
 
@@ -282,8 +317,8 @@ async fn next_run_diffs_against_the_memory_and_announces_the_resolution() {
         handle,
         vec![
             (Method::GET, CM, 200, cm),
-            (Method::POST, EVENTS, 201, json!("echo")),
             (Method::PUT, CM_PUT, 200, json!("echo")),
+            (Method::POST, EVENTS, 201, json!("echo")),
         ],
     ));
     let previous = remembered::recall(&client, "prober-system")
@@ -312,9 +347,9 @@ async fn next_run_diffs_against_the_memory_and_announces_the_resolution() {
         ),
         (false, 0, 1, 1)
     );
-    assert_eq!(bodies[1]["reason"], "FirewallGapResolved");
-    assert_eq!(bodies[1]["type"], "Normal");
-    let kept = stored(&bodies[2]);
+    assert_eq!(bodies[2]["reason"], "FirewallGapResolved");
+    assert_eq!(bodies[2]["type"], "Normal");
+    let kept = stored(&bodies[1]);
     assert!(kept.findings.is_empty());
     assert_eq!(kept.finished, 1_700_000_900);
 }
@@ -344,6 +379,94 @@ async fn an_unchanged_run_emits_nothing_and_the_memory_stays_bounded() {
     assert!(
         size < 64 * 1024,
         "the ConfigMap for 120 nodes is {size} bytes"
+    );
+}
+
+#[tokio::test]
+async fn a_gap_that_grew_with_the_cluster_persists_and_is_never_resolved() {
+    // Remembered: 3 nodes, n3 cut off. Today: 20 nodes, the same gap now reaching n4..n20.
+    let three = report(&synthetic(3, Some("n3")));
+    let cm = remembered_configmap(&three, 1);
+    let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let client = kube::Client::new(service, "default");
+    let server = tokio::spawn(serve(
+        handle,
+        vec![
+            (Method::GET, CM, 200, cm),
+            (Method::POST, EVENTS, 201, json!("echo")),
+            (Method::PUT, CM_PUT, 200, json!("echo")),
+        ],
+    ));
+    let previous = remembered::recall(&client, "prober-system").await.unwrap();
+    let twenty = report(&synthetic(20, Some("n3")));
+    let changes = remembered::remember(&client, "prober-system", previous.as_ref(), &twenty, 2)
+        .await
+        .unwrap();
+    drop(client);
+    let bodies = server.await.unwrap();
+    assert_eq!(
+        (changes.new, changes.resolved, changes.persisting),
+        (0, 0, 1)
+    );
+    // One warning that it spread; no "...Resolved" for a problem still there.
+    assert_eq!(bodies[1]["reason"], "FirewallGapSpread");
+    assert_eq!(bodies[1]["type"], "Warning");
+    assert!(
+        bodies[1]["message"]
+            .as_str()
+            .unwrap()
+            .contains("now also n4"),
+        "{}",
+        bodies[1]
+    );
+}
+
+#[tokio::test]
+async fn an_interrupted_scheduled_run_neither_announces_nor_replaces_the_memory() {
+    let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let client = kube::Client::new(service, "default");
+    // Not one request: no Event, no ConfigMap written.
+    let server = tokio::spawn(serve(handle, vec![]));
+    let broken = report(&synthetic(3, Some("n3")));
+    let previous = Remembered::of(&broken, 1);
+    let mut cut = synthetic(3, None);
+    cut["summary"]["interrupted"] = json!(true);
+    cut["summary"]["exitCode"] = json!(130);
+    let err = remembered::remember(&client, "prober-system", Some(&previous), &report(&cut), 2)
+        .await
+        .expect_err("an interrupted run is not remembered");
+    assert!(err.to_string().contains("interrupted"), "{err}");
+    drop(client);
+    assert!(server.await.unwrap().is_empty());
+}
+
+#[test]
+fn diff_of_a_grown_cluster_keeps_the_gap_persisting() {
+    let dir = tmp("prober-diff-grown-");
+    let three = write_report(dir.path(), "three.json", &synthetic(3, Some("n3")));
+    let twenty = write_report(dir.path(), "twenty.json", &synthetic(20, Some("n3")));
+    let out = run(&[
+        "diff",
+        three.to_str().unwrap(),
+        twenty.to_str().unwrap(),
+        "-o",
+        "json",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["new"], json!([]), "{v}");
+    assert_eq!(v["resolved"], json!([]), "{v}");
+    assert_eq!(v["persisting"][0]["kind"], "firewall-gap");
+    assert_eq!(v["persisting"][0]["nowAlso"][0], "n4");
+    let table = run(&["diff", three.to_str().unwrap(), twenty.to_str().unwrap()]);
+    let table = String::from_utf8_lossy(&table.stdout);
+    assert!(
+        table.contains("new (0):\nresolved (0):\npersisting (1):"),
+        "{table}"
+    );
+    assert!(
+        table.contains("(now also n4, n5, n6, n7, n8 and 12 more)"),
+        "{table}"
     );
 }
 
@@ -728,7 +851,7 @@ fn lab_report(scenario: &str, name: &str, dir: &Path) -> PathBuf {
     let out = Command::new(prober())
         .args(["lab", "run", "--scenario"])
         .arg(root().join(scenario))
-        .args(["--name", name, "--state-dir"])
+        .args(["--name", &common::lab_name(name), "--state-dir"])
         .arg(dir.join("state"))
         .arg("--agent-bin")
         .arg(agent())
@@ -747,8 +870,8 @@ fn lab_reports_diff_export_and_render() {
         return;
     }
     let dir = tmp("prober-sched-lab-");
-    let healthy = lab_report("tests/scenarios/healthy.yaml", "tsh", dir.path());
-    let broken = lab_report("tests/scenarios/flannel-8472.yaml", "tsb", dir.path());
+    let healthy = lab_report("tests/scenarios/healthy.yaml", "sh", dir.path());
+    let broken = lab_report("tests/scenarios/flannel-8472.yaml", "sb", dir.path());
     check_diff(&healthy, &broken);
     if let Some(promtool) = tool("promtool") {
         for r in [&healthy, &broken] {

@@ -1,4 +1,5 @@
-//! Test hosts in network namespaces. Every namespace carries the `ppt-` prefix plus this test
+//! Test hosts in network namespaces. Every namespace carries the `ppt-` prefix, the run's tag
+//! (`PROBER_TEST_RUN`, set by `scripts/test`, which removes its own leftovers by it) and this test
 //! process's id, and is deleted (after its processes are killed) when the guard drops — on pass,
 //! failure or panic. Nothing is ever added to the root namespace.
 
@@ -15,8 +16,19 @@ use probe_pod::proto::ProbeResult;
 
 pub mod tls_server;
 
-/// Prefix of every namespace these tests create; `.ci/cleanup-test-netns` removes leftovers.
+/// Prefix of every namespace these tests create; a run's own leftovers start with
+/// `ppt-$PROBER_TEST_RUN-` (`scripts/cleanup-netns`).
 pub const PREFIX: &str = "ppt-";
+
+/// `ppt-RUN-` under `scripts/test`, else `ppt-`: the run's tag is letters and digits only.
+fn prefix() -> String {
+    match std::env::var("PROBER_TEST_RUN") {
+        Ok(run) if !run.is_empty() && run.bytes().all(|b| b.is_ascii_alphanumeric()) => {
+            format!("{PREFIX}{run}-")
+        }
+        _ => PREFIX.to_string(),
+    }
+}
 
 static COUNTER: AtomicUsize = AtomicUsize::new(0);
 
@@ -67,7 +79,7 @@ impl Ns {
             "this test builds network namespaces: start it with `if !common::require_root() {{ return; }}`"
         );
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let name = format!("{PREFIX}{}-{n}-{tag}", std::process::id());
+        let name = format!("{}{}-{n}-{tag}", prefix(), std::process::id());
         cmd_ok(Command::new("ip").args(["netns", "add", &name]));
         let ns = Self {
             name,

@@ -76,9 +76,13 @@ pub struct RunArgs {
 pub struct DownArgs {
     /// Lab names (as printed by `lab up` and `lab status`).
     pub names: Vec<String>,
-    /// Remove every lab on this machine, including leftovers of crashed runs.
+    /// Remove every lab on this machine, including leftovers of crashed runs and other
+    /// people's labs: it first lists each lab it removes.
     #[arg(long)]
     pub all: bool,
+    /// Only list the labs that would be removed; remove nothing.
+    #[arg(long, env = "PROBER_DRY_RUN")]
+    pub dry_run: bool,
     #[command(flatten)]
     pub common: CommonArgs,
 }
@@ -196,10 +200,22 @@ async fn run_scenario(args: &RunArgs) -> Result<u8, CliError> {
             .map(|l| prober::report::wrap(l, width, 7) + "\n")
             .collect()
     };
-    out!(
-        "{}",
-        fit(&format!("scenario {}: {}", s.name, s.description.trim()))
-    )?;
+    // With a machine format (-o json, junit, prometheus, html) stdout carries the report alone,
+    // for `| jq`, promtool or a browser; the scenario and its checks go to stderr.
+    let report_only = !matches!(args.out.output, super::args::Output::Table);
+    let say = |text: &str| -> Result<(), CliError> {
+        if report_only {
+            eprint!("{text}");
+            Ok(())
+        } else {
+            out!("{text}")
+        }
+    };
+    say(&fit(&format!(
+        "scenario {}: {}",
+        s.name,
+        s.description.trim()
+    )))?;
     let inv = lab::build::inventory(&s, &lab.layout);
     let agent_bin = lab.agent_bin.display().to_string();
     let probe = ProbeArgs::with_agent(agent_bin.clone(), args.save.clone());
@@ -214,11 +230,11 @@ async fn run_scenario(args: &RunArgs) -> Result<u8, CliError> {
         Ok(r) => out!("{}", args.out.render(r))?,
         Err(e) => eprintln!("prober lab run: matrix: {e}"),
     }
-    outln!("\nexpectations:")?;
+    say("\nexpectations:\n")?;
     eprintln!("checking the scenario's reachability expectations...");
     let checked = check::run(&lab).await;
     let (report, reach_ok) = check::render(&checked);
-    out!("{}", fit(&report))?;
+    say(&fit(&report))?;
     // A join also checks its exit code, and that nothing unexpected was found.
     let expected =
         s.expect.findings.len() + s.expect.not_findings.len() + usize::from(join.is_some());
@@ -232,12 +248,18 @@ async fn run_scenario(args: &RunArgs) -> Result<u8, CliError> {
         Err(_) => ("FAIL the matrix did not run\n".to_string(), expected.max(1)),
     };
     let found_ok = found_failed == 0;
-    out!("{}", fit(&found_text))?;
+    say(&fit(&found_text))?;
     let total = checked.len() + expected.max(found_failed);
     let failed = checked.iter().filter(|c| !c.pass).count() + found_failed;
-    outln!("{} passed, {failed} failed", total.saturating_sub(failed))?;
+    say(&format!(
+        "{} passed, {failed} failed\n",
+        total.saturating_sub(failed)
+    ))?;
     if args.keep {
-        outln!("lab kept: prober lab down {}", name_of(&lab.detach()))?;
+        say(&format!(
+            "lab kept: prober lab down {}\n",
+            name_of(&lab.detach())
+        ))?;
     } else {
         // Teardown takes seconds: say so rather than sit silent after the verdict.
         let name = name_of(&lab.layout);
@@ -266,11 +288,34 @@ fn down(args: &DownArgs) -> Result<u8, CliError> {
         .iter()
         .filter(|n| !labs.iter().any(|l| &l.name == *n))
         .collect();
-    let mut failed = Vec::new();
-    for l in labs
+    let chosen: Vec<&lab::LabSummary> = labs
         .iter()
         .filter(|l| args.all || args.names.contains(&l.name))
-    {
+        .collect();
+    if args.all || args.dry_run {
+        // Said before anything is removed: --all reaches every lab on the machine.
+        let verb = if args.dry_run {
+            "would remove"
+        } else {
+            "removing"
+        };
+        outln!(
+            "{verb} {} lab{}:",
+            chosen.len(),
+            if chosen.len() == 1 { "" } else { "s" }
+        )?;
+        for l in &chosen {
+            outln!(
+                "  {} ({} nodes, {} namespaces {}*)",
+                l.name,
+                l.nodes,
+                l.namespaces,
+                lab::prefix_of(&l.name)
+            )?;
+        }
+    }
+    let mut failed = Vec::new();
+    for l in chosen.into_iter().filter(|_| !args.dry_run) {
         let state = l.state_dir.clone().unwrap_or_else(|| {
             args.common
                 .state_dir
@@ -283,8 +328,10 @@ fn down(args: &DownArgs) -> Result<u8, CliError> {
     }
     if !unknown.is_empty() {
         let known: Vec<&str> = labs.iter().map(|l| l.name.as_str()).collect();
+        let unknown: Vec<&str> = unknown.iter().map(|n| n.as_str()).collect();
         failed.push(format!(
-            "no lab named {unknown:?} (labs here: {})",
+            "no lab named {} (labs here: {})",
+            unknown.join(", "),
             if known.is_empty() {
                 "none".to_string()
             } else {

@@ -8,7 +8,7 @@ use prober::inventory::Inventory;
 use prober::model::AgentStatus;
 use prober::report::Report;
 use prober::report::remembered::Changes;
-use prober::run::{Progress, RunConfig};
+use prober::run::{Phase, Progress, RunConfig};
 use prober::runtime::Runtime;
 use prober::runtime::kube::{deploy, exec::KubeExec};
 use prober::runtime::local::Local;
@@ -73,7 +73,7 @@ impl Bar {
         let bar = indicatif::ProgressBar::new(0);
         bar.set_style(
             indicatif::ProgressStyle::with_template(
-                "{spinner} probing {pos}/{len} [{bar:40}] {elapsed}",
+                "{spinner} {msg} {pos}/{len} [{bar:40}] {elapsed}",
             )
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
         );
@@ -82,9 +82,13 @@ impl Bar {
     }
 }
 
+/// Each phase has a bar of its own: the probes planned, then each retry round's probes, then
+/// the receivers asked, so the bar never sits full while work goes on.
 impl Progress for Bar {
-    fn planned(&self, probes: u64) {
-        self.0.set_length(probes);
+    fn phase(&self, phase: Phase, steps: u64) {
+        self.0.set_message(phase.to_string());
+        self.0.set_length(steps);
+        self.0.set_position(0);
     }
     fn done(&self, probes: u64) {
         self.0.inc(probes);
@@ -180,6 +184,8 @@ pub async fn run_matrix<R: Runtime + 'static>(
 /// failed apply, SIGINT and SIGTERM).
 async fn kube_matrix(args: &Args) -> Result<(Report, u64, Option<Changes>), CliError> {
     let env = |e: &dyn std::fmt::Display| CliError::Environment(e.to_string());
+    // Before anything is created: a Ctrl-C from here on is caught and cleans up.
+    let interrupts = signals::Interrupts::install();
     let found = args.kube.discover("prober matrix").await?;
     let (client, mut inv) = (found.client, found.inventory);
     let session = args.agents.session("2h", signals::GRACE);
@@ -195,7 +201,7 @@ async fn kube_matrix(args: &Args) -> Result<(Report, u64, Option<Changes>), CliE
         &mut inv,
         &mut |n| eprintln!("prober matrix: {n}"),
         &progress,
-        signals::interrupted,
+        || interrupts.wait(),
         async |inv: &Inventory, agents: deploy::session::Agents| {
             let runtime = Arc::new(KubeExec::new(
                 client.clone(),

@@ -1,14 +1,14 @@
-//! Pure: two diagnoses -> what is new, what was resolved, what persists. Findings are matched by
-//! kind and subject (what is blocked, between which nodes, which state), never by result ids,
-//! summary wording or evidence, which change from run to run for the same fault.
+//! Pure: two diagnoses -> what is new, what was resolved, what persists. A finding is matched by
+//! its cause (kind, protocol, port, where the packets die, its state or components), never by
+//! its node list, result ids, summary wording or evidence, which change from run to run for the
+//! same fault: a gap that now also blocks a fourth node is the same gap, persisting.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
 use serde::Serialize;
-use serde_json::Value;
 
-use crate::diagnose::{Finding, Severity};
+use crate::diagnose::{Finding, Kind, Severity, Where};
 use crate::runtime::kube::events::Notice;
 
 use super::{EXIT_FAILURES, EXIT_OK};
@@ -20,54 +20,111 @@ pub struct Diff {
     pub new: Vec<Finding>,
     /// In the old diagnosis only.
     pub resolved: Vec<Finding>,
-    /// In both (as the new diagnosis words them).
-    pub persisting: Vec<Finding>,
+    /// In both (as the new diagnosis words them), with the nodes it gained or lost.
+    pub persisting: Vec<Persisting>,
 }
 
-/// The fields that say what a finding is about. Lists are sets: the same gap found from
-/// `[n1, n2]` one run and `[n2, n1]` the next is the same gap. `where` is left out: it says
-/// where a packet died, which is how the fault was seen rather than which fault it is.
-const SUBJECT: [&str; 10] = [
-    "kind",
-    "severity",
-    "protocol",
-    "port",
-    "from",
-    "to",
-    "direction",
-    "state",
-    "nodes",
-    "components",
-];
+/// A finding in both diagnoses: today's words, and how its nodes changed.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Persisting {
+    #[serde(flatten)]
+    pub finding: Finding,
+    /// Nodes it names now and did not before.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub now_also: Vec<String>,
+    /// Nodes it named before and does not now.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub no_longer: Vec<String>,
+}
 
-/// A finding's kind and subject as one comparable value. Read from the finding's JSON so that it
-/// holds for reports saved by any version that writes the same schema.
-fn subject(f: &Finding) -> String {
-    let Ok(Value::Object(json)) = serde_json::to_value(f) else {
-        return String::new();
-    };
-    let mut key = serde_json::Map::new();
-    for field in SUBJECT {
-        let v = match json.get(field) {
-            None | Some(Value::Null) => continue,
-            Some(Value::Array(a)) if a.is_empty() => continue,
-            Some(Value::Array(a)) => {
-                let set: BTreeSet<String> = a.iter().map(Value::to_string).collect();
-                Value::Array(set.into_iter().map(Value::String).collect())
-            }
-            Some(v) => v.clone(),
-        };
-        key.insert(field.to_string(), v);
+impl From<Finding> for Persisting {
+    fn from(finding: Finding) -> Self {
+        Self {
+            finding,
+            now_also: Vec::new(),
+            no_longer: Vec::new(),
+        }
     }
-    Value::Object(key).to_string()
 }
 
-/// A finding's kind and subject in a few bytes: its kind, then the first 64 bits of the SHA-256
-/// of its subject. What the scheduled mode's memory keeps of a finding whose body it had to
-/// drop, so that the next run does not announce it as new again.
+/// Kinds whose cause sits on the nodes they name (a token file, a kubelet's config, a node
+/// that is down): the same kind on other nodes is another problem.
+fn on_its_nodes(kind: Kind) -> bool {
+    matches!(
+        kind,
+        Kind::Credential
+            | Kind::Misconfiguration
+            | Kind::AgentMissing
+            | Kind::Partition
+            | Kind::NotListening
+            | Kind::PortConflict
+            | Kind::ProberPort
+    )
+}
+
+/// A finding's cause as one comparable value: what is wrong, not which nodes it touches.
+fn cause(f: &Finding) -> String {
+    let components: BTreeSet<&str> = f.components.iter().map(String::as_str).collect();
+    format!(
+        "{:?}|{:?}|{:?}|{:?}|{:?}|{components:?}",
+        f.kind, f.severity, f.protocol, f.port, f.state
+    )
+}
+
+/// Where the packets died, by place (the network, or hosts' own firewalls), not by host; empty
+/// when no receipt said.
+fn places(f: &Finding) -> BTreeSet<&'static str> {
+    f.where_
+        .iter()
+        .map(|w| match w {
+            Where::Network => "network",
+            Where::Host(_) => "host",
+        })
+        .collect()
+}
+
+/// Every node a finding names.
+fn nodes(f: &Finding) -> BTreeSet<&str> {
+    f.from
+        .iter()
+        .chain(&f.to)
+        .chain(&f.nodes)
+        .map(String::as_str)
+        .collect()
+}
+
+/// The nodes that locate a finding's cause, when they do: the nodes of a kind that sits on its
+/// nodes, the hosts whose own firewalls dropped the packets. Two findings of one cause are the
+/// same only if these overlap.
+fn anchors(f: &Finding) -> BTreeSet<&str> {
+    if on_its_nodes(f.kind) {
+        return nodes(f);
+    }
+    f.where_
+        .iter()
+        .filter_map(|w| match w {
+            Where::Host(h) => Some(h.as_str()),
+            Where::Network => None,
+        })
+        .collect()
+}
+
+/// A finding's cause in a few bytes: its kind, then the first 64 bits of the SHA-256 of its
+/// cause (with its anchoring nodes, when it has any). What the scheduled mode's memory keeps of a
+/// finding whose body it had to drop, so that the next run does not announce it as new again.
 #[must_use]
 pub fn key(f: &Finding) -> String {
-    let digest = ring::digest::digest(&ring::digest::SHA256, subject(f).as_bytes());
+    let mut text = cause(f);
+    for p in places(f) {
+        text.push('|');
+        text.push_str(p);
+    }
+    for n in anchors(f) {
+        text.push('|');
+        text.push_str(n);
+    }
+    let digest = ring::digest::digest(&ring::digest::SHA256, text.as_bytes());
     let mut out = crate::report::kebab(f.kind);
     out.push(':');
     for b in &digest.as_ref()[..8] {
@@ -76,42 +133,106 @@ pub fn key(f: &Finding) -> String {
     out
 }
 
-/// Compares two diagnoses. Findings with the same subject pair up one to one, in order, so two
-/// unexplained findings yesterday and one today leave one resolved.
+/// Whether `old` and `new`, of one cause, are the same finding: the packets died in the same
+/// place (a run without receipts says no place, and matches either), and anchored findings
+/// share a node.
+fn same(old: &Finding, new: &Finding) -> bool {
+    let (p, q) = (places(old), places(new));
+    let (a, b) = (anchors(old), anchors(new));
+    (p.is_empty() || q.is_empty() || p == q) && (a.is_empty() || b.is_empty() || !a.is_disjoint(&b))
+}
+
+/// Compares two diagnoses. Findings of one cause pair up one to one, those sharing the most
+/// nodes first, then in order, so two unexplained findings yesterday and one today leave one
+/// resolved.
 #[must_use]
 pub fn diff(old: &[Finding], new: &[Finding]) -> Diff {
-    let mut unmatched: BTreeMap<String, Vec<&Finding>> = BTreeMap::new();
-    for f in old {
-        unmatched.entry(subject(f)).or_default().push(f);
+    let old_causes: Vec<String> = old.iter().map(cause).collect();
+    let new_causes: Vec<String> = new.iter().map(cause).collect();
+    // Every candidate pair, most shared nodes first, then in order.
+    let mut pairs: Vec<(usize, usize, usize)> = Vec::new();
+    for (j, n) in new.iter().enumerate() {
+        let names = nodes(n);
+        for (i, o) in old.iter().enumerate() {
+            if old_causes[i] == new_causes[j] && same(o, n) {
+                let shared = nodes(o).intersection(&names).count();
+                pairs.push((shared, i, j));
+            }
+        }
     }
-    // Reverse so that `pop` takes the first of each subject.
-    for list in unmatched.values_mut() {
-        list.reverse();
+    pairs.sort_by(|a, b| b.0.cmp(&a.0).then((a.1, a.2).cmp(&(b.1, b.2))));
+    let mut old_of: Vec<Option<usize>> = vec![None; new.len()];
+    let mut taken = vec![false; old.len()];
+    for (_, i, j) in pairs {
+        if !taken[i] && old_of[j].is_none() {
+            taken[i] = true;
+            old_of[j] = Some(i);
+        }
     }
     let mut out = Diff::default();
-    for f in new {
-        match unmatched.get_mut(&subject(f)).and_then(Vec::pop) {
-            Some(_) => out.persisting.push(f.clone()),
+    for (j, f) in new.iter().enumerate() {
+        match old_of[j] {
+            Some(i) => {
+                let (was, is) = (nodes(&old[i]), nodes(f));
+                let in_order = |set: std::collections::btree_set::Difference<'_, &str>| {
+                    let mut v: Vec<String> = set.map(ToString::to_string).collect();
+                    v.sort_by_key(|n| natural(n));
+                    v
+                };
+                out.persisting.push(Persisting {
+                    finding: f.clone(),
+                    now_also: in_order(is.difference(&was)),
+                    no_longer: in_order(was.difference(&is)),
+                });
+            }
             None => out.new.push(f.clone()),
         }
     }
     // Resolved in the old diagnosis's order.
-    let mut left: BTreeMap<String, usize> = unmatched
-        .into_iter()
-        .map(|(k, list)| (k, list.len()))
+    out.resolved = old
+        .iter()
+        .zip(taken)
+        .filter(|(_, t)| !t)
+        .map(|(f, _)| f.clone())
         .collect();
-    let mut resolved_rev = Vec::new();
-    for f in old.iter().rev() {
-        if let Some(n) = left.get_mut(&subject(f))
-            && *n > 0
-        {
-            *n -= 1;
-            resolved_rev.push(f.clone());
-        }
-    }
-    resolved_rev.reverse();
-    out.resolved = resolved_rev;
     out
+}
+
+/// Node names in a line: the first few, then how many more.
+fn some_nodes(names: &[String]) -> String {
+    const SHOWN: usize = 5;
+    let mut out = names
+        .iter()
+        .take(SHOWN)
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .join(", ");
+    if names.len() > SHOWN {
+        let _ = write!(out, " and {} more", names.len() - SHOWN);
+    }
+    out
+}
+
+/// A sort key that puts `n2` before `n10`.
+fn natural(s: &str) -> (String, u64, String) {
+    let digits = s.len() - s.trim_end_matches(|c: char| c.is_ascii_digit()).len();
+    let (stem, num) = s.split_at(s.len() - digits);
+    (stem.to_string(), num.parse().unwrap_or(0), s.to_string())
+}
+
+impl Persisting {
+    /// How its nodes changed, in words: `now also n4; no longer n2`, or nothing.
+    #[must_use]
+    pub fn change(&self) -> String {
+        let mut parts = Vec::new();
+        if !self.now_also.is_empty() {
+            parts.push(format!("now also {}", some_nodes(&self.now_also)));
+        }
+        if !self.no_longer.is_empty() {
+            parts.push(format!("no longer {}", some_nodes(&self.no_longer)));
+        }
+        parts.join("; ")
+    }
 }
 
 impl Diff {
@@ -135,27 +256,35 @@ impl Diff {
     #[must_use]
     pub fn table(&self) -> String {
         let mut out = String::new();
-        for (name, list) in [
-            ("new", &self.new),
-            ("resolved", &self.resolved),
-            ("persisting", &self.persisting),
-        ] {
+        let line = |out: &mut String, f: &Finding, change: &str| {
+            let _ = write!(
+                out,
+                "  [{}] {}: {}",
+                severity(f.severity),
+                kind(f),
+                f.summary
+            );
+            if !change.is_empty() {
+                let _ = write!(out, " ({change})");
+            }
+            out.push('\n');
+        };
+        for (name, list) in [("new", &self.new), ("resolved", &self.resolved)] {
             let _ = writeln!(out, "{name} ({}):", list.len());
             for f in list {
-                let _ = writeln!(
-                    out,
-                    "  [{}] {}: {}",
-                    severity(f.severity),
-                    kind(f),
-                    f.summary
-                );
+                line(&mut out, f, "");
             }
+        }
+        let _ = writeln!(out, "persisting ({}):", self.persisting.len());
+        for p in &self.persisting {
+            line(&mut out, &p.finding, &p.change());
         }
         out
     }
 
     /// One Kubernetes Event per change: a warning for each new finding, a normal event for each
-    /// resolved one. Persisting findings were announced when they appeared.
+    /// resolved one, a warning for a persisting one that reached more nodes. Persisting findings
+    /// were otherwise announced when they appeared.
     #[must_use]
     pub fn notices(&self) -> Vec<Notice> {
         let mut out: Vec<Notice> = self
@@ -172,6 +301,22 @@ impl Diff {
             message: format!("resolved: {}", f.summary),
             warning: false,
         }));
+        // A problem that reached more nodes is news, though not a new problem.
+        out.extend(
+            self.persisting
+                .iter()
+                .filter(|p| !p.now_also.is_empty())
+                .map(|p| Notice {
+                    reason: format!("{}Spread", reason(&p.finding)),
+                    message: format!(
+                        "{}: {} ({})",
+                        severity(p.finding.severity),
+                        p.finding.summary,
+                        p.change()
+                    ),
+                    warning: true,
+                }),
+        );
         out
     }
 }
@@ -219,6 +364,7 @@ mod tests {
     use super::*;
     use crate::diagnose::Kind;
     use crate::model::Direction;
+    use serde_json::Value;
 
     fn gap(port: u16, from: &[&str], to: &[&str]) -> Finding {
         let mut f = Finding::new(Kind::FirewallGap, Severity::Error, format!("udp/{port}"));
@@ -227,6 +373,16 @@ mod tests {
         f.from = from.iter().map(ToString::to_string).collect();
         f.to = to.iter().map(ToString::to_string).collect();
         f.direction = Some(Direction::Both);
+        f
+    }
+
+    fn in_network(mut f: Finding) -> Finding {
+        f.where_ = vec![crate::diagnose::Where::Network];
+        f
+    }
+
+    fn at_host(mut f: Finding, host: &str) -> Finding {
+        f.where_ = vec![crate::diagnose::Where::Host(host.into())];
         f
     }
 
@@ -244,6 +400,27 @@ mod tests {
         f
     }
 
+    /// (case, old, new, want new, want resolved, want persisting)
+    type Row = (
+        &'static str,
+        Vec<Finding>,
+        Vec<Finding>,
+        usize,
+        usize,
+        usize,
+    );
+
+    fn check(cases: Vec<Row>) {
+        for (case, old, new, n, r, p) in cases {
+            let d = diff(&old, &new);
+            assert_eq!(
+                (d.new.len(), d.resolved.len(), d.persisting.len()),
+                (n, r, p),
+                "{case}: {d:?}"
+            );
+        }
+    }
+
     fn kinds(list: &[Finding]) -> Vec<(Kind, Option<u16>, Option<crate::diagnose::State>)> {
         list.iter()
             .map(|f| (f.kind, f.port, f.state.clone()))
@@ -252,20 +429,11 @@ mod tests {
 
     #[test]
     fn matches_by_kind_and_subject() {
-        // (case, old, new, want new, want resolved, want persisting)
-        type Row = (
-            &'static str,
-            Vec<Finding>,
-            Vec<Finding>,
-            usize,
-            usize,
-            usize,
-        );
         let mut reworded = gap(8472, &["n3"], &["n1", "n2"]);
         reworded.summary = "a different summary".into();
         reworded.evidence = vec!["overlay:n1/host->n3/host:udp/8472".into()];
         reworded.consequences = vec!["x".into()];
-        reworded.where_ = vec![crate::diagnose::Where::Host("n3".into())];
+        reworded.where_ = vec![crate::diagnose::Where::Network];
         let cases: Vec<Row> = vec![
             ("nothing", vec![], vec![], 0, 0, 0),
             (
@@ -312,9 +480,9 @@ mod tests {
                 "the gap spread to another node",
                 vec![gap(8472, &["n3"], &["n1", "n2"])],
                 vec![gap(8472, &["n3", "n4"], &["n1", "n2"])],
-                1,
-                1,
                 0,
+                0,
+                1,
             ),
             (
                 "a latent cycle turned active",
@@ -344,14 +512,46 @@ mod tests {
                 1,
             ),
         ];
-        for (case, old, new, n, r, p) in cases {
-            let d = diff(&old, &new);
-            assert_eq!(
-                (d.new.len(), d.resolved.len(), d.persisting.len()),
-                (n, r, p),
-                "{case}: {d:?}"
-            );
-        }
+        check(cases);
+    }
+
+    #[test]
+    fn matches_by_cause_not_by_node_list() {
+        let cases: Vec<Row> = vec![
+            (
+                "the same network gap on other nodes is the same cause",
+                vec![gap(8472, &["n3"], &["n1"])],
+                vec![gap(8472, &["n7"], &["n1"])],
+                0,
+                0,
+                1,
+            ),
+            (
+                "a host's own firewall on another host is another cause",
+                vec![at_host(gap(8472, &["n1"], &["n3"]), "n3")],
+                vec![at_host(gap(8472, &["n1"], &["n7"]), "n7")],
+                1,
+                1,
+                0,
+            ),
+            (
+                "a network gap is not a host's firewall",
+                vec![in_network(gap(8472, &["n1"], &["n3"]))],
+                vec![at_host(gap(8472, &["n1"], &["n3"]), "n3")],
+                1,
+                1,
+                0,
+            ),
+            (
+                "an expired token moved from one node to another",
+                vec![credential("expired", "n2")],
+                vec![credential("expired", "n3")],
+                1,
+                1,
+                0,
+            ),
+        ];
+        check(cases);
     }
 
     #[test]
@@ -360,9 +560,44 @@ mod tests {
         let mut today = old.clone();
         today.summary = "today's words".into();
         let d = diff(std::slice::from_ref(&old), &[today]);
-        assert_eq!(d.persisting[0].summary, "today's words");
+        assert_eq!(d.persisting[0].finding.summary, "today's words");
         let d = diff(&[old], &[]);
         assert_eq!(d.resolved[0].summary, "udp/8472");
+    }
+
+    #[test]
+    fn a_grown_gap_persists_and_says_which_nodes_it_now_also_blocks() {
+        use crate::report::fixture::report;
+        let three = report(3, Some("n3")).findings;
+        let twenty = report(20, Some("n3")).findings;
+        let d = diff(&three, &twenty);
+        assert_eq!((d.new.len(), d.resolved.len()), (0, 0), "{d:#?}");
+        assert_eq!(d.persisting.len(), 1);
+        let p = &d.persisting[0];
+        assert_eq!(p.now_also.len(), 17);
+        assert!(p.no_longer.is_empty());
+        assert_eq!(p.change(), "now also n4, n5, n6, n7, n8 and 12 more");
+        assert!(
+            d.table()
+                .contains("(now also n4, n5, n6, n7, n8 and 12 more)"),
+            "{}",
+            d.table()
+        );
+        assert_eq!(d.exit_code(), EXIT_OK);
+        let v: Value = serde_json::from_str(&d.to_json()).unwrap();
+        assert_eq!(v["persisting"][0]["kind"], "firewall-gap");
+        assert_eq!(v["persisting"][0]["nowAlso"][0], "n4");
+        // No Resolved event for a problem still there; a warning that it spread.
+        let reasons: Vec<String> = d.notices().into_iter().map(|n| n.reason).collect();
+        assert_eq!(reasons, ["FirewallGapSpread"]);
+        // And shrinking back is the same gap too.
+        let d = diff(&twenty, &three);
+        assert_eq!(
+            (d.new.len(), d.resolved.len(), d.persisting.len()),
+            (0, 0, 1)
+        );
+        assert!(d.persisting[0].change().starts_with("no longer n4"));
+        assert!(d.notices().is_empty());
     }
 
     #[test]

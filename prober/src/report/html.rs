@@ -257,9 +257,10 @@ fn heatmap(out: &mut String, path: PathClass, rs: &[Record<'_>]) {
     let p = path.as_str();
     let _ = write!(
         out,
-        "<details class=\"path\" id=\"path-{p}\" open><summary>{p}: {} probes, {failed} failed, \
+        "<details class=\"path\" id=\"path-{p}\" open><summary>{p}: {} {}, {failed} failed, \
          {unknown} unknown ({} x {})</summary>",
         rs.len(),
+        if rs.len() == 1 { "probe" } else { "probes" },
         rows.len(),
         cols.len()
     );

@@ -1,8 +1,11 @@
 //! `JUnit` XML for CI systems: a `findings` suite with one test case per finding (an error fails,
-//! its probes and fix in the case's output), then one suite per path class with the probes no
-//! finding explains: ok passes, failed fails, unknown (not tested) is skipped.
+//! its probes and fix in the case's output), then one suite per path class with one test case per
+//! probe: ok passes, failed fails (naming the finding that explains it), unknown (not tested) is
+//! skipped. The counts are the report's own: a suite fails as many cases as its path has failed
+//! probes.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
+
 use std::fmt::Write as _;
 
 use super::Report;
@@ -60,31 +63,26 @@ fn finding_case(out: &mut String, f: &crate::diagnose::Finding) {
 
 #[must_use]
 pub fn render(report: &Report) -> String {
-    // A failed probe a finding explains is reported once, under the finding.
-    let explained: HashSet<&str> = report
-        .findings
-        .iter()
-        .flat_map(|f| f.evidence.iter().chain(&f.consequences))
-        .map(String::as_str)
-        .collect();
+    // Which finding explains each failed probe, for its failure message.
+    let mut explained: HashMap<&str, &crate::diagnose::Finding> = HashMap::new();
+    for f in &report.findings {
+        for id in f.evidence.iter().chain(&f.consequences) {
+            explained.entry(id.as_str()).or_insert(f);
+        }
+    }
     let mut by_path: BTreeMap<_, Vec<Record<'_>>> = BTreeMap::new();
-    for r in report
-        .results
-        .iter()
-        .filter(|r| !(r.is_failed() && explained.contains(&*r.result.id.text())))
-    {
+    for r in &report.results {
         by_path.entry(r.path).or_default().push(r);
     }
     let errors = report.error_findings();
-    let probes: usize = by_path.values().map(Vec::len).sum();
-    let unexplained = by_path.values().flatten().filter(|r| r.is_failed()).count();
-    let skipped = report.summary.counts.unknown;
+    let counts = &report.summary.counts;
     let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     let _ = writeln!(
         out,
-        "<testsuites name=\"prober\" tests=\"{}\" failures=\"{}\" skipped=\"{skipped}\">",
-        probes + report.findings.len(),
-        errors + unexplained
+        "<testsuites name=\"prober\" tests=\"{}\" failures=\"{}\" skipped=\"{}\">",
+        report.results.len() + report.findings.len(),
+        errors + counts.failed,
+        counts.unknown
     );
     if !report.findings.is_empty() {
         let _ = writeln!(
@@ -106,39 +104,54 @@ pub fn render(report: &Report) -> String {
             rs.len()
         );
         for r in rs {
-            #[allow(clippy::cast_precision_loss)]
-            let secs = r.result.rtt_micros.unwrap_or(0) as f64 / 1e6;
-            let port = r.to.port.map(|p| format!(":{p}")).unwrap_or_default();
-            let name = escape(&format!(
-                "{} -> {}{port} ({})",
-                r.from, r.to.address, r.result.id
-            ));
-            let _ = write!(
-                out,
-                "    <testcase classname=\"prober.{path}\" name=\"{name}\" time=\"{secs:.6}\""
-            );
-            if r.result.outcome.is_ok() {
-                out.push_str("/>\n");
-            } else if r.is_unknown() {
-                let _ = writeln!(
-                    out,
-                    "><skipped message=\"not tested: {}\"/></testcase>",
-                    escape(r.result.detail)
-                );
-            } else {
-                let _ = writeln!(
-                    out,
-                    "><failure message=\"{}\" type=\"{}\">{}</failure></testcase>",
-                    escape(r.result.outcome.as_str()),
-                    escape(r.result.outcome.as_str()),
-                    escape(r.result.detail)
-                );
-            }
+            probe_case(&mut out, &r, explained.get(&*r.result.id.text()).copied());
         }
         out.push_str("  </testsuite>\n");
     }
     out.push_str("</testsuites>\n");
     out
+}
+
+/// One probe's test case; a failure names the finding that explains it, when one does.
+fn probe_case(out: &mut String, r: &Record<'_>, finding: Option<&crate::diagnose::Finding>) {
+    #[allow(clippy::cast_precision_loss)]
+    let secs = r.result.rtt_micros.unwrap_or(0) as f64 / 1e6;
+    let port = r.to.port.map(|p| format!(":{p}")).unwrap_or_default();
+    let path = r.path;
+    let name = escape(&format!(
+        "{} -> {}{port} ({})",
+        r.from, r.to.address, r.result.id
+    ));
+    let _ = write!(
+        out,
+        "    <testcase classname=\"prober.{path}\" name=\"{name}\" time=\"{secs:.6}\""
+    );
+    if r.result.outcome.is_ok() {
+        out.push_str("/>\n");
+    } else if r.is_unknown() {
+        let _ = writeln!(
+            out,
+            "><skipped message=\"not tested: {}\"/></testcase>",
+            escape(r.result.detail)
+        );
+    } else {
+        let outcome = r.result.outcome.as_str();
+        let message = match finding {
+            Some(f) => format!(
+                "{outcome}: explained by {}: {}",
+                super::kebab(f.kind),
+                f.summary
+            ),
+            None => format!("{outcome}: no finding explains it"),
+        };
+        let _ = writeln!(
+            out,
+            "><failure message=\"{}\" type=\"{}\">{}</failure></testcase>",
+            escape(&message),
+            escape(outcome),
+            escape(r.result.detail)
+        );
+    }
 }
 
 #[cfg(test)]
@@ -151,7 +164,7 @@ mod tests {
         );
     }
     #[test]
-    fn one_case_per_finding_and_its_probes_not_again() {
+    fn one_case_per_probe_and_per_finding_counted_as_the_report_counts() {
         let mut r = super::super::fixture::flannel_gap_report();
         let failed: Vec<String> = r
             .results
@@ -159,6 +172,7 @@ mod tests {
             .filter(crate::model::Record::is_failed)
             .map(|x| x.result.id.to_string())
             .collect();
+        assert!(failed.len() > 1);
         r.findings[0].evidence = failed[..1].to_vec();
         r.findings[0].consequences = failed[1..].to_vec();
         let unknown = r
@@ -172,20 +186,37 @@ mod tests {
         r.results = results.into();
         r.summary.counts.unknown = 1;
         let xml = super::render(&r);
-        assert_eq!(xml.matches("<failure ").count(), 1, "{xml}");
+        // Every probe and every finding is a case; every failed probe fails, and the finding.
+        assert_eq!(
+            xml.matches("<testcase ").count(),
+            r.results.len() + 1,
+            "{xml}"
+        );
+        assert_eq!(xml.matches("<failure ").count(), failed.len() + 1, "{xml}");
+        assert!(
+            xml.contains(&format!(
+                "tests=\"{}\" failures=\"{}\" skipped=\"1\"",
+                r.results.len() + 1,
+                r.summary.counts.failed + 1
+            )),
+            "{xml}"
+        );
+        assert!(
+            xml.contains("explained by firewall-gap: udp/8472 (VXLAN) is blocked"),
+            "{xml}"
+        );
+        // Each path's suite fails as many cases as the report counts failed on that path.
+        for (path, s) in &r.summary.by_path {
+            let head = format!(
+                "<testsuite name=\"{path}\" tests=\"{}\" failures=\"{}\"",
+                s.counts.total, s.counts.failed
+            );
+            assert!(xml.contains(&head), "{head}\n{xml}");
+        }
         assert!(
             xml.contains("name=\"firewall-gap: udp/8472 (VXLAN) is blocked"),
             "{xml}"
         );
-        assert!(
-            xml.contains(&super::escape(&format!("  {}\n", failed[1]))),
-            "{xml}"
-        );
         assert_eq!(xml.matches("<skipped ").count(), 1, "{xml}");
-        assert_eq!(
-            xml.matches("<testcase ").count(),
-            r.results.len() - failed.len() + 1,
-            "{xml}"
-        );
     }
 }

@@ -15,6 +15,8 @@ use crate::model::{AgentKind, AgentRef, AgentStatus, Id, Results, Unknown};
 use crate::plan::{Planned, PlannedRef};
 use crate::runtime::Runtime;
 
+#[cfg(test)]
+mod interrupt_tests;
 mod pass;
 pub mod preflight;
 mod receipts;
@@ -23,12 +25,34 @@ mod retry;
 pub(crate) use pass::{Ask, Pass, Store};
 use pass::{Slots, crafted};
 
+/// What a run is doing now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// The first pass: every planned probe.
+    Probing,
+    /// Retry round N: the probes that failed so far, run again.
+    Retrying { round: u32 },
+    /// Asking the receivers' sniffers what arrived: one question per receiver.
+    AskingReceivers,
+}
+
+impl std::fmt::Display for Phase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Probing => f.write_str("probing"),
+            Self::Retrying { round } => write!(f, "retrying {round}"),
+            Self::AskingReceivers => f.write_str("asking receivers"),
+        }
+    }
+}
+
 /// How far a run has come, reported upwards: the run never draws anything itself.
 pub trait Progress: Send + Sync {
-    /// The number of probes the run will wait for.
-    fn planned(&self, _probes: u64) {}
-    /// Results that came in.
-    fn done(&self, _probes: u64) {}
+    /// A phase begins, with the number of steps it will wait for: planned probes (the agents'
+    /// own responder checks are not counted), probes retried, or receivers asked.
+    fn phase(&self, _phase: Phase, _steps: u64) {}
+    /// Steps of the current phase that finished.
+    fn done(&self, _steps: u64) {}
 }
 
 /// No progress display.
@@ -138,12 +162,7 @@ pub async fn run_owned<R: Runtime + 'static>(
     planned.shrink_to_fit();
     // The plan's interned senders, in name order: no pass over every probe.
     let agents_planned: Vec<AgentRef> = planned.senders();
-    let checks = cfg
-        .responders
-        .keys()
-        .filter(|a| agents_planned.binary_search(a).is_ok())
-        .count();
-    progress.planned((planned.len() + checks) as u64);
+    progress.phase(Phase::Probing, planned.len() as u64);
     let order = planned.lookup_order();
     let ranks = planned.agent_ranks();
     let first = Pass {
@@ -164,11 +183,18 @@ pub async fn run_owned<R: Runtime + 'static>(
     drop(all);
     let dead = dead_responders(cfg, &mut others, &mut failed);
     drop(others);
+    if interrupted && cfg.retries > 0 {
+        // Stopped before any retry: no failure of the first pass is confirmed.
+        let open: Vec<usize> = results.failed().map(|(i, _)| i).collect();
+        for i in open {
+            results.unsettle(i);
+        }
+    }
     if !interrupted && cfg.retries > 0 {
-        interrupted |= retry::confirm_failures(&first, &mut results, &mut cancel).await;
+        interrupted |= retry::confirm_failures(&first, &mut results, progress, &mut cancel).await;
     }
     if !interrupted {
-        interrupted |= receipts::collect(&first, &mut results, &mut cancel).await;
+        interrupted |= receipts::collect(&first, &mut results, progress, &mut cancel).await;
     }
     drop(order);
     let records = into_records(planned, results, &dead, &failed, interrupted);
@@ -202,8 +228,13 @@ fn into_records(
     failed: &BTreeMap<AgentRef, String>,
     interrupted: bool,
 ) -> Results {
-    let (mut results, mut open) = slots.into_parts();
+    let (mut results, mut open, unsettled) = slots.into_parts();
     for (i, p) in planned.iter().enumerate() {
+        if unsettled.contains(&i) {
+            let (unknown, result) = unknown(&p, Unknown::Interrupted, unsettled_detail(&p));
+            results.set(i, unknown, result);
+            continue;
+        }
         let result = open.remove(&i);
         if result.is_none() && results.is_set(i) {
             // Compacted as it came: an ordinary probe that got through, wrong only when what
@@ -247,6 +278,16 @@ fn record_of(
         });
     let agent_failed = failed.get(p.from);
     record_for(p, result, agent_failed, receiver, interrupted)
+}
+
+/// Why an unsettled probe is unknown: what it was waiting for when the run stopped.
+fn unsettled_detail(p: &PlannedRef<'_>) -> String {
+    if crafted(p.probe) {
+        let node = p.to.node.as_deref().unwrap_or("the receiver");
+        format!("interrupted: sent, but {node}'s sniffer was not asked whether it arrived")
+    } else {
+        "interrupted before this probe's failure was confirmed by its retries".to_string()
+    }
 }
 
 fn unknown(p: &PlannedRef<'_>, why: Unknown, detail: String) -> (Option<Unknown>, ProbeResult) {

@@ -3,7 +3,7 @@
 //! receivers' sniffers saw of the crafted datagrams. The first pass runs everything; retries run
 //! what failed.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,7 +12,7 @@ use probe_proto::{Outcome, Plan, Port, Probe, ProbeResult, ProbeSpec, Receipt};
 use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinSet;
 
-use super::{Progress, RESPONDER_CHECK, RunConfig, nonce_for, plan_for};
+use super::{Phase, Progress, RESPONDER_CHECK, RunConfig, nonce_for, plan_for};
 use crate::model::{AgentRef, Results};
 use crate::plan::{Planned, PlannedRef};
 use crate::runtime::Runtime;
@@ -24,7 +24,6 @@ pub(super) async fn fan_out<R: Runtime + 'static>(
     runtime: &Arc<R>,
     plans: impl Iterator<Item = (AgentRef, Plan)>,
     concurrency: usize,
-    progress: &dyn Progress,
     cancel: &mut (impl Future<Output = ()> + Unpin),
     mut sink: impl FnMut(ProbeResult),
 ) -> (BTreeMap<AgentRef, String>, bool) {
@@ -42,10 +41,7 @@ pub(super) async fn fan_out<R: Runtime + 'static>(
         tokio::select! {
             // Results first: an agent is never held up by a full channel while plans are made.
             biased;
-            Some(r) = rx.recv() => {
-                progress.done(1);
-                sink(r);
-            }
+            Some(r) = rx.recv() => sink(r),
             permit = sem.clone().acquire_owned(), if more => {
                 let Ok(permit) = permit else { continue };
                 let Some((agent, plan)) = plans.next() else { continue };
@@ -73,7 +69,6 @@ pub(super) async fn fan_out<R: Runtime + 'static>(
     drop(tx);
     drop(tasks);
     while let Ok(r) = rx.try_recv() {
-        progress.done(1);
         sink(r);
     }
     (failed, interrupted)
@@ -84,10 +79,12 @@ pub(super) async fn fan_out_by_id<R: Runtime + 'static>(
     runtime: &Arc<R>,
     plans: impl Iterator<Item = (AgentRef, Plan)>,
     concurrency: usize,
+    progress: &dyn Progress,
     cancel: &mut (impl Future<Output = ()> + Unpin),
 ) -> PassOutput {
     let mut answers = HashMap::new();
-    let (failed, interrupted) = fan_out(runtime, plans, concurrency, &(), cancel, |r| {
+    let (failed, interrupted) = fan_out(runtime, plans, concurrency, cancel, |r| {
+        progress.done(1);
         answers.insert(r.id.clone(), r);
     })
     .await;
@@ -106,6 +103,9 @@ pub(crate) trait Store {
     /// only ones retries and receipts look at).
     fn result(&self, i: usize) -> Option<&ProbeResult>;
     fn result_mut(&mut self, i: usize) -> Option<&mut ProbeResult>;
+    /// Probe `i` has not settled (an interrupted run stopped before it was confirmed): whatever
+    /// it has so far is not its result.
+    fn unsettle(&mut self, i: usize);
 }
 
 impl Store for HashMap<usize, ProbeResult> {
@@ -124,6 +124,9 @@ impl Store for HashMap<usize, ProbeResult> {
     fn result_mut(&mut self, i: usize) -> Option<&mut ProbeResult> {
         self.get_mut(&i)
     }
+    fn unsettle(&mut self, i: usize) {
+        self.remove(&i);
+    }
 }
 
 /// The first pass's results. An answer that got through is compacted into its row at once (a
@@ -132,6 +135,9 @@ impl Store for HashMap<usize, ProbeResult> {
 pub(crate) struct Slots {
     done: Results,
     open: HashMap<usize, ProbeResult>,
+    /// Probes an interrupted run left unsettled: unknown, whatever they had so far. Empty but
+    /// for an interrupted run.
+    unsettled: HashSet<usize>,
 }
 
 impl Slots {
@@ -139,6 +145,7 @@ impl Slots {
         Self {
             done: Results::placeholders(planned.len()),
             open: HashMap::new(),
+            unsettled: HashSet::new(),
         }
     }
 
@@ -150,8 +157,8 @@ impl Slots {
             .map(|(&i, r)| (i, r))
     }
 
-    pub(super) fn into_parts(self) -> (Results, HashMap<usize, ProbeResult>) {
-        (self.done, self.open)
+    pub(super) fn into_parts(self) -> (Results, HashMap<usize, ProbeResult>, HashSet<usize>) {
+        (self.done, self.open, self.unsettled)
     }
 }
 
@@ -178,6 +185,10 @@ impl Store for Slots {
     }
     fn result_mut(&mut self, i: usize) -> Option<&mut ProbeResult> {
         self.open.get_mut(&i)
+    }
+    fn unsettle(&mut self, i: usize) {
+        self.open.remove(&i);
+        self.unsettled.insert(i);
     }
 }
 
@@ -304,10 +315,12 @@ impl<R: Runtime + 'static> Pass<'_, R> {
             self.runtime,
             plans,
             self.cfg.concurrency,
-            progress,
             cancel,
             |r| match self.find(&r.id) {
-                Some(i) => store.put(i, r),
+                Some(i) => {
+                    progress.done(1);
+                    store.put(i, r);
+                }
                 None => {
                     others.insert(r.id.clone(), r);
                 }
@@ -315,9 +328,16 @@ impl<R: Runtime + 'static> Pass<'_, R> {
         )
         .await;
         let vxlan = subset.iter().any(|&i| crafted(self.planned.at(i).probe));
-        if !interrupted && vxlan {
+        if interrupted && vxlan {
+            // Sent, but no receiver was asked whether it arrived: "sent" is not "ok".
+            for &i in subset {
+                if crafted(self.planned.at(i).probe) && store.outcome(i) == Some(Outcome::Ok) {
+                    store.unsettle(i);
+                }
+            }
+        } else if vxlan {
             interrupted |= self
-                .confirm_receipts(subset, salt, store, &mut failed, cancel)
+                .confirm_receipts(subset, salt, store, &mut failed, progress, cancel)
                 .await;
         }
         (others, failed, interrupted)
@@ -328,6 +348,7 @@ impl<R: Runtime + 'static> Pass<'_, R> {
     pub(crate) async fn ask(
         &self,
         asks: BTreeMap<AgentRef, Ask>,
+        progress: &dyn Progress,
         cancel: &mut (impl Future<Output = ()> + Unpin),
     ) -> (
         BTreeMap<AgentRef, ProbeResult>,
@@ -335,6 +356,7 @@ impl<R: Runtime + 'static> Pass<'_, R> {
         bool,
     ) {
         let receivers: Vec<AgentRef> = asks.keys().cloned().collect();
+        progress.phase(Phase::AskingReceivers, receivers.len() as u64);
         let plans = asks.into_iter().map(|(agent, ask)| {
             let spec = ProbeSpec {
                 id: format!("seen:{agent}"),
@@ -352,7 +374,7 @@ impl<R: Runtime + 'static> Pass<'_, R> {
         // just now may still be in flight.
         tokio::time::sleep(Duration::from_millis(200)).await;
         let (mut answers, failed, interrupted) =
-            fan_out_by_id(self.runtime, plans, self.cfg.concurrency, cancel).await;
+            fan_out_by_id(self.runtime, plans, self.cfg.concurrency, progress, cancel).await;
         let by_receiver = receivers
             .into_iter()
             .filter_map(|a| {
@@ -372,6 +394,7 @@ impl<R: Runtime + 'static> Pass<'_, R> {
         salt: u32,
         store: &mut S,
         failed_agents: &mut BTreeMap<AgentRef, String>,
+        progress: &dyn Progress,
         cancel: &mut (impl Future<Output = ()> + Unpin),
     ) -> bool {
         let receiver = |p: &PlannedRef<'_>| {
@@ -390,10 +413,15 @@ impl<R: Runtime + 'static> Pass<'_, R> {
                 .or_insert_with(|| Ask::new(port, None))
                 .nonce(nonce_for(salt, &p.id));
         }
-        let (seen, failed, interrupted) = self.ask(asks, cancel).await;
+        let (seen, failed, interrupted) = self.ask(asks, progress, cancel).await;
         for i in sent {
             let p = self.planned.at(i);
             let rcv = receiver(&p);
+            if interrupted && !seen.contains_key(&rcv) && !failed.contains_key(&rcv) {
+                // The run stopped before this receiver answered: the datagram is unsettled.
+                store.unsettle(i);
+                continue;
+            }
             if let Some(mut r) = store.take(i) {
                 let nonce = nonce_for(salt, &p.id);
                 r.nonce = Some(nonce);
@@ -539,7 +567,7 @@ mod tests {
         // A retry that got through stays open, for its tally.
         slots.put(1, ProbeResult::new("y", Outcome::Ok, "answered"));
         assert_eq!(slots.result(1).map(|r| r.outcome), Some(Outcome::Ok));
-        let (done, open) = slots.into_parts();
+        let (done, open, _) = slots.into_parts();
         assert_eq!(open.len(), 2);
         assert!(done.is_set(0) && !done.is_set(2));
     }

@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 
 use probe_proto::{Flow, Outcome, Probe, ProbeResult, Receipt, SightingKind};
 
-use super::{Ask, Pass, Store};
+use super::{Ask, Pass, Progress, Store};
 use crate::model::{AgentKind, AgentRef};
 use crate::plan::PlannedRef;
 
@@ -100,6 +100,7 @@ fn words(receipt: Receipt, node: &str, interfaces: &str) -> String {
 pub(super) async fn collect<R: Runtime + 'static>(
     pass: &Pass<'_, R>,
     results: &mut Slots,
+    progress: &dyn Progress,
     cancel: &mut (impl Future<Output = ()> + Unpin),
 ) -> bool {
     let mut asked: Vec<(usize, Question)> = Vec::new();
@@ -128,7 +129,7 @@ pub(super) async fn collect<R: Runtime + 'static>(
     if asks.is_empty() {
         return false;
     }
-    let (answers, _failed, interrupted) = pass.ask(asks, cancel).await;
+    let (answers, _failed, interrupted) = pass.ask(asks, progress, cancel).await;
     for (i, q) in asked {
         let p = pass.planned.at(i);
         let node = p.to.node.as_deref().unwrap_or_default();

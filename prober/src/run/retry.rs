@@ -12,7 +12,7 @@ use std::time::Duration;
 use probe_proto::{Probe, ProbeResult};
 use tokio::time::Instant;
 
-use super::{Pass, Store};
+use super::{Pass, Phase, Progress, Store};
 use crate::plan::PlannedRef;
 
 use super::pass::Slots;
@@ -79,6 +79,7 @@ struct Tally {
 pub(super) async fn confirm_failures<R: Runtime + 'static>(
     pass: &Pass<'_, R>,
     results: &mut Slots,
+    progress: &dyn Progress,
     cancel: &mut (impl Future<Output = ()> + Unpin),
 ) -> bool {
     let mut tally: HashMap<usize, Tally> = results
@@ -138,7 +139,8 @@ pub(super) async fn confirm_failures<R: Runtime + 'static>(
             continue;
         }
         let mut got: HashMap<usize, ProbeResult> = HashMap::new();
-        let (_others, _failed, stopped) = pass.run(&batch, round, &(), cancel, &mut got).await;
+        progress.phase(Phase::Retrying { round }, batch.len() as u64);
+        let (_others, _failed, stopped) = pass.run(&batch, round, progress, cancel, &mut got).await;
         for i in &batch {
             let Some(t) = tally.get_mut(i) else {
                 continue;
@@ -159,6 +161,11 @@ pub(super) async fn confirm_failures<R: Runtime + 'static>(
         }
     }
     for (i, t) in tally {
+        if interrupted && t.ok == 0 && t.rounds < retries {
+            // Stopped before its retries were done: its failure is not confirmed.
+            results.unsettle(i);
+            continue;
+        }
         if let Some(r) = results.result_mut(i) {
             record(r, t, first_failure.get(&i).map_or("", String::as_str));
         }
@@ -190,7 +197,7 @@ mod tests {
 
     use crate::model::{AgentKind, AgentRef, PathClass, Protocol, Target};
     use crate::plan::{Planned, PlannedProbe};
-    use crate::run::{RunConfig, run};
+    use crate::run::{Phase, Progress, RunConfig, run};
     use crate::runtime::RuntimeError;
 
     /// Answers `dead` never, `flaky` from its second attempt on, everything else at once.
@@ -307,6 +314,48 @@ mod tests {
                 .filter(|r| r.result.outcome.is_ok())
                 .count(),
             1
+        );
+    }
+
+    /// Every phase and the steps done in it.
+    #[derive(Default)]
+    struct Phases(Mutex<Vec<(Phase, u64, u64)>>);
+
+    impl Progress for Phases {
+        fn phase(&self, phase: Phase, steps: u64) {
+            self.0.lock().unwrap().push((phase, steps, 0));
+        }
+        fn done(&self, steps: u64) {
+            if let Some(last) = self.0.lock().unwrap().last_mut() {
+                last.2 += steps;
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn progress_counts_what_was_planned_phase_by_phase() {
+        let probes = Planned::from(vec![planned("dead"), planned("flaky"), planned("fine")]);
+        // The agent's own responder check runs too, but is not one of the planned probes.
+        let cfg = RunConfig {
+            responders: [(probes.at(0).from.clone(), "10.0.0.1:9917".parse().unwrap())].into(),
+            ..RunConfig::default()
+        };
+        let phases = Phases::default();
+        run(
+            &probes,
+            Arc::new(Flaky::default()),
+            &cfg,
+            &phases,
+            std::future::pending(),
+        )
+        .await;
+        assert_eq!(
+            *phases.0.lock().unwrap(),
+            [
+                (Phase::Probing, 3, 3),
+                (Phase::Retrying { round: 1 }, 2, 2),
+                (Phase::Retrying { round: 2 }, 1, 1),
+            ]
         );
     }
 

@@ -54,6 +54,49 @@ pub fn netns_available() -> bool {
     false
 }
 
+/// This test run's own tag, `t` and four lowercase letters or digits: `PROBER_TEST_RUN` when
+/// `scripts/test` set it (so it can clean up exactly its own leftovers), else drawn from this
+/// test process's id. Every lab a test builds is named with it first, so its namespaces all
+/// start with `plab-TAG` and no two runs on one machine touch each other's.
+pub fn run_tag() -> String {
+    if let Ok(t) = std::env::var("PROBER_TEST_RUN") {
+        assert!(
+            t.len() == 5
+                && t.starts_with('t')
+                && t.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit()),
+            "PROBER_TEST_RUN={t:?}: expected `t` and four lowercase letters or digits"
+        );
+        return t;
+    }
+    let mut n = std::process::id();
+    let mut tag = String::from("t");
+    for _ in 0..4 {
+        let d = char::from_digit(n % 36, 36).unwrap_or('0');
+        tag.push(d);
+        n /= 36;
+    }
+    tag
+}
+
+/// A lab name of this run's own: the run's tag, then `base` (at most 5 characters, since a lab
+/// name has at most 10).
+pub fn lab_name(base: &str) -> String {
+    assert!(base.len() <= 5, "lab base name {base:?} is longer than 5");
+    format!("{}{base}", run_tag())
+}
+
+/// The namespaces whose names start with `prefix`.
+pub fn netns_with(prefix: &str) -> Vec<String> {
+    let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| n.starts_with(prefix))
+        .map(String::from)
+        .collect()
+}
+
 /// A lab state root of one test's own, removed at the end.
 pub struct StateDir(pub PathBuf);
 
@@ -81,4 +124,22 @@ pub fn lab(args: &[&str], state: &StateDir) -> Output {
         .env("PROBER_AGENT_BIN", agent())
         .output()
         .unwrap()
+}
+
+/// An external tool on the PATH, or `None` after one SKIP line naming `installer`; with
+/// `PROBER_REQUIRE_TOOLS` set (scripts/test, after installing them) a missing tool fails.
+pub fn require_tool(name: &str, installer: &str) -> Option<PathBuf> {
+    let found = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join(name))
+            .find(|p| p.is_file())
+    });
+    if found.is_none() {
+        assert!(
+            std::env::var_os("PROBER_REQUIRE_TOOLS").is_none(),
+            "PROBER_REQUIRE_TOOLS is set but {name} is not installed ({installer})"
+        );
+        eprintln!("SKIP: {name} is not installed ({installer} installs it)");
+    }
+    found
 }

@@ -183,19 +183,29 @@ fn grid(out: &mut String, rs: &[Record<'_>], flagged: &HashSet<&str>, style: Sty
             );
             return;
         }
-        let _ = writeln!(
-            out,
-            "{}",
-            wrap(
-                &format!(
-                    "  only the {} of {all_rows} sources and {} of {all_cols} destinations with a problem; the rest are ok",
-                    rows.len(),
-                    cols.len()
-                ),
-                style.width,
-                4
-            )
-        );
+        // Said only when something was left out, and only of the side that was.
+        let side = |kept: usize, all: usize, what: &str| {
+            if kept == all {
+                format!("all {all} {what}")
+            } else {
+                format!("only the {kept} of {all} {what} with a problem")
+            }
+        };
+        if rows.len() < all_rows || cols.len() < all_cols {
+            let _ = writeln!(
+                out,
+                "{}",
+                wrap(
+                    &format!(
+                        "  {}, {}; the rest are ok",
+                        side(rows.len(), all_rows, "sources"),
+                        side(cols.len(), all_cols, "destinations")
+                    ),
+                    style.width,
+                    4
+                )
+            );
+        }
     }
     let label_w = rows.iter().map(String::len).max().unwrap_or(2).max(7) + 2;
     let col_w = cols.iter().map(String::len).max().unwrap_or(1) + 1;
@@ -512,8 +522,9 @@ fn paths(out: &mut String, report: &Report, style: Style) {
             String::new()
         };
         let head = format!(
-            "{path} ({} probes, {failed}{unknown}){lat}",
-            ps.counts.total
+            "{path} ({} {}, {failed}{unknown}){lat}",
+            ps.counts.total,
+            plural(ps.counts.total, "probe", "probes")
         );
         let _ = writeln!(
             out,
@@ -541,8 +552,15 @@ pub fn render(report: &Report, style: Style) -> String {
     let verdict = format!("{} failed", c.failed);
     let line = wrap(
         &format!(
-            "{} nodes, {} agents: {} probes in {secs:.1} s: {} ok, {verdict}, {} unknown",
-            s.nodes, s.agents, c.total, c.ok, c.unknown
+            "{} {}, {} {}: {} {} in {secs:.1} s: {} ok, {verdict}, {} unknown",
+            s.nodes,
+            plural(s.nodes, "node", "nodes"),
+            s.agents,
+            plural(s.agents, "agent", "agents"),
+            c.total,
+            plural(c.total, "probe", "probes"),
+            c.ok,
+            c.unknown
         ),
         style.width,
         2,
@@ -573,6 +591,21 @@ pub fn render(report: &Report, style: Style) -> String {
             out,
             "{}",
             paint("interrupted: results are partial", YELLOW, style)
+        );
+    } else if c.failed == 0 && c.unknown == 0 && report.findings.is_empty() && c.total > 0 {
+        // A healthy run says so in one line, not only by the absence of problems.
+        let _ = writeln!(
+            out,
+            "{}",
+            paint(
+                &format!(
+                    "verdict: healthy: all {} {} got through; nothing to fix",
+                    c.total,
+                    plural(c.total, "probe", "probes")
+                ),
+                GREEN,
+                style
+            )
         );
     }
     findings(&mut out, report, style);
@@ -606,6 +639,46 @@ fn plural<'a>(n: usize, one: &'a str, many: &'a str) -> &'a str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_healthy_run_has_a_one_line_verdict_and_counts_agree_in_number() {
+        let healthy = super::super::fixture::healthy(3);
+        let t = render(&healthy, style(100));
+        assert!(
+            t.contains(&format!(
+                "verdict: healthy: all {} probes got through; nothing to fix",
+                healthy.summary.counts.total
+            )),
+            "{t}"
+        );
+        let broken = render(&gap_report(3), style(100));
+        assert!(!broken.contains("verdict: healthy"), "{broken}");
+        // One probe is a probe.
+        let mut one = super::super::fixture::healthy(2);
+        let first = one.results.at(0).to_owned();
+        one.results = vec![first].into();
+        one.summary = Report::new(
+            crate::run::RunOutput {
+                results: one.results.clone(),
+                agents: one.agents.clone(),
+                interrupted: false,
+                elapsed: std::time::Duration::from_millis(5),
+            },
+            &crate::testutil::inventory(2, 1, "flannel"),
+        )
+        .summary;
+        let t = render(&one, style(100));
+        assert!(!t.contains("1 probes"), "{t}");
+        assert!(t.contains("1 probe in"), "{t}");
+    }
+
+    #[test]
+    fn a_grid_with_every_row_bad_does_not_say_only() {
+        // 20 nodes, every node's pod broken toward n3: all sources have a problem.
+        let t = render(&gap_report(20), style(100));
+        assert!(!t.contains("only the 20 of 20"), "{t}");
+        assert!(!t.contains("only the 19 of 19"), "{t}");
+    }
 
     #[test]
     fn natural_order() {
@@ -786,11 +859,8 @@ mod tests {
         let r = gap_report(20);
         let text = render(&r, style(80));
         assert!(too_wide(&text, 80).is_empty(), "{:#?}", too_wide(&text, 80));
-        assert!(
-            text.contains("only the 20 of 20 sources and 20 of 20 destinations")
-                || text.contains("sources and"),
-            "{text}"
-        );
+        // Every node has a problem toward n3: nothing was left out, so nothing says "only".
+        assert!(!text.contains("only the 20 of 20"), "{text}");
         // node-to-node is healthy: one line, not twenty.
         let nn = &text[text.find("\nnode-to-node (").unwrap()..];
         let nn: Vec<&str> = nn.lines().skip(2).take_while(|l| !l.is_empty()).collect();
