@@ -69,3 +69,17 @@ pub fn in_child_with_memory_limit(name: &str, headroom: u64) -> bool {
     );
     false
 }
+
+/// A worker `new` about to join at 192.168.57.249, its stand-in agent on 9917: the preflight
+/// tests' candidate.
+#[must_use]
+pub fn candidate() -> crate::plan::preflight::Candidate {
+    crate::plan::preflight::Candidate {
+        name: "new".into(),
+        address: "192.168.57.249".parse().unwrap(),
+        exec: Vec::new(),
+        role: crate::plan::preflight::Role::Worker,
+        agent_port: 9917,
+        host_root: None,
+    }
+}

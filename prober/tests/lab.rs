@@ -38,7 +38,11 @@ fn root_netns_state() -> String {
 
 fn scenarios() -> Vec<PathBuf> {
     let mut out = Vec::new();
-    for dir in ["tests/scenarios", "tests/scenarios/faults"] {
+    for dir in [
+        "tests/scenarios",
+        "tests/scenarios/faults",
+        "tests/scenarios/diagnosis",
+    ] {
         for e in std::fs::read_dir(root().join(dir)).unwrap() {
             let p = e.unwrap().path();
             if p.extension().is_some_and(|x| x == "yaml") {

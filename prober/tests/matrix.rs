@@ -240,6 +240,24 @@ fn flannel_8472_fails_exactly_the_overlay_paths_of_the_firewalled_node() {
         vx["detail"].as_str().unwrap().contains("never reached n3"),
         "{vx}"
     );
+    // Narrowed to the overlay, the run saw one port fail: it names that port, never a cut-off n3.
+    let out = matrix(&lab.inventory(), &["-o", "json", "--paths", "overlay"]);
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    validate(&report);
+    let findings = report["findings"].as_array().unwrap();
+    assert!(
+        findings
+            .iter()
+            .all(|f| f["kind"] != "partition" && f["kind"] != "unexplained"),
+        "{findings:#?}"
+    );
+    assert!(
+        findings.iter().any(|f| f["kind"] == "firewall-gap"
+            && f["protocol"] == "udp"
+            && f["port"] == 8472
+            && f["from"] == serde_json::json!(["n3"])),
+        "{findings:#?}"
+    );
 }
 
 #[test]

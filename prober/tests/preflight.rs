@@ -68,6 +68,7 @@ fn preflight_scenarios_pass_lab_run() {
             "the token in /etc/cni/net.d/calico-kubeconfig on new",
         ),
         ("host-firewall-drop", "where host:new"),
+        ("router-rejects-control-plane", "rejected by 192.168."),
     ] {
         let out = lab(
             &[

@@ -1,10 +1,11 @@
 //! Partitioned nodes: a node that nothing reaches and that reaches nothing is one `partition`
-//! finding, not a firewall gap per port. Only what was probed counts: a node whose failures are
-//! all of one path class and one port (say, `--paths dns`) is not called cut off.
+//! finding, not a firewall gap per port. Only what was probed counts: a partition needs failures
+//! across distinct underlay ports, protocols and path classes, so a narrowed run (`--paths
+//! overlay`, `--paths dns`) names the port that fails instead.
 
 use std::collections::HashSet;
 
-use crate::model::PathClass;
+use crate::model::{PathClass, Protocol};
 
 use super::context::{Ctx, failed};
 use super::finding::{Finding, Kind, Severity, State};
@@ -69,16 +70,19 @@ pub(super) fn unreachable_nodes(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) 
     }
 }
 
-/// Whether the failures span several path classes or ports: one kind of probe failing
-/// everywhere says something about that probe, not that the node is cut off.
-fn probed_widely(ctx: &Ctx<'_>, idx: &[usize]) -> bool {
+/// Whether the failures span several path classes, protocols and underlay ports: one kind of
+/// probe failing everywhere (`--paths overlay`: one encapsulation port; `--paths dns`: no
+/// underlay port at all) says something about that probe, not that the node is cut off. Ports
+/// count only where a probe measured one directly (host to host, or the crafted encapsulation):
+/// pods failing over the overlay all ride the overlay's one port.
+pub(super) fn probed_widely(ctx: &Ctx<'_>, idx: &[usize]) -> bool {
+    let pods_ok = ctx.pods_ok();
     let classes: HashSet<PathClass> = idx.iter().map(|&i| ctx.results.at(i).path).collect();
-    let ports: HashSet<(bool, Option<u16>)> = idx
+    let protocols: HashSet<Protocol> = idx.iter().map(|&i| ctx.results.at(i).to.protocol).collect();
+    let ports: HashSet<(bool, u16)> = idx
         .iter()
-        .map(|&i| {
-            let r = &ctx.results.at(i);
-            (Ctx::is_vxlan(r), r.to.port)
-        })
+        .filter_map(|&i| ctx.direct(&ctx.results.at(i), &pods_ok))
+        .map(|l| (l.udp, l.port))
         .collect();
-    classes.len() >= 2 || ports.len() >= 2
+    classes.len() >= 2 && protocols.len() >= 2 && ports.len() >= 2
 }

@@ -79,6 +79,24 @@ pub struct Finding {
     pub components: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub nodes: Vec<String>,
+    /// The cause was read from the pattern of the failures, not probed directly (a tunnel no
+    /// crafted packet could be sent through).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub inferred: bool,
+    /// The hop where a path placed on the network died, from TTL-limited probes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hop: Option<Hop>,
+}
+
+/// Where on the way a blocked path died: the last router that answered a TTL-limited probe, and
+/// how many hops from the sender that is; the packets die just after it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Hop {
+    /// The last hop that answered (ICMP time exceeded).
+    pub after: std::net::IpAddr,
+    /// Its distance from the sender, in hops.
+    pub hops: u8,
 }
 
 /// Which variety of its kind a finding is, written in kebab-case as the report always has.
@@ -276,6 +294,8 @@ impl Finding {
             cycle: Vec::new(),
             components: Vec::new(),
             nodes: Vec::new(),
+            inferred: false,
+            hop: None,
         }
     }
 

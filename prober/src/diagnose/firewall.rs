@@ -37,13 +37,14 @@ pub(super) fn firewall_gaps(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) -> H
         }
     }
     let blocked_outcome = |o: Outcome| matches!(o, Outcome::Timeout | Outcome::Rejected);
+    let open = gap_pairs(ctx, &measured, reachable);
     let mut gaps: BTreeMap<(bool, u16), BTreeSet<(u32, u32)>> = BTreeMap::new();
     let mut evidence: HashMap<Link, Vec<usize>> = HashMap::new();
     for (link, idx) in &measured {
         let all_blocked = idx.iter().all(|&i| {
             failed(&ctx.results.at(i)) && blocked_outcome(ctx.results.at(i).result.outcome)
         });
-        if all_blocked && reachable.contains(&(link.from, link.to)) {
+        if all_blocked && open.contains(&(link.from, link.to)) {
             gaps.entry((link.udp, link.port))
                 .or_default()
                 .insert((link.from, link.to));
@@ -166,14 +167,14 @@ fn port_blocks(
 }
 
 /// Senders, receivers, and whether the block holds in both directions.
-type Block = (Vec<u32>, Vec<u32>, bool);
+pub(super) type Block = (Vec<u32>, Vec<u32>, bool);
 
 /// The blocks of a port's blocked pairs, a zone-to-zone block being one: where every measured
 /// pair from zone X to zone Y is blocked, that is one block (with its mirror, one "both
 /// directions" block), however many nodes the zones hold. The pairs left over (within a zone,
 /// or a zone pair only partly blocked) are grouped by [`blocks`]; so is everything when some
 /// node has no zone, and a port blocked between every pair stays one "everywhere" block.
-fn zone_blocks<'z>(
+pub(super) fn zone_blocks<'z>(
     zone: &dyn Fn(u32) -> Option<&'z str>,
     pairs: &BTreeSet<(u32, u32)>,
     measured: &BTreeSet<(u32, u32)>,
@@ -228,6 +229,66 @@ fn zone_blocks<'z>(
     out.extend(blocks(&rest));
     out.sort();
     out
+}
+
+/// The directed pairs a blocked port can be a gap between: those that reach each other
+/// otherwise; those a firewall answered for with a named rejection (decisive: the pair is
+/// connected up to it, whatever else was probed between them); and, unreachable otherwise, a
+/// pair probed on too few ports or paths to tell a cut-off node from a closed port (a narrowed
+/// run), whose failing port is all the run can name.
+fn gap_pairs(
+    ctx: &Ctx<'_>,
+    measured: &BTreeMap<Link, Vec<usize>>,
+    mut pairs: HashSet<(u32, u32)>,
+) -> HashSet<(u32, u32)> {
+    for (link, idx) in measured {
+        if idx
+            .iter()
+            .any(|&i| named_rejection(&ctx.results.at(i)).is_some())
+        {
+            pairs.insert((link.from, link.to));
+        }
+    }
+    for (a, b) in narrow_pairs(ctx, measured) {
+        pairs.extend([(a, b), (b, a)]);
+    }
+    pairs
+}
+
+/// The address of the device that rejected `r` with an ICMP prohibited, when it named one.
+pub(super) fn named_rejection(r: &crate::model::Record<'_>) -> Option<std::net::IpAddr> {
+    (r.result.outcome == Outcome::Rejected)
+        .then(|| r.result.icmp.and_then(|i| i.from))
+        .flatten()
+}
+
+/// The node pairs (lower index first) whose results between them, both ways, span fewer than
+/// two path classes or two underlay ports: the run probed too little between them to call the
+/// pair unreachable rather than the port closed.
+fn narrow_pairs(ctx: &Ctx<'_>, measured: &BTreeMap<Link, Vec<usize>>) -> HashSet<(u32, u32)> {
+    let mut classes: HashMap<(u32, u32), HashSet<PathClass>> = HashMap::new();
+    for r in ctx.results {
+        if let (Some(a), Some(b)) = (ctx.from(&r), ctx.to(&r))
+            && a != b
+        {
+            classes
+                .entry((a.min(b), a.max(b)))
+                .or_default()
+                .insert(r.path);
+        }
+    }
+    let mut ports: HashMap<(u32, u32), HashSet<(bool, u16)>> = HashMap::new();
+    for l in measured.keys() {
+        ports
+            .entry((l.from.min(l.to), l.from.max(l.to)))
+            .or_default()
+            .insert((l.udp, l.port));
+    }
+    ports
+        .into_iter()
+        .filter(|(pair, p)| p.len() < 2 || classes.get(pair).is_none_or(|c| c.len() < 2))
+        .map(|(pair, _)| pair)
+        .collect()
 }
 
 fn reverse_works(ctx: &Ctx<'_>, measured: &BTreeMap<Link, Vec<usize>>, links: &[Link]) -> bool {
@@ -305,7 +366,7 @@ fn whole_zone<'a>(ctx: &Ctx<'a>, nodes: &[u32]) -> Option<&'a str> {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn gap_finding(
+pub(super) fn gap_finding(
     ctx: &Ctx<'_>,
     udp: bool,
     port: u16,
@@ -378,6 +439,10 @@ fn gap_finding(
             side(to, &tn)
         )
     };
+    let summary = match rejected_by(ctx, ev) {
+        Some(by) => format!("{summary} (rejected by {by}: ICMP administratively prohibited)"),
+        None => summary,
+    };
     let mut f = Finding::new(Kind::FirewallGap, Severity::Error, summary);
     f.protocol = Some(proto);
     f.port = (proto != Protocol::Ipip).then_some(port);
@@ -392,4 +457,21 @@ fn gap_finding(
     // Written once `where` is known: the lines go where the packets died.
     f.fix = fix::lines(ctx.inv, proto, port, (from, to), both, &f.where_);
     f
+}
+
+/// The devices other than the receivers that rejected the evidence, for the summary.
+fn rejected_by(ctx: &Ctx<'_>, ev: &[usize]) -> Option<String> {
+    let by: BTreeSet<std::net::IpAddr> = ev
+        .iter()
+        .filter_map(|&i| {
+            let r = ctx.results.at(i);
+            named_rejection(&r).filter(|&a| a != r.to.address)
+        })
+        .collect();
+    (!by.is_empty()).then(|| {
+        by.iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    })
 }

@@ -15,16 +15,145 @@ use super::finding::{Finding, Kind, Severity, State};
 /// One hour: a bound service-account token older than this was not refreshed (docs/incidents.md, incident 4).
 const STALE_AFTER: u64 = 3600;
 
-fn cni_restart(ctx: &Ctx<'_>, node: &str) -> String {
-    let cni = ctx.inv.components.iter().find(|c| c.role == "cni");
-    let (ns, name) = cni.map_or(("kube-system", "the CNI agent"), |c| {
-        (c.namespace.as_str(), c.name.as_str())
+/// Whose credential a CNI kubeconfig holds: the workload to restart or reconfigure.
+struct Owner {
+    namespace: String,
+    /// The inventory's component, when one is known to be it.
+    component: Option<String>,
+    /// The token's own service account (`system:serviceaccount:NS:NAME`), when it names one.
+    account: Option<String>,
+}
+
+/// Words of a component's name that say nothing about which one it is.
+const GENERIC: [&str; 8] = [
+    "kube", "node", "ds", "cni", "plugin", "agent", "daemon", "system",
+];
+
+/// The owner of `kc`: the token's service account says whose credential it is; the component is
+/// the inventory's one whose name shares a word with that account or with the file's path
+/// (`kube-multus-ds` for `multus.d/multus.kubeconfig`), else the CNI when nothing else is known.
+fn owner(ctx: &Ctx<'_>, kc: &probe_proto::KubeconfigFacts) -> Owner {
+    let sa = kc.token.as_ref().and_then(|t| {
+        t.subject
+            .as_deref()
+            .and_then(|s| s.strip_prefix("system:serviceaccount:"))
+            .and_then(|s| s.split_once(':'))
+            .map(|(ns, name)| (ns.to_string(), name.to_string()))
     });
-    format!(
-        "restart {name} on {node} so it writes a fresh token: kubectl -n {ns} get pods -o wide --field-selector spec.nodeName={node} \
-         | grep {}, then kubectl -n {ns} delete pod <that pod>; for good, run a CNI version that renews its token with the TokenRequest API (projectcalico/calico#5910; Multus: thick plugin)",
-        cni.map_or("cni", |c| c.name.as_str())
-    )
+    let hints: Vec<&str> = sa
+        .iter()
+        .map(|(_, n)| n.as_str())
+        .chain(std::iter::once(kc.path.as_str()))
+        .collect();
+    let names_it = |c: &&crate::inventory::Component| {
+        c.name
+            .split('-')
+            .filter(|w| w.len() >= 3 && !GENERIC.contains(w))
+            .any(|w| hints.iter().any(|h| h.contains(w)))
+    };
+    let comps = &ctx.inv.components;
+    let found = comps
+        .iter()
+        .filter(|c| c.role != "cni")
+        .find(names_it)
+        .or_else(|| comps.iter().filter(|c| c.role == "cni").find(names_it))
+        .or_else(|| {
+            // Only a token without an account leaves the CNI as the best guess.
+            sa.is_none()
+                .then(|| comps.iter().find(|c| c.role == "cni"))
+                .flatten()
+        });
+    Owner {
+        namespace: found.map_or_else(
+            || {
+                sa.as_ref()
+                    .map_or("kube-system", |s| s.0.as_str())
+                    .to_string()
+            },
+            |c| c.namespace.clone(),
+        ),
+        component: found.map(|c| c.name.clone()),
+        account: sa.map(|(ns, n)| format!("{ns}/{n}")),
+    }
+}
+
+impl Owner {
+    /// `calico-node (token of kube-system/calico-cni-plugin)`, for sentences.
+    fn text(&self) -> String {
+        match (&self.component, &self.account) {
+            (Some(c), Some(a)) => format!("{c} (token of service account {a})"),
+            (Some(c), None) => c.clone(),
+            (None, Some(a)) => format!("the pods of service account {a}"),
+            (None, None) => "the CNI agent".into(),
+        }
+    }
+
+    /// The command that finds its pod on `node`.
+    fn pods(&self, node: &str) -> String {
+        let ns = &self.namespace;
+        match (&self.component, &self.account) {
+            (Some(c), _) => format!(
+                "kubectl -n {ns} get pods -o wide --field-selector spec.nodeName={node} | grep {c}"
+            ),
+            (None, Some(a)) => format!(
+                "kubectl -n {ns} get pods -o wide --field-selector spec.nodeName={node},spec.serviceAccountName={}",
+                a.rsplit('/').next().unwrap_or(a)
+            ),
+            (None, None) => {
+                format!("kubectl -n {ns} get pods -o wide --field-selector spec.nodeName={node}")
+            }
+        }
+    }
+}
+
+/// The fix for one CNI kubeconfig in `state` on `node`, addressed to its owner.
+fn credential_fix(
+    ctx: &Ctx<'_>,
+    state: &State,
+    node: &str,
+    kc: &probe_proto::KubeconfigFacts,
+) -> Vec<String> {
+    let o = owner(ctx, kc);
+    let (who, pods, path) = (o.text(), o.pods(node), &kc.path);
+    let restart = format!(
+        "restart {who} on {node} so it writes {path} afresh: {pods}, then kubectl -n {} delete pod <that pod>",
+        o.namespace
+    );
+    let renew = "for good, run a version that renews its token with the TokenRequest API (projectcalico/calico#5910; Multus: the thick plugin)";
+    match state {
+        State::Expired | State::Stale => vec![format!("{restart}; {renew}")],
+        State::Rejected => vec![
+            format!(
+                "the API server no longer accepts this token: check that its service account still exists ({}) — a deleted and recreated account or a rotated service-account signing key invalidates every token it had",
+                o.account.as_deref().map_or_else(
+                    || "kubectl auth whoami with the token".into(),
+                    |a| {
+                        let (ns, n) = a.split_once('/').unwrap_or(("kube-system", a));
+                        format!("kubectl -n {ns} get serviceaccount {n}")
+                    }
+                )
+            ),
+            restart,
+        ],
+        State::NonExpiring => vec![format!(
+            "{path} on {node} holds a legacy Secret token that never expires: move {who} to a bound token from the TokenRequest API (a projected service-account token) and delete the old token Secret"
+        )],
+        State::Insecure => vec![
+            format!(
+                "give {path} on {node} the cluster's CA in certificate-authority-data and remove insecure-skip-tls-verify: kubectl -n kube-system get configmap kube-root-ca.crt -o jsonpath='{{.data.ca\\.crt}}' | base64 -w0"
+            ),
+            format!(
+                "if {who} writes that file, set the CA in its configuration instead, or its next restart undoes the fix"
+            ),
+        ],
+        State::UntrustedServer => vec![format!(
+            "compare the CA in {path} on {node} with the cluster's (kubectl -n kube-system get configmap kube-root-ca.crt -o yaml): if the cluster's CA was rotated, restart {who} so it writes a new kubeconfig ({pods}); if not, find out what answers at that address before anything sends it a credential"
+        )],
+        State::UnverifiableServer => vec![format!(
+            "give {path} on {node} a readable CA (certificate-authority-data, or certificate-authority pointing at a file that exists): {who} writes it"
+        )],
+        _ => vec![restart],
+    }
 }
 
 /// What a CNI token's facts say: (state, sentence), or `None` when it is fine.
@@ -131,6 +260,8 @@ struct CredentialGroup {
     nodes: BTreeSet<String>,
     sentences: Vec<String>,
     evidence: Vec<usize>,
+    /// One fix per kubeconfig, addressed to its owner, in the order found.
+    fix: Vec<String>,
 }
 
 /// What the node checks gathered before they become findings.
@@ -187,7 +318,13 @@ pub(super) fn node_checks(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
         }
         for kc in &facts.cni_kubeconfigs {
             if let Some((state, sentence)) = credential_state(kc, &node) {
+                let fix = credential_fix(ctx, &state, &node, kc);
                 let g = found.credentials.entry(state).or_default();
+                for l in fix {
+                    if !g.fix.contains(&l) {
+                        g.fix.push(l);
+                    }
+                }
                 g.nodes.insert(node.clone());
                 g.sentences.push(sentence);
                 g.evidence.push(i);
@@ -254,17 +391,9 @@ fn credential_findings(
             severity,
             format!("CNI credential {state}: {}", g.sentences.join("; ")),
         );
-        let untrusted = state == State::UntrustedServer;
         f.state = Some(state);
         f.nodes = g.nodes.into_iter().collect();
-        if untrusted {
-            f.fix.push(
-                "compare the CA in the CNI kubeconfig with the cluster's (kubectl -n kube-system get configmap kube-root-ca.crt -o yaml): if the cluster's CA was rotated, restart the CNI agent as below so it writes a new kubeconfig; if not, find out what answers at that address before anything sends it a credential".into(),
-            );
-        }
-        for n in &f.nodes {
-            f.fix.push(cni_restart(ctx, n));
-        }
+        f.fix = g.fix;
         ctx.emit(findings, f, &g.evidence, &[]);
     }
 }

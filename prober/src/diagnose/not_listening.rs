@@ -1,13 +1,15 @@
 //! Not listening: a TCP port refused (a reset, or ICMP port-unreachable from the node itself) on
-//! a path between hosts that otherwise reach each other. The port is closed, not filtered:
-//! whatever should listen there (the kubelet, etcd, a CNI agent) is down on that node. One
-//! finding per node and port; never a firewall gap.
+//! a path between hosts that otherwise reach each other, and to every sender (a port that lets
+//! some senders in is served: diagnose/selective.rs). The port is closed, not filtered: whatever
+//! should listen there (the kubelet, etcd, a CNI agent) is down on that node. One finding per
+//! node and port, with what goes through that port as its consequences; never a firewall gap.
 
 use std::collections::{BTreeMap, HashSet};
 
 use probe_proto::Outcome;
 
 use crate::model::{PathClass, Protocol};
+use crate::plan::optional_cni_ports;
 
 use super::context::{Ctx, failed, list, names_text};
 use super::finding::{Finding, Kind, Severity};
@@ -40,7 +42,25 @@ pub(super) fn not_listening(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
             refused.entry((b, port)).or_default().push(i);
         }
     }
+    // A port only some nodes serve, on a node the inventory says nothing about: nobody knows it
+    // should listen there, so its silence is a note, not an error: one per port.
+    let optional_port = |node: u32, port: u16| {
+        optional_cni_ports(ctx.inv.cluster.cni).contains(&port)
+            && ctx.inv.nodes[node as usize].serves.is_none()
+    };
+    let mut notes: BTreeMap<u16, (Vec<u32>, Vec<usize>)> = BTreeMap::new();
+    let mut errors = Vec::new();
     for ((node, port), ev) in refused {
+        if optional_port(node, port) {
+            let n = notes.entry(port).or_default();
+            n.0.push(node);
+            n.1.extend(ev);
+        } else {
+            errors.push(((node, port), ev));
+        }
+    }
+    optional_notes(ctx, findings, notes);
+    for ((node, port), ev) in errors {
         let name = ctx.name(node).to_string();
         let what = if port == 10250 {
             " (the kubelet)"
@@ -76,6 +96,65 @@ pub(super) fn not_listening(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
         f.fix.push(format!(
             "on {name}: check what should listen on tcp/{port}{what} (ss -ltnp 'sport = :{port}'; its unit or pod logs), or a firewall rule that rejects with a TCP reset"
         ));
+        // What goes through the closed port (the Service's backend, the pods' direct path) fails
+        // because of it.
+        let cons: Vec<usize> = ctx
+            .results
+            .iter()
+            .enumerate()
+            .filter(|(i, r)| failed(r) && !ctx.explained.contains(i) && !ev.contains(i))
+            .filter(|(_, r)| reaches(ctx, r).contains(&(node, port)))
+            .map(|(i, _)| i)
+            .collect();
+        ctx.emit(findings, f, &ev, &cons);
+    }
+}
+
+/// The TCP ports on nodes a result connects to, its own node's included (`Ctx::needs` leaves out
+/// what never leaves the sender): the API server behind the `kubernetes` Service, or the node and
+/// port it names.
+fn reaches(ctx: &Ctx<'_>, r: &crate::model::Record<'_>) -> Vec<(u32, u16)> {
+    if r.to.protocol != Protocol::Tcp {
+        return Vec::new();
+    }
+    match r.path {
+        PathClass::PodToService | PathClass::NodeToService
+            if r.to.service.as_deref() == Some("kubernetes") =>
+        {
+            ctx.api_backends.clone()
+        }
+        PathClass::NodeToNode
+        | PathClass::PodToNode
+        | PathClass::NodeToApiserver
+        | PathClass::PodToApiserver => match (ctx.to(r), r.to.port) {
+            (Some(b), Some(p)) => vec![(b, p)],
+            _ => Vec::new(),
+        },
+        _ => Vec::new(),
+    }
+}
+
+/// One note per optional port: the nodes where nothing listens on it.
+fn optional_notes(
+    ctx: &mut Ctx<'_>,
+    findings: &mut Vec<Finding>,
+    notes: BTreeMap<u16, (Vec<u32>, Vec<usize>)>,
+) {
+    for (port, (nodes, ev)) in notes {
+        let names = list(ctx, &nodes);
+        let mut f = Finding::new(
+            Kind::NotListening,
+            Severity::Warning,
+            format!(
+                "note: nothing listens on tcp/{port} (Typha) on {}; Typha runs on a few nodes only and the inventory does not say which (`serves`), so this is no fault by itself",
+                names_text(&names)
+            ),
+        );
+        f.protocol = Some(Protocol::Tcp);
+        f.port = Some(port);
+        f.to.clone_from(&names);
+        f.nodes = names;
+        f.fix.push(format!("to check: kubectl -n calico-system get pods -o wide -l k8s-app=calico-typha; give the inventory each node's `serves` so only Typha's nodes are probed on tcp/{port}"));
         ctx.emit(findings, f, &ev, &[]);
     }
 }

@@ -149,7 +149,7 @@ fn pod_mtu(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>, mtu: &[usize]) {
         .cluster
         .overlay
         .as_ref()
-        .and_then(|o| o.mtu)
+        .and_then(crate::plan::pod_mtu)
         .unwrap_or(0);
     let pairs: BTreeSet<(u32, u32)> = mtu
         .iter()

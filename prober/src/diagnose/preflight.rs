@@ -291,15 +291,8 @@ mod tests {
         inv: &Inventory,
         fail: &dyn Fn(&crate::plan::PlannedProbe) -> Option<Outcome>,
     ) -> Vec<Finding> {
-        use crate::plan::preflight::{Candidate, Role, preflight, with_candidate};
-        let c = Candidate {
-            name: "new".into(),
-            address: "192.168.57.249".parse().unwrap(),
-            exec: Vec::new(),
-            role: Role::Worker,
-            agent_port: 9917,
-            host_root: None,
-        };
+        use crate::plan::preflight::{preflight, with_candidate};
+        let c = crate::testutil::candidate();
         let results: Vec<ResultRecord> = preflight(inv, &c)
             .to_vec()
             .iter()

@@ -500,8 +500,10 @@ fn anything_else_is_named_unexplained() {
 
 #[test]
 fn refused_on_an_open_path_is_not_listening_never_a_gap() {
-    // Table: who refuses, and the one finding it must give.
-    let cases: [(&[&str], &str, u16); 2] = [(&["n1"], "n2", 10250), (&["n1", "n3"], "n2", 10250)];
+    // Table: who refuses (every other node: a port refused to some only is a firewall, see
+    // tests/selective_refusal.rs), and the one finding it must give.
+    let cases: [(&[&str], &str, u16); 2] =
+        [(&["n1", "n3"], "n2", 10250), (&["n2", "n3"], "n1", 10250)];
     for (senders, receiver, port) in cases {
         let inv = inventory(3, 1, "flannel");
         let (_, f) = run(&inv, &move |p| {
@@ -725,6 +727,8 @@ fn the_agents_port_blocked_is_the_probers_problem_not_a_gap() {
 
 mod node_checks {
     use super::*;
+
+    mod credential_owner;
     use probe_proto::{CheckFacts, KubeconfigFacts, NodeFacts, ResolvFacts, TokenFacts};
     use std::path::PathBuf;
 
@@ -1229,3 +1233,10 @@ fn a_zone_pair_blocked_one_way_among_two_zones_is_one_finding() {
     assert_eq!(kinds(&f), [Kind::FirewallGap], "{f:#?}");
     assert!(f[0].summary.contains("everywhere"), "{}", f[0].summary);
 }
+
+mod inferred_tunnel;
+mod mtu_unknown;
+mod narrowed_run;
+mod optional_port;
+mod router_reject;
+mod selective_refusal;

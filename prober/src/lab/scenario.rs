@@ -114,6 +114,19 @@ pub struct LabOverlay {
     pub mode: OverlayMode,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub port: Option<u16>,
+    /// Whether the inventory names each node's tunnel endpoint (default: yes). `false` is a CNI
+    /// that publishes none discovery reads: the tunnel cannot be probed directly.
+    #[serde(default = "yes", skip_serializing_if = "is_yes")]
+    pub vteps_known: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's `skip_serializing_if` passes a reference
+fn is_yes(b: &bool) -> bool {
+    *b
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -146,7 +159,7 @@ impl Scenario {
     pub fn overlay(&self) -> (OverlayMode, u16) {
         match self.overlay {
             None => (OverlayMode::Vxlan, 8472),
-            Some(LabOverlay { mode, port }) => (
+            Some(LabOverlay { mode, port, .. }) => (
                 mode,
                 match mode {
                     OverlayMode::Vxlan => port.unwrap_or(8472),
@@ -170,7 +183,10 @@ pub struct Zone {
 #[serde(rename_all = "lowercase")]
 pub enum Action {
     Drop,
+    /// ICMP administratively prohibited.
     Reject,
+    /// A TCP reset, as `reject with tcp reset` answers (TCP only).
+    Reset,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -337,6 +353,9 @@ pub struct FindingPattern {
     pub components: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nodes: Option<Vec<String>>,
+    /// Whether the cause was inferred from the pattern rather than probed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inferred: Option<bool>,
 }
 
 /// A pattern's `state`, refused unless it is one of the states the diagnosis writes.
@@ -376,6 +395,7 @@ impl FindingPattern {
             && set(self.cycle.as_ref(), &f.cycle)
             && set(self.components.as_ref(), &f.components)
             && set(self.nodes.as_ref(), &f.nodes)
+            && same(self.inferred.as_ref(), Some(&f.inferred))
     }
 
     /// Whether the pattern names no field (it would match every finding).

@@ -15,8 +15,8 @@ use probe_proto::{Port, Probe};
 use crate::inventory::{Agent, Inventory, Node};
 use crate::model::{AgentKind, AgentRef, PathClass, Target};
 
-pub use node_ports::{cni_tcp_ports, served_tcp_ports};
-pub use overlay::{encapsulation_overhead, underlay_mtu_needed};
+pub use node_ports::{cni_tcp_ports, optional_cni_ports, served_tcp_ports};
+pub use overlay::{encapsulation_overhead, pod_mtu, underlay_mtu_needed};
 
 mod planned;
 pub use planned::{Planned, PlannedRef};

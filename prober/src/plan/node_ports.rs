@@ -68,6 +68,17 @@ pub fn cni_tcp_ports(cni: Cni) -> &'static [u16] {
     }
 }
 
+/// The CNI ports only some nodes serve (Calico's Typha runs on a few nodes, chosen by its
+/// `Deployment`): where the inventory does not say which (`serves`), nothing listening there on
+/// a node is no fault.
+#[must_use]
+pub fn optional_cni_ports(cni: Cni) -> &'static [u16] {
+    match cni {
+        Cni::Calico => &[5473],
+        _ => &[],
+    }
+}
+
 /// Whether a CNI port is probed from `from` to `to`. Where discovery says which node serves which
 /// CNI port (`serves`), a port is probed only toward the nodes that serve it (Typha runs on a
 /// few nodes), and BGP only between two speakers of a full mesh; without that knowledge (an

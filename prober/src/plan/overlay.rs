@@ -76,7 +76,7 @@ impl<'a> Builder<'a> {
 
     /// Full-size packets between pods: small ones passing while these vanish is an MTU hole.
     fn pod_mtu(&mut self, ov: &crate::inventory::Overlay) {
-        let Some(size) = ov.mtu else { return };
+        let Some(size) = pod_mtu(ov) else { return };
         for (fnode, _) in self.agents(AgentKind::Pod) {
             for (tnode, tagent) in self
                 .agents(AgentKind::Pod)
@@ -156,6 +156,18 @@ pub fn encapsulation_overhead(mode: &str) -> u16 {
         "wireguard" => 60,
         _ => 0,
     }
+}
+
+/// The MTU pods see over the overlay: the inventory's, else the encapsulation's default on a
+/// 1500-byte underlay (1450 for VXLAN and Geneve, 1480 for IP-in-IP, 1440 for `WireGuard`), so
+/// the MTU is probed even when the inventory does not say it; `None` when neither is known (the
+/// diagnosis then says the MTU was not probed).
+#[must_use]
+pub fn pod_mtu(ov: &crate::inventory::Overlay) -> Option<u16> {
+    const UNDERLAY: u16 = 1500;
+    let overhead = encapsulation_overhead(&ov.mode);
+    ov.mtu
+        .or_else(|| (overhead > 0).then(|| UNDERLAY - overhead))
 }
 
 /// The underlay path MTU the overlay needs: its MTU plus its encapsulation's overhead; `None`

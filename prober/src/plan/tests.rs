@@ -184,3 +184,5 @@ fn cni_ports_go_only_to_the_nodes_that_serve_them() {
     });
     assert!(ports_to(&plan(&inv, &Filter::default()).to_vec(), 179).is_empty());
 }
+
+mod mtu_default;

@@ -23,6 +23,7 @@ fn verdict(action: Action) -> &'static str {
     match action {
         Action::Drop => "drop",
         Action::Reject => "reject with icmp type admin-prohibited",
+        Action::Reset => "reject with tcp reset",
     }
 }
 

@@ -51,7 +51,7 @@ pub fn inventory(s: &Scenario, l: &Layout) -> crate::inventory::Inventory {
                 pod_cidr: Some(n.pod_cidr),
                 pod_cidrs: Vec::new(),
                 host_root: Some(n.root.clone()),
-                vtep: Some(Vtep {
+                vtep: s.overlay.is_none_or(|o| o.vteps_known).then_some(Vtep {
                     address: n.vtep,
                     mac: Some(n.mac),
                 }),

@@ -1,0 +1,143 @@
+//! Selective refusals: a TCP port that resets some senders while others connect to the very
+//! same port is served; what refuses those senders is a firewall rule (`reject with tcp reset`),
+//! a `firewall-gap`, never `not-listening`. Placed on the receiving host when its sniffer saw
+//! the SYN arrive, on the network when the SYN never arrived, and left unknown without a
+//! receipt (a reset carries the receiver's address whoever forged it).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use probe_proto::{Outcome, Receipt};
+
+use crate::model::Protocol;
+
+use super::context::{Ctx, Link, failed, list, names_text};
+use super::finding::{Finding, Kind, Severity, Where};
+use super::fix;
+
+/// A served port (receiver, port) and who it refused and who it let in.
+#[derive(Default)]
+struct Port {
+    /// Refusing sender -> the refused results.
+    refused: BTreeMap<u32, Vec<usize>>,
+    connected: BTreeSet<u32>,
+}
+
+pub(super) fn selective_refusals(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
+    let pods_ok = ctx.pods_ok();
+    let mut ports: BTreeMap<(u32, u16), Port> = BTreeMap::new();
+    for (i, r) in ctx.results.iter().enumerate() {
+        let Some(l) = ctx
+            .direct(&r, &pods_ok)
+            .filter(|l| l.protocol() == Protocol::Tcp)
+        else {
+            continue;
+        };
+        let p = ports.entry((l.to, l.port)).or_default();
+        if r.result.outcome.is_ok() {
+            p.connected.insert(l.from);
+        } else if failed(&r) && r.result.outcome == Outcome::Refused && !ctx.explained.contains(&i)
+        {
+            p.refused.entry(l.from).or_default().push(i);
+        }
+    }
+    for ((to, port), p) in ports {
+        // A sender refused on some probes and let in on others is not this rule's.
+        let senders: Vec<u32> = p
+            .refused
+            .keys()
+            .filter(|s| !p.connected.contains(s))
+            .copied()
+            .collect();
+        if senders.is_empty() || p.connected.is_empty() {
+            continue;
+        }
+        let ev: Vec<usize> = senders
+            .iter()
+            .flat_map(|s| p.refused.get(s).cloned().unwrap_or_default())
+            .collect();
+        let links: Vec<Link> = senders
+            .iter()
+            .map(|&from| Link {
+                from,
+                to,
+                udp: false,
+                port,
+            })
+            .collect();
+        let cons: Vec<usize> = ctx
+            .results
+            .iter()
+            .enumerate()
+            .filter(|(i, r)| failed(r) && !ctx.explained.contains(i) && !ev.contains(i))
+            .filter(|(_, r)| ctx.needs(r).iter().any(|l| links.contains(l)))
+            .map(|(i, _)| i)
+            .collect();
+        let f = finding(ctx, (&senders, to, port), &p.connected, &ev);
+        ctx.emit(findings, f, &ev, &cons);
+    }
+}
+
+fn finding(
+    ctx: &Ctx<'_>,
+    (senders, to, port): (&[u32], u32, u16),
+    connected: &BTreeSet<u32>,
+    ev: &[usize],
+) -> Finding {
+    let name = ctx.name(to).to_string();
+    let from = list(ctx, senders);
+    let ok = list(ctx, &connected.iter().copied().collect::<Vec<_>>());
+    let what = if port == 10250 {
+        " (the kubelet)"
+    } else if ctx.api_backends.iter().any(|&(n, p)| n == to && p == port) {
+        " (the API server)"
+    } else {
+        ""
+    };
+    let arrived = ev.iter().any(|&i| {
+        matches!(
+            ctx.results.at(i).result.receipt,
+            Some(Receipt::Answered | Receipt::Delivered | Receipt::HostDropped)
+        )
+    });
+    let lost = ev
+        .iter()
+        .any(|&i| ctx.results.at(i).result.receipt == Some(Receipt::NotArrived));
+    // A reset carries the receiver's address whoever sent it: without the receiver's sniffer
+    // saying whether the SYN arrived, the place stays unknown.
+    let mut places = Vec::new();
+    if arrived {
+        places.push(Where::Host(name.clone()));
+    }
+    if lost {
+        places.push(Where::Network);
+    }
+    let mut f = Finding::new(
+        Kind::FirewallGap,
+        Severity::Error,
+        format!(
+            "tcp/{port}{what} on {name} answers {} with a TCP reset while {} connect: the service is up, a firewall rule rejects these senders",
+            names_text(&from),
+            names_text(&ok)
+        ),
+    );
+    f.protocol = Some(Protocol::Tcp);
+    f.port = Some(port);
+    f.from = from;
+    f.to = vec![name.clone()];
+    f.direction = Some(crate::model::Direction::One);
+    if places.contains(&Where::Host(name.clone())) {
+        f.fix.push(format!(
+            "on {name}: find the rule that resets these senders (nft list ruleset | grep -n 'reject with tcp reset'; iptables -S | grep tcp-reset) and remove it, or accept them before it:"
+        ));
+    }
+    f.fix.extend(fix::lines(
+        ctx.inv,
+        Protocol::Tcp,
+        port,
+        (senders, &[to]),
+        false,
+        &places,
+    ));
+    f.where_ = places;
+    f
+}

@@ -1,0 +1,67 @@
+//! A tunnel no crafted probe could go through is still diagnosed from its pattern: hosts fine,
+//! every pod path across exactly those node pairs dead, each side fine inside. The overlay's
+//! encapsulation is named, flagged inferred, with the pod, service and DNS failures following.
+
+use super::*;
+
+/// Three nodes in two zones (n1, n2 | n3), `mode` overlay, no tunnel endpoint known anywhere
+/// (so no crafted probe is planned), with everything that rides the overlay across n3 dead.
+/// `n3_pods_dead`: n3's pods reach nothing at all, not even their own host.
+fn unprobed(mode: &str, n3_pods_dead: bool) -> (Vec<ResultRecord>, Vec<Finding>) {
+    let mut inv = inventory(3, 1, "calico");
+    inv.cluster.overlay = Some(
+        serde_saphyr::from_str(&format!(
+            "{{mode: {mode}, port: {}, vni: {}}}",
+            if mode == "ipip" { 0 } else { 4789 },
+            if mode == "ipip" { 0 } else { 4096 }
+        ))
+        .unwrap(),
+    );
+    for (i, n) in inv.nodes.iter_mut().enumerate() {
+        n.vtep = None;
+        n.zone = Some(if i < 2 { "office" } else { "cloud" }.into());
+    }
+    run(&inv, &move |p| {
+        let n3_pod = p.from.node == "n3" && p.from.agent == AgentKind::Pod;
+        (crosses_overlay(p, "n3") || (n3_pods_dead && n3_pod))
+            .then(|| (Outcome::Timeout, "no answer within 2000 ms".to_string()))
+    })
+}
+
+#[test]
+fn an_unprobed_tunnel_blocked_between_zones_is_inferred_from_the_pattern() {
+    for (mode, protocol) in [("ipip", "ipip"), ("vxlan", "udp")] {
+        let (_, f) = unprobed(mode, false);
+        assert!(
+            !kinds(&f).contains(&Kind::Unexplained) && !kinds(&f).contains(&Kind::Dns),
+            "{mode}: {f:#?}"
+        );
+        let gap = f
+            .iter()
+            .find(|g| g.kind == Kind::FirewallGap)
+            .unwrap_or_else(|| panic!("{mode}: {f:#?}"));
+        assert!(
+            gap.matches(&json!({"protocol": protocol, "from": ["n3"], "to": ["n1", "n2"], "direction": "both", "inferred": true})),
+            "{mode}: {gap:#?}"
+        );
+        assert!(
+            gap.summary.contains("inferred, not probed"),
+            "{}",
+            gap.summary
+        );
+        assert!(
+            gap.consequences.iter().any(|c| c.starts_with("dns:")),
+            "DNS follows: {gap:#?}"
+        );
+        assert_eq!(serde_json::to_value(gap).unwrap()["inferred"], json!(true));
+    }
+}
+
+#[test]
+fn pods_dead_inside_a_side_are_not_read_as_a_tunnel() {
+    let (_, f) = unprobed("ipip", true);
+    assert!(
+        !f.iter().any(|g| g.inferred),
+        "n3's pods reach nothing, not even n3: {f:#?}"
+    );
+}
