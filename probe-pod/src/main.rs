@@ -55,6 +55,12 @@ struct TunnelArgs {
     peers: Vec<probe_pod::net::tunnel::Peer>,
 }
 
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum OnTtl {
+    Exit,
+    Idle,
+}
+
 #[derive(Clone, Copy, ValueEnum)]
 enum TunnelMode {
     Ipip,
@@ -83,6 +89,11 @@ struct ServeArgs {
     /// crashed coordinator cannot leave agents running.
     #[arg(long, env = "PROBE_POD_TTL", default_value = "0", value_parser = parse_duration)]
     ttl: Duration,
+    /// What the agent does when its TTL expires: `exit`, or `idle`: close every socket and
+    /// sniffer and wait, serving nothing, until stopped. Under a `DaemonSet` (restart policy
+    /// `Always`, the only one it allows) an agent that exits is started again with a fresh TTL.
+    #[arg(long = "on-ttl", env = "PROBE_POD_ON_TTL", value_enum, default_value_t = OnTtl::Exit)]
+    on_ttl: OnTtl,
     /// More TCP ports to answer on with echo and HTTP (comma-separated), e.g. to stand in for a
     /// kubelet (10250) where none runs.
     #[arg(
@@ -149,13 +160,28 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    runtime.block_on(async {
+    let (code, idle) = runtime.block_on(async {
         match cli.command {
             Command::Serve(args) => serve_cmd(args).await,
-            Command::Probe(args) => probe_cmd(&args).await,
+            Command::Probe(args) => (probe_cmd(&args).await, false),
             Command::Tunnel(_) => unreachable!("run before the runtime starts"),
         }
-    })
+    });
+    if !idle {
+        return code;
+    }
+    // Dropping the runtime ends every task it spawned (listeners, sniffer, stand-ins), so every
+    // port and socket is released; then wait, on a runtime of nothing, to be stopped.
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    tracing::info!("ttl expired: serving nothing until stopped");
+    match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(idle) => idle.block_on(shutdown_signal()),
+        Err(e) => eprintln!("probe-pod: cannot wait idle: {e}"),
+    }
+    ExitCode::SUCCESS
 }
 
 /// Blocking threads, no async runtime: the tunnel only forwards packets.
@@ -178,7 +204,9 @@ fn tunnel_cmd(t: &TunnelArgs) -> ExitCode {
     }
 }
 
-async fn serve_cmd(args: ServeArgs) -> ExitCode {
+/// The exit code, and whether to stay idle once the runtime is gone (`--on-ttl idle`).
+async fn serve_cmd(args: ServeArgs) -> (ExitCode, bool) {
+    let on_ttl = args.on_ttl;
     let config = serve::Config {
         listen: args.listen,
         port: args.port,
@@ -197,15 +225,16 @@ async fn serve_cmd(args: ServeArgs) -> ExitCode {
     match serve::run(config, shutdown_signal()).await {
         Ok(Stopped::Signal) => {
             tracing::info!("stopping on signal");
-            ExitCode::SUCCESS
+            (ExitCode::SUCCESS, false)
         }
+        Ok(Stopped::Ttl) if on_ttl == OnTtl::Idle => (ExitCode::SUCCESS, true),
         Ok(Stopped::Ttl) => {
             tracing::info!("ttl expired; exiting");
-            ExitCode::SUCCESS
+            (ExitCode::SUCCESS, false)
         }
         Err(e) => {
             eprintln!("probe-pod serve: {e}");
-            ExitCode::from(2)
+            (ExitCode::from(2), false)
         }
     }
 }

@@ -1159,6 +1159,7 @@ mod agents {
         AgentSpec {
             run: Some("r1".into()),
             ttl: Some("2h".into()),
+            expires: Some("2026-12-01T14:00:00Z".into()),
             ..AgentSpec::default()
         }
     }
@@ -1167,10 +1168,13 @@ mod agents {
     async fn apply_creates_this_runs_objects_and_records_them() {
         let (client, server) = serve(Box::new(|s| match (s.method.as_str(), s.uri.as_str()) {
             ("POST", _) => created(s),
+            ("GET", u) if u.contains("/daemonsets?") => {
+                respond(200, &list_of("DaemonSetList", Vec::new(), "1"))
+            }
             _ => status(404, "NotFound"),
         }));
         let mut made = Created::default();
-        deploy::apply(&client, &run_spec(), &mut made)
+        deploy::apply(&client, &run_spec(), &mut made, &mut |_| {})
             .await
             .unwrap();
         drop(client);
@@ -1183,6 +1187,10 @@ mod agents {
         assert_eq!(
             reqs,
             [
+                (
+                    "GET".to_string(),
+                    "/api/v1/namespaces/prober-system".to_string()
+                ),
                 ("POST".to_string(), format!("/api/v1/namespaces{q}")),
                 (
                     "POST".to_string(),
@@ -1196,8 +1204,14 @@ mod agents {
                     "POST".to_string(),
                     format!("/apis/apps/v1/namespaces/prober-system/daemonsets{q}")
                 ),
+                (
+                    "GET".to_string(),
+                    "/apis/apps/v1/namespaces/prober-system/daemonsets?&labelSelector=prober.io%2Frun"
+                        .to_string()
+                ),
             ]
         );
+        let seen = &seen[1..];
         let ns = &seen[0].body;
         assert_eq!(
             ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"],
@@ -1229,7 +1243,19 @@ mod agents {
             c["securityContext"]["capabilities"]["add"],
             json!(["NET_RAW"])
         );
-        assert_eq!(c["args"], json!(["serve", "--ttl", "2h"]));
+        // Idle at its TTL: a DaemonSet restarts an agent that exits.
+        assert_eq!(
+            c["args"],
+            json!(["serve", "--ttl", "2h", "--on-ttl", "idle"])
+        );
+        // No container port on the host network: it would become a host port, and a leftover
+        // or concurrent run's host agents would keep this run's Pending on every node.
+        assert!(c.get("ports").is_none(), "{c}");
+        assert_eq!(c["terminationMessagePolicy"], "FallbackToLogsOnError");
+        assert_eq!(
+            host["metadata"]["annotations"]["prober.io/expires"],
+            "2026-12-01T14:00:00Z"
+        );
         assert_eq!(seen[3].body["metadata"]["name"], "probe-pod-r1");
         assert!(
             seen[3].body["spec"]["template"]["spec"]
@@ -1246,9 +1272,21 @@ mod agents {
 
     #[tokio::test]
     async fn a_failed_apply_is_cleaned_up_exactly_and_an_existing_namespace_is_kept() {
-        // The namespace exists (409: someone else's), the pod DaemonSet is refused.
+        // The namespace exists (someone else's), the pod DaemonSet is refused.
         let (client, server) = serve(Box::new(|s| match (s.method.as_str(), s.uri.as_str()) {
-            ("POST", "/api/v1/namespaces?&fieldManager=prober") => status(409, "AlreadyExists"),
+            ("GET", "/api/v1/namespaces/prober-system") => respond(
+                200,
+                &json!({"metadata": {"name": "prober-system", "uid": "someone-elses"}}),
+            ),
+            ("GET", u) if u.contains("/daemonsets?") => {
+                respond(200, &list_of("DaemonSetList", Vec::new(), "1"))
+            }
+            ("GET", u) if u.contains("/serviceaccounts?") => {
+                respond(200, &list_of("ServiceAccountList", Vec::new(), "1"))
+            }
+            ("POST", "/api/v1/namespaces?&fieldManager=prober") => {
+                panic!("an existing namespace is used, never created (no cluster-wide create)")
+            }
             ("POST", _) if s.body["metadata"]["name"] == "probe-pod-r1" => status(422, "Invalid"),
             ("POST", _) => created(s),
             ("DELETE", _) => status(200, "Success"),
@@ -1256,7 +1294,9 @@ mod agents {
         }));
         let spec = run_spec();
         let mut made = Created::default();
-        let err = deploy::apply(&client, &spec, &mut made).await.unwrap_err();
+        let err = deploy::apply(&client, &spec, &mut made, &mut |_| {})
+            .await
+            .unwrap_err();
         assert!(
             err.to_string()
                 .contains("create daemonset prober-system/probe-pod-r1"),
@@ -1288,6 +1328,138 @@ mod agents {
             ],
             "only what the run created, and only while it is the same object; never the namespace it did not create"
         );
+    }
+
+    #[tokio::test]
+    async fn a_rerun_waits_for_the_namespace_still_being_deleted() {
+        // The last run's cleanup deleted the namespace a moment ago: it is Terminating (and
+        // the NamespaceLifecycle admission plugin refuses new objects in it) for a few seconds.
+        let gets = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let seen_gets = gets.clone();
+        let (client, server) = serve(Box::new(move |s| {
+            let (path, _) = split(&s.uri);
+            match (s.method.as_str(), path.as_str()) {
+                ("GET", "/api/v1/namespaces/prober-system") => {
+                    if seen_gets.fetch_add(1, std::sync::atomic::Ordering::SeqCst) < 2 {
+                        respond(
+                            200,
+                            &json!({"metadata": {"name": "prober-system", "uid": "old",
+                            "deletionTimestamp": "2026-12-01T12:00:00Z"}, "status": {"phase": "Terminating"}}),
+                        )
+                    } else {
+                        status(404, "NotFound")
+                    }
+                }
+                ("GET", p) if p.ends_with("/daemonsets") => {
+                    respond(200, &list_of("DaemonSetList", Vec::new(), "1"))
+                }
+                ("POST", _) => created(s),
+                _ => status(404, "NotFound"),
+            }
+        }));
+        let mut made = Created::default();
+        let mut notes = Vec::new();
+        deploy::apply(&client, &run_spec(), &mut made, &mut |n| notes.push(n))
+            .await
+            .unwrap();
+        drop(client);
+        server.await.unwrap();
+        assert_eq!(gets.load(std::sync::atomic::Ordering::SeqCst), 3);
+        assert!(
+            made.namespace.is_some(),
+            "created anew once the old one was gone"
+        );
+        assert!(
+            notes.iter().any(|n| n.contains("still being deleted")),
+            "{notes:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_create_refused_in_a_terminating_namespace_is_said_in_words() {
+        // `NamespaceLifecycle` (kubernetes/kubernetes
+        // staging/src/k8s.io/apiserver/pkg/admission/plugin/namespace/lifecycle/admission.go).
+        let (client, server) = serve(Box::new(|s| {
+            let (path, _) = split(&s.uri);
+            match (s.method.as_str(), path.as_str()) {
+                ("GET", "/api/v1/namespaces/prober-system") => status(403, "Forbidden"),
+                ("POST", "/api/v1/namespaces") => status(409, "AlreadyExists"),
+                ("GET", p) if p.ends_with("/daemonsets") => {
+                    respond(200, &list_of("DaemonSetList", Vec::new(), "1"))
+                }
+                ("POST", _) => respond(
+                    403,
+                    &json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                    "message": "serviceaccounts \"prober-agent-r1\" is forbidden: unable to create new content in namespace prober-system because it is being terminated",
+                    "reason": "Forbidden", "code": 403}),
+                ),
+                _ => status(404, "NotFound"),
+            }
+        }));
+        let mut made = Created::default();
+        let err = deploy::apply(&client, &run_spec(), &mut made, &mut |_| {})
+            .await
+            .unwrap_err();
+        drop(client);
+        server.await.unwrap();
+        let e = err.to_string();
+        assert!(
+            matches!(err, DeployError::Terminating { .. }) && e.contains("run again in a minute"),
+            "{e}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_run_never_takes_over_or_wipes_another_runs_live_agents() {
+        // Run r0 is going in prober-system (its namespace, its agents, expiring in the future).
+        let live = expiring(
+            ds("probe-host-r0", "host-agent", Some("r0")),
+            "2999-01-01T00:00:00Z",
+        );
+        let list = list_of("DaemonSetList", vec![live], "3");
+        let (client, server) = serve(Box::new(move |s| {
+            let (path, _) = split(&s.uri);
+            match (s.method.as_str(), path.as_str()) {
+                ("GET", "/api/v1/namespaces/prober-system") => respond(
+                    200,
+                    &json!({"metadata": {"name": "prober-system", "uid": "ns-r0", "labels": {"prober.io/run": "r0"}}}),
+                ),
+                ("GET", p) if p.ends_with("/daemonsets") => respond(200, &list),
+                ("GET", p) if p.ends_with("/serviceaccounts") => {
+                    respond(200, &list_of("ServiceAccountList", Vec::new(), "1"))
+                }
+                ("DELETE", _) => status(200, "Success"),
+                (m, p) => panic!("run r1 must not {m} {p}"),
+            }
+        }));
+        let spec = run_spec();
+        let mut made = Created::default();
+        let err = deploy::apply(&client, &spec, &mut made, &mut |_| {})
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, DeployError::OtherRun { run, .. } if run == "r0"),
+            "{err}"
+        );
+        assert_eq!(made, Created::default(), "nothing created");
+        // A run that did create the namespace leaves it while another run's agents are in it.
+        let mine = Created {
+            namespace: Some(Owned {
+                name: "prober-system".into(),
+                uid: Some("ns-r1".into()),
+            }),
+            ..Created::default()
+        };
+        let deleted = deploy::cleanup(&client, &spec, &mine).await.unwrap();
+        drop(client);
+        let seen = server.await.unwrap();
+        assert!(deleted.is_empty(), "{deleted:?}");
+        assert!(!seen.iter().any(|s| s.method == "DELETE"));
+    }
+
+    fn expiring(mut v: Value, at: &str) -> Value {
+        v["metadata"]["annotations"] = json!({"prober.io/expires": at});
+        v
     }
 
     fn ds(name: &str, component: &str, run: Option<&str>) -> Value {
@@ -1329,11 +1501,21 @@ mod agents {
         let (client, server) = serve(Box::new(|s| {
             let (path, _) = split(&s.uri);
             match (s.method.as_str(), path.as_str()) {
+                // r9 expired (its coordinator crashed); r8 is a run still going elsewhere.
                 ("GET", "/apis/apps/v1/namespaces/prober-system/daemonsets") => respond(
                     200,
                     &list_of(
                         "DaemonSetList",
-                        vec![ds("probe-host-r9", "host-agent", Some("r9"))],
+                        vec![
+                            expiring(
+                                ds("probe-host-r9", "host-agent", Some("r9")),
+                                "2020-01-01T00:00:00Z",
+                            ),
+                            expiring(
+                                ds("probe-host-r8", "host-agent", Some("r8")),
+                                "2999-01-01T00:00:00Z",
+                            ),
+                        ],
                         "3",
                     ),
                 ),
@@ -1349,12 +1531,17 @@ mod agents {
                 _ => status(404, "NotFound"),
             }
         }));
-        let deleted = deploy::cleanup_leftovers(&client, "prober-system")
+        let (deleted, kept) = deploy::cleanup_leftovers(&client, "prober-system", false)
             .await
             .unwrap();
         drop(client);
         let seen = server.await.unwrap();
-        assert_eq!(deleted, ["daemonset/probe-host-r9"]);
+        assert_eq!(
+            deleted,
+            ["daemonset/probe-host-r9"],
+            "never a live run's agents"
+        );
+        assert_eq!(kept, ["r8"]);
         assert_eq!(
             seen[0].uri,
             "/apis/apps/v1/namespaces/prober-system/daemonsets?&labelSelector=prober.io%2Frun"
@@ -1545,7 +1732,7 @@ mod agents {
             "the IPv4 pod IP, wherever podIPs lists it"
         );
         let sel = "labelSelector=app.kubernetes.io%2Fname%3Dprober%2Cprober.io%2Frun%3Dr1";
-        let fs = "fieldSelector=involvedObject.kind%3DDaemonSet%2Creason%3DFailedCreate";
+        let fs = "fieldSelector=type%3DWarning";
         let uris: Vec<&str> = seen.iter().map(|s| s.uri.as_str()).collect();
         assert_eq!(
             uris,
@@ -1689,32 +1876,62 @@ mod agents {
             |n: &str, node: &str, c: &str, st: &str, ip: &str| -> k8s_openapi::api::core::v1::Pod {
                 serde_json::from_value(pod(n, node, c, "r1", st, ip)).unwrap()
             };
+        let mut crashing = pod("h3", "w3", "host-agent", "r1", "CrashLoopBackOff", "");
+        crashing["status"]["containerStatuses"][0]["lastState"] = json!({"terminated": {
+            "exitCode": 2, "reason": "Error",
+            "message": "probe-pod serve: cannot listen on tcp 0.0.0.0:9917: Address in use (os error 98)"}});
         let pods = [
             p("h1", "cp1", "host-agent", "ready", "192.168.56.10"),
             p("p1", "cp1", "pod-agent", "ready", "10.244.0.5"),
             p("h2", "w1", "host-agent", "ready", "192.168.56.11"),
             p("p2", "w1", "pod-agent", "ImagePullBackOff", ""),
+            // Pending with no container status yet: only its events say why.
+            p("p3", "w3", "pod-agent", "ContainerCreating", ""),
+            serde_json::from_value(crashing).unwrap(),
         ];
-        let nodes = ["cp1".to_string(), "w1".to_string(), "w2".to_string()];
-        let (ready, missing) = agents_from_pods(&pods, &nodes, &BTreeMap::new());
+        let nodes = ["cp1", "w1", "w2", "w3"].map(String::from);
+        let w2: k8s_openapi::api::core::v1::Node = serde_json::from_value(json!({
+            "metadata": {"name": "w2"},
+            "status": {"conditions": [{"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown",
+                                       "message": "Kubelet stopped posting node status."}]}}))
+        .unwrap();
+        let why = deploy::agents::Why {
+            pod_events: BTreeMap::from([(
+                "p3".to_string(),
+                "FailedCreatePodSandBox: failed to setup network for sandbox: plugin type=\"flannel\" failed (add): open /run/flannel/subnet.env: no such file or directory".to_string(),
+            )]),
+            nodes: BTreeMap::from([("w2".to_string(), deploy::agents::node_down(&w2).unwrap())]),
+            ..deploy::agents::Why::default()
+        };
+        let (ready, missing) = agents_from_pods(&pods, &nodes, &why);
         assert_eq!(ready.len(), 3);
         let why: Vec<(String, AgentKind, String)> = missing
             .iter()
             .map(|m| (m.node.clone(), m.agent, m.detail.clone()))
             .collect();
-        assert_eq!(why.len(), 3, "{why:?}");
+        assert_eq!(why.len(), 5, "{why:?}");
         assert!(
             why[0].0 == "w1"
                 && why[0].1 == AgentKind::Pod
                 && why[0].2.starts_with("ImagePullBackOff"),
             "{why:?}"
         );
+        // The node's own condition, never "a taint" (the agents tolerate every taint).
         assert!(
-            why[1..]
-                .iter()
-                .all(|(n, _, d)| n == "w2" && d.contains("no agent pod was scheduled")),
+            why[1..3].iter().all(|(n, _, d)| n == "w2"
+                && d.contains("NotReady")
+                && d.contains("Kubelet stopped posting")
+                && !d.contains("taint")),
             "{why:?}"
         );
+        // The crash's own words (FallbackToLogsOnError), and the sandbox failure by name.
+        assert_eq!(why[3].0, "w3");
+        assert!(
+            why[3].2.starts_with("CrashLoopBackOff: it exited with 2")
+                && why[3].2.contains("Address in use"),
+            "{why:?}"
+        );
+        assert!(why[4].2.starts_with("FailedCreatePodSandBox: "), "{why:?}");
         // One node's pull failure is not "every agent": the others run.
         assert!(deploy::agents::all_stuck_pulling(&pods, 6).is_none());
     }
@@ -2012,6 +2229,9 @@ async fn deploy_mode(flavour: &'static str) -> Vec<Seen> {
                 "GET" if path.ends_with("/daemonsets") => {
                     respond(200, &list_of("DaemonSetList", Vec::new(), "1"))
                 }
+                "GET" if path.ends_with("/serviceaccounts") => {
+                    respond(200, &list_of("ServiceAccountList", Vec::new(), "1"))
+                }
                 _ => status(403, "Forbidden"),
             };
         }
@@ -2021,7 +2241,9 @@ async fn deploy_mode(flavour: &'static str) -> Vec<Seen> {
     let inv = build(&raw).unwrap();
     assert!(!deploy::permanent(&client, "prober-system").await.unwrap());
     let mut made = Created::default();
-    deploy::apply(&client, &spec, &mut made).await.unwrap();
+    deploy::apply(&client, &spec, &mut made, &mut |_| {})
+        .await
+        .unwrap();
     let (ready, _) = deploy::wait(
         &client,
         &spec,
@@ -2128,9 +2350,10 @@ async fn cleanup_mode() -> Vec<Seen> {
             _ => status(404, "NotFound"),
         }
     }));
-    let deleted = prober::runtime::kube::deploy::cleanup_leftovers(&client, "prober-system")
-        .await
-        .unwrap();
+    let (deleted, _) =
+        prober::runtime::kube::deploy::cleanup_leftovers(&client, "prober-system", true)
+            .await
+            .unwrap();
     assert_eq!(deleted.len(), 3, "{deleted:?}");
     drop(client);
     server.await.unwrap()
@@ -2141,10 +2364,14 @@ async fn rbac_allows_every_request_of_every_mode_and_grants_nothing_unused() {
     let rbac = Rbac::load(true);
     let mut seen = Vec::new();
     for flavour in FLAVOURS {
-        seen.extend(deploy_mode(flavour).await);
+        seen.extend(Box::pin(deploy_mode(flavour)).await);
     }
     // A manifest Calico with Typha in kube-system: its pods are read there.
     seen.extend(typha_in_kube_system().await);
+    // Flannel's manifest before its own namespace, and Canal's: their net-conf.json in
+    // kube-system.
+    seen.extend(flannel_in_kube_system("kube-flannel-cfg").await);
+    seen.extend(flannel_in_kube_system("canal-config").await);
     seen.extend(existing_mode("k3s").await);
     seen.extend(cleanup_mode().await);
     let used = grants_used(&rbac, &seen, "deploy/base");
@@ -2228,6 +2455,50 @@ async fn typha_in_kube_system() -> Vec<Seen> {
         .map(|n| n.name.as_str())
         .collect();
     assert_eq!(typha_nodes, ["cp1", "w2"]);
+    seen
+}
+
+/// The flannel cluster with flannel's `DaemonSet` in kube-system, its configuration in the
+/// `ConfigMap` `cm` there (older flannel manifests: kube-flannel-cfg; Canal's: canal-config).
+async fn flannel_in_kube_system(cm: &'static str) -> Vec<Seen> {
+    let mut ds = fixture_json("flannel", "ds-kube-system.json");
+    let mut flannel = fixture_json("flannel", "ds-kube-flannel.json")["items"][0].clone();
+    flannel["metadata"]["namespace"] = json!("kube-system");
+    for v in flannel["spec"]["template"]["spec"]["volumes"]
+        .as_array_mut()
+        .unwrap()
+    {
+        if v["name"] == "flannel-cfg" {
+            v["configMap"]["name"] = json!(cm);
+        }
+    }
+    ds["items"].as_array_mut().unwrap().push(flannel);
+    let mut config = fixture_json("flannel", "cm-kube-flannel-cfg.json");
+    config["metadata"]["namespace"] = json!("kube-system");
+    config["metadata"]["name"] = json!(cm);
+    let (client, server) = serve(Box::new(move |s| {
+        let (path, _) = split(&s.uri);
+        match path.as_str() {
+            "/apis/apps/v1/namespaces/kube-system/daemonsets" => respond(200, &ds),
+            "/apis/apps/v1/namespaces/kube-flannel/daemonsets" => {
+                respond(200, &list_of("DaemonSetList", Vec::new(), "1"))
+            }
+            p if p == format!("/api/v1/namespaces/kube-system/configmaps/{cm}") => {
+                respond(200, &config)
+            }
+            _ => discovery_answer("flannel", s),
+        }
+    }));
+    let raw = read(&client).await.unwrap();
+    build(&raw).unwrap();
+    drop(client);
+    let seen = server.await.unwrap();
+    assert!(
+        seen.iter()
+            .any(|s| s.uri == format!("/api/v1/namespaces/kube-system/configmaps/{cm}")),
+        "{:?}",
+        seen.iter().map(|s| &s.uri).collect::<Vec<_>>()
+    );
     seen
 }
 

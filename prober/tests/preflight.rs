@@ -354,6 +354,7 @@ mod api {
             run_id: "r1".into(),
             ttl: RUN_TTL.into(),
             cleanup_deadline: CLEANUP_DEADLINE,
+            image_pull_secrets: Vec::new(),
         };
         let cfg = RunConfig {
             probe_timeout: Duration::from_millis(200),
@@ -392,39 +393,45 @@ mod api {
                 "GET /api/v1/namespaces/prober-system/pods/{pod}/exec?&stdin=true&stdout=true&stderr=true&container=probe-pod&command=probe-pod&command=probe&command=--plan&command=-"
             )
         };
+        let runs =
+            "GET /apis/apps/v1/namespaces/prober-system/daemonsets?&labelSelector=prober.io%2Frun";
         let want = [
             "GET /apis/apps/v1/namespaces/prober-system/daemonsets?&labelSelector=app.kubernetes.io%2Fname%3Dprober%2C%21prober.io%2Frun".to_string(),
+            "GET /api/v1/namespaces/prober-system".to_string(),
             format!("POST /api/v1/namespaces{pf}"),
             format!("POST /api/v1/namespaces/prober-system/serviceaccounts{pf}"),
             format!("POST /apis/apps/v1/namespaces/prober-system/daemonsets{pf}"),
             format!("POST /apis/apps/v1/namespaces/prober-system/daemonsets{pf}"),
+            runs.to_string(),
             "GET /api/v1/namespaces/prober-system/pods?&labelSelector=app.kubernetes.io%2Fname%3Dprober%2Cprober.io%2Frun%3Dr1&limit=500".to_string(),
-            "GET /api/v1/namespaces/prober-system/events?&fieldSelector=involvedObject.kind%3DDaemonSet%2Creason%3DFailedCreate&limit=500".to_string(),
-            reqs[7].clone(),
-            reqs[8].clone(),
+            "GET /api/v1/namespaces/prober-system/events?&fieldSelector=type%3DWarning&limit=500".to_string(),
+            reqs[9].clone(),
+            reqs[10].clone(),
             exec("h-cp1"),
             exec("h-w1"),
             exec("h-w2"),
+            format!("{runs}%3Dr1"),
+            "GET /api/v1/namespaces/prober-system/serviceaccounts?&labelSelector=prober.io%2Frun%3Dr1".to_string(),
             "DELETE /apis/apps/v1/namespaces/prober-system/daemonsets/probe-pod-r1?".to_string(),
             "DELETE /apis/apps/v1/namespaces/prober-system/daemonsets/probe-host-r1?".to_string(),
             "DELETE /api/v1/namespaces/prober-system/serviceaccounts/prober-agent-r1?".to_string(),
+            runs.to_string(),
             "DELETE /api/v1/namespaces/prober-system?".to_string(),
         ];
         assert_eq!(reqs, want, "{reqs:#?}");
         // The watches, from the lists' versions (their timeouts follow the clock).
         assert!(
-            reqs[7].starts_with("GET /api/v1/namespaces/prober-system/pods?&watch=true&")
-                && reqs[7]
+            reqs[9].starts_with("GET /api/v1/namespaces/prober-system/pods?&watch=true&")
+                && reqs[9]
                     .ends_with("prober.io%2Frun%3Dr1&allowWatchBookmarks=true&resourceVersion=10"),
             "{}",
-            reqs[7]
+            reqs[9]
         );
         assert!(
-            reqs[8].starts_with("GET /api/v1/namespaces/prober-system/events?&watch=true&")
-                && reqs[8]
-                    .ends_with("reason%3DFailedCreate&allowWatchBookmarks=true&resourceVersion=5"),
+            reqs[10].starts_with("GET /api/v1/namespaces/prober-system/events?&watch=true&")
+                && reqs[10].ends_with("type%3DWarning&allowWatchBookmarks=true&resourceVersion=5"),
             "{}",
-            reqs[8]
+            reqs[10]
         );
         // Only the two DaemonSets matrix creates; nothing that names or selects the candidate.
         let names: Vec<&Value> = seen

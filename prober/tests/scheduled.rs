@@ -214,9 +214,9 @@ async fn first_run_announces_what_it_found_and_creates_the_memory() {
         handle,
         vec![
             (Method::GET, CM, 404, not_found("prober-last-report")),
-            (Method::POST, EVENTS, 201, json!("echo")),
             (Method::PUT, CM_PUT, 404, not_found("prober-last-report")),
             (Method::POST, CMS, 201, json!("echo")),
+            (Method::POST, EVENTS, 201, json!("echo")),
         ],
     ));
     let previous = remembered::recall(&client, "prober-system").await.unwrap();
@@ -229,24 +229,71 @@ async fn first_run_announces_what_it_found_and_creates_the_memory() {
     let bodies = server.await.unwrap();
     assert!(changes.first_run);
     assert_eq!((changes.new, changes.new_errors, changes.events), (1, 1, 1));
-    let event = &bodies[1];
+    let event = &bodies[3];
     assert_eq!(event["reason"], "FirewallGap");
     assert_eq!(event["type"], "Warning");
-    assert_eq!(event["involvedObject"]["kind"], "Namespace");
-    assert_eq!(event["involvedObject"]["name"], "prober-system");
+    assert_legacy_namespace_rule(event);
+    assert_eq!(event["involvedObject"]["kind"], "ConfigMap");
+    assert_eq!(event["involvedObject"]["name"], "prober-last-report");
     assert!(event["message"].as_str().unwrap().contains("udp/8472"));
     // The same ConfigMap is tried for replacement, then created.
-    assert_eq!(bodies[2], bodies[3]);
-    assert_eq!(bodies[3]["metadata"]["name"], "prober-last-report");
-    let kept = stored(&bodies[3]);
+    assert_eq!(bodies[1], bodies[2]);
+    assert_eq!(bodies[2]["metadata"]["name"], "prober-last-report");
+    let kept = stored(&bodies[2]);
     assert_eq!(kept.findings.len(), 1);
     assert_eq!(kept.findings[0].port, Some(8472));
     assert_eq!(kept.finished, 1_700_000_000);
     assert!(
-        bodies[3]["data"]["summary.json"]
+        bodies[2]["data"]["summary.json"]
             .as_str()
             .unwrap()
             .contains("\"exitCode\": 1")
+    );
+}
+
+/// `legacyValidateEvent` (kubernetes/kubernetes `pkg/apis/core/validation/events.go`): a
+/// core/v1 event without `eventTime` about an object without a namespace may only be in "" or
+/// "default"; otherwise its namespace must be its involved object's. The API server answers
+/// 422 to anything else.
+fn assert_legacy_namespace_rule(event: &Value) {
+    assert!(event.get("eventTime").is_none_or(Value::is_null));
+    let ns = event["metadata"]["namespace"].as_str().unwrap_or_default();
+    match event["involvedObject"]["namespace"]
+        .as_str()
+        .unwrap_or_default()
+    {
+        "" => assert!(ns.is_empty() || ns == "default", "422: {event}"),
+        involved => assert_eq!(ns, involved, "422: {event}"),
+    }
+}
+
+#[tokio::test]
+async fn refused_events_are_a_warning_and_the_run_is_remembered_all_the_same() {
+    let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let client = kube::Client::new(service, "default");
+    let invalid = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": "Event \"prober-x\" is invalid: involvedObject.namespace: Invalid value: \"\": does not match event.namespace",
+        "reason": "Invalid", "code": 422});
+    let server = tokio::spawn(serve(
+        handle,
+        vec![
+            (Method::PUT, CM_PUT, 404, not_found("prober-last-report")),
+            (Method::POST, CMS, 201, json!("echo")),
+            (Method::POST, EVENTS, 422, invalid),
+        ],
+    ));
+    let broken = report(&synthetic(3, Some("n3")));
+    let changes = remembered::remember(&client, "prober-system", None, &broken, 5)
+        .await
+        .expect("the memory is written although the Events were refused");
+    drop(client);
+    let bodies = server.await.unwrap();
+    assert_eq!(stored(&bodies[1]).finished, 5, "remembered");
+    assert_eq!(changes.events, 0);
+    let why = changes.events_error.expect("the refusal is said");
+    assert!(
+        why.contains("FirewallGap") && why.contains("does not match"),
+        "{why}"
     );
 }
 
@@ -270,8 +317,8 @@ async fn next_run_diffs_against_the_memory_and_announces_the_resolution() {
         handle,
         vec![
             (Method::GET, CM, 200, cm),
-            (Method::POST, EVENTS, 201, json!("echo")),
             (Method::PUT, CM_PUT, 200, json!("echo")),
+            (Method::POST, EVENTS, 201, json!("echo")),
         ],
     ));
     let previous = remembered::recall(&client, "prober-system")
@@ -300,9 +347,9 @@ async fn next_run_diffs_against_the_memory_and_announces_the_resolution() {
         ),
         (false, 0, 1, 1)
     );
-    assert_eq!(bodies[1]["reason"], "FirewallGapResolved");
-    assert_eq!(bodies[1]["type"], "Normal");
-    let kept = stored(&bodies[2]);
+    assert_eq!(bodies[2]["reason"], "FirewallGapResolved");
+    assert_eq!(bodies[2]["type"], "Normal");
+    let kept = stored(&bodies[1]);
     assert!(kept.findings.is_empty());
     assert_eq!(kept.finished, 1_700_000_900);
 }

@@ -209,6 +209,14 @@ pub struct AgentArgs {
     /// How long to wait for the agents to become ready before probing with those that are.
     #[arg(long, env = "PROBER_AGENT_WAIT", default_value = "90s", value_parser = duration)]
     pub agent_wait: Duration,
+    /// A Secret (in the agents' namespace) the kubelet pulls the agents' image with, for a
+    /// private registry; repeat it for more.
+    #[arg(
+        long = "image-pull-secret",
+        env = "PROBER_IMAGE_PULL_SECRETS",
+        value_delimiter = ','
+    )]
+    pub image_pull_secrets: Vec<String>,
 }
 
 impl AgentArgs {
@@ -224,6 +232,7 @@ impl AgentArgs {
             run_id: run_id(),
             ttl: ttl.into(),
             cleanup_deadline,
+            image_pull_secrets: self.image_pull_secrets.clone(),
         }
     }
 }

@@ -17,14 +17,21 @@ pub struct Args {
     /// `deploy/components/<distribution>` adds exactly what this adds.
     #[arg(long, value_parser = ["kubeadm", "k3s", "rke2", "eks", "gke"])]
     pub distribution: Option<String>,
+    /// A Secret (in the agents' namespace) the kubelet pulls the image with; repeat for more.
+    #[arg(
+        long = "image-pull-secret",
+        env = "PROBER_IMAGE_PULL_SECRETS",
+        value_delimiter = ','
+    )]
+    pub image_pull_secrets: Vec<String>,
     /// Print the scheduled mode instead: exactly what `kubectl kustomize deploy/scheduled`
     /// renders (the agents, RBAC, and the `CronJob` running `matrix --use-existing --remember`).
-    #[arg(long, conflicts_with_all = ["namespace", "image", "distribution"])]
+    #[arg(long, conflicts_with_all = ["namespace", "image", "distribution", "image_pull_secrets"])]
     pub scheduled: bool,
     /// Print the RBAC the one running `prober matrix` needs instead (deploy/base/rbac.yaml:
     /// read the cluster, create and exec into the agents; bind it to your user or a
     /// `ServiceAccount`). The agents themselves get no permissions.
-    #[arg(long, conflicts_with_all = ["namespace", "image", "scheduled", "distribution"])]
+    #[arg(long, conflicts_with_all = ["namespace", "image", "scheduled", "distribution", "image_pull_secrets"])]
     pub rbac: bool,
 }
 
@@ -51,6 +58,7 @@ pub fn run(args: &Args) -> Result<u8, super::CliError> {
             // The CNI only adds a path inside the CNI directory, which is mounted whole.
             prober::runtime::kube::discover::nodefiles::node_files(d, prober::inventory::Cni::Other)
         }),
+        image_pull_secrets: args.image_pull_secrets.clone(),
         ..AgentSpec::default()
     };
     out!("{}", manifests::yaml(&spec))?;

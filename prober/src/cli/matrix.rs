@@ -186,6 +186,8 @@ pub async fn run_matrix<R: Runtime + 'static>(
 /// failed apply, SIGINT and SIGTERM).
 async fn kube_matrix(args: &Args) -> Result<(Report, u64, Option<Changes>), CliError> {
     let env = |e: &dyn std::fmt::Display| CliError::Environment(e.to_string());
+    // Before anything is created: a Ctrl-C from here on is caught and cleans up.
+    let interrupts = signals::Interrupts::install();
     let found = args.kube.discover("prober matrix").await?;
     let (client, mut inv) = (found.client, found.inventory);
     let session = args.agents.session("2h", signals::GRACE);
@@ -201,7 +203,7 @@ async fn kube_matrix(args: &Args) -> Result<(Report, u64, Option<Changes>), CliE
         &mut inv,
         &mut |n| eprintln!("prober matrix: {n}"),
         &progress,
-        signals::interrupted,
+        || interrupts.wait(),
         async |inv: &Inventory, agents: deploy::session::Agents| {
             let runtime = Arc::new(KubeExec::new(
                 client.clone(),

@@ -1,5 +1,5 @@
 //! `matrix --remember`: the scheduled mode's memory. Reads the remembered run before probing,
-//! and after it emits an Event per change and remembers this run. None of it fails the run: a
+//! and after it remembers this run and emits an Event per change. None of it fails the run: a
 //! problem is said on stderr and the report stands.
 
 use prober::report::Report;
@@ -46,7 +46,18 @@ pub async fn remember(
         return None;
     };
     match remembered::remember(client, namespace, previous.as_ref(), report, finished).await {
-        Ok(c) => Some(c),
+        Ok(c) => {
+            // The run is remembered all the same: the Events are the announcement, not the
+            // memory, and a refused one must not make every later run repeat it.
+            if let Some(e) = &c.events_error {
+                eprintln!(
+                    "prober matrix: --remember: warning: {e}; {} of the changes were announced as \
+                     Events, and this run is remembered",
+                    c.events
+                );
+            }
+            Some(c)
+        }
         Err(e) => {
             eprintln!("prober matrix: --remember: {e}");
             None

@@ -27,6 +27,54 @@ pub async fn interrupted() {
     }
 }
 
+/// SIGINT and SIGTERM caught from the moment [`Interrupts::install`] runs, for a whole kube
+/// session: a signal while the agents are being created must not kill the process with the
+/// default action (leaving them behind), and must not be lost because nothing awaited it yet.
+#[derive(Clone)]
+pub struct Interrupts(tokio::sync::watch::Receiver<bool>);
+
+impl Interrupts {
+    /// Installs the handlers now (they are registered before this returns).
+    pub fn install() -> Self {
+        use tokio::signal::unix::{SignalKind, signal};
+        let (tx, rx) = tokio::sync::watch::channel(false);
+        if let (Ok(mut term), Ok(mut int)) = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        ) {
+            tokio::spawn(async move {
+                tokio::select! {
+                    _ = term.recv() => eprintln!("prober: SIGTERM: stopping with what was gathered"),
+                    _ = int.recv() => eprintln!("prober: interrupted: stopping with what was gathered"),
+                }
+                let _ = tx.send(true);
+                // Keep the handlers (and the sender) for the rest of the run: a second signal
+                // must not kill the cleanup under way.
+                loop {
+                    tokio::select! {
+                        _ = term.recv() => {}
+                        _ = int.recv() => {}
+                    }
+                }
+            });
+        } else {
+            // Without handlers the run is simply not interruptible: never resolve.
+            std::mem::forget(tx);
+        }
+        Self(rx)
+    }
+
+    /// Resolves once a signal has arrived (at once, if one already did).
+    pub fn wait(&self) -> impl std::future::Future<Output = ()> + use<> {
+        let mut rx = self.0.clone();
+        async move {
+            if rx.wait_for(|v| *v).await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+}
+
 /// The lab being built, for the signal handler.
 static CURRENT: Mutex<Option<(String, PathBuf)>> = Mutex::new(None);
 
@@ -62,4 +110,24 @@ pub fn install_lab_teardown() {
         let _held = held;
         std::process::exit(130);
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_signal_before_anyone_waits_is_caught_and_kept() {
+        // Installed at the start of a kube run: a Ctrl-C while the agents are being created
+        // (before anything awaits it) neither kills the process nor is lost.
+        let interrupts = Interrupts::install();
+        nix::sys::signal::raise(nix::sys::signal::Signal::SIGINT).unwrap();
+        tokio::time::timeout(std::time::Duration::from_secs(5), interrupts.wait())
+            .await
+            .expect("the signal was kept for whoever waits next");
+        // Every later wait resolves too (the cleanup's, the probe loop's).
+        tokio::time::timeout(std::time::Duration::from_secs(1), interrupts.wait())
+            .await
+            .unwrap();
+    }
 }

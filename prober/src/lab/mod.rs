@@ -18,6 +18,8 @@ use build::{AGENT_PORT, API_PORT, Layout};
 use exec::ExecError;
 use scenario::Scenario;
 
+/// Where a lab built without agents serves its nodes' own ports (kubelet, etcd, the CNI's).
+pub const NODE_SERVICES_PORT: u16 = 9916;
 /// Every lab namespace starts with this.
 pub const NS_PREFIX: &str = "plab-";
 /// Where labs keep their state (tmpfs: gone after a reboot, like the namespaces).
@@ -74,6 +76,8 @@ pub struct Lab {
     pub layout: Layout,
     pub inventory_path: PathBuf,
     pub agent_bin: PathBuf,
+    /// Whether the lab starts its own agents (off when a kubelet starts them as pods).
+    agents: bool,
     detached: bool,
 }
 
@@ -126,6 +130,17 @@ pub fn unique_name() -> String {
 impl Lab {
     /// Builds the lab. On any failure everything built so far is removed before returning.
     pub fn up(s: &Scenario, opts: &Options) -> Result<Self, LabError> {
+        Self::up_with(s, opts, true)
+    }
+
+    /// Builds the lab without its agents, for a kubelet that starts them as pods (the tests' API
+    /// stand-in): no pod agents, and the host process keeps serving what a real node serves (the
+    /// kubelet's and the CNI's ports) on [`NODE_SERVICES_PORT`] instead of the agent's port.
+    pub fn up_without_agents(s: &Scenario, opts: &Options) -> Result<Self, LabError> {
+        Self::up_with(s, opts, false)
+    }
+
+    fn up_with(s: &Scenario, opts: &Options, agents: bool) -> Result<Self, LabError> {
         preflight(opts)?;
         let name = match &opts.name {
             Some(n)
@@ -151,6 +166,7 @@ impl Lab {
             inventory_path: state_dir.join("inventory.yaml"),
             layout,
             agent_bin: opts.agent_bin.clone(),
+            agents,
             detached: false,
         };
         // `lab` tears down on drop if any step fails.
@@ -245,7 +261,21 @@ impl Lab {
             path: logs.clone(),
             source,
         })?;
-        for p in build::processes(&self.scenario, l, &self.agent_bin, &opts.prober_bin) {
+        for mut p in build::processes(&self.scenario, l, &self.agent_bin, &opts.prober_bin) {
+            if !self.agents {
+                match p.what {
+                    "pod-agent" => continue,
+                    "host-agent" => {
+                        p.argv
+                            .extend(["--port".into(), NODE_SERVICES_PORT.to_string()]);
+                        // The pod's host agent sniffs; a user-space tunnel's still needs this one.
+                        if !p.argv.iter().any(|a| a == "--sniff") {
+                            p.argv.extend(["--sniff", "never"].map(String::from));
+                        }
+                    }
+                    _ => {}
+                }
+            }
             let log = logs.join(format!(
                 "{}-{}.log",
                 p.ns.trim_start_matches(&l.prefix),
@@ -268,8 +298,13 @@ impl Lab {
             self.scenario.overlay().0,
             scenario::OverlayMode::Geneve | scenario::OverlayMode::Wireguard
         );
+        let node_port = if self.agents {
+            AGENT_PORT
+        } else {
+            NODE_SERVICES_PORT
+        };
         for n in &l.nodes {
-            pending.push((n.ns.clone(), "tcp", AGENT_PORT));
+            pending.push((n.ns.clone(), "tcp", node_port));
             if udp_tunnel {
                 // The user-space tunnel's socket.
                 pending.push((n.ns.clone(), "udp", self.scenario.overlay().1));
@@ -277,7 +312,9 @@ impl Lab {
             if n.control_plane {
                 pending.push((n.ns.clone(), "tcp", API_PORT));
             }
-            pending.extend(n.pods.iter().map(|p| (p.ns.clone(), "tcp", AGENT_PORT)));
+            if self.agents {
+                pending.extend(n.pods.iter().map(|p| (p.ns.clone(), "tcp", AGENT_PORT)));
+            }
         }
         let deadline = Instant::now() + READY_DEADLINE;
         while !pending.is_empty() {

@@ -231,7 +231,7 @@ pub enum RememberError {
 }
 
 /// What a scheduled run found changed since the remembered one.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Changes {
     /// Whether there was a remembered run to compare with.
@@ -242,6 +242,9 @@ pub struct Changes {
     pub persisting: usize,
     /// Events created.
     pub events: usize,
+    /// Why the Events stopped, when they did (the memory was written all the same).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub events_error: Option<String>,
     /// Findings the remembered form had to leave out (see [`Omitted`]).
     pub findings_omitted: usize,
     /// Compressed bytes kept in the `ConfigMap`.
@@ -288,9 +291,10 @@ pub fn against(previous: Option<&Remembered>, findings: &[Finding]) -> super::di
     d
 }
 
-/// Diffs `report` against the `previous` run, emits an Event per change (a first run announces
-/// everything it found), then remembers `report` in place of `previous`. Events go first: if
-/// they fail, the old memory stays and the next run announces the same changes again.
+/// Diffs `report` against the `previous` run, remembers `report` in place of `previous`, then
+/// emits an Event per change (a first run announces everything it found). The memory goes
+/// first: Events that fail (a warning, in `events_error`) must not leave the old memory in
+/// place, or every later run would announce, and fail on, the same changes again.
 pub async fn remember(
     client: &kube::Client,
     namespace: &str,
@@ -302,10 +306,13 @@ pub async fn remember(
         return Err(RememberError::Interrupted);
     }
     let d = against(previous, &report.findings);
-    let events = events::emit(client, namespace, &d.notices()).await?;
     let (gz, kept) = Remembered::of(report, finished).encode(BUDGET)?;
     let bytes = gz.len();
     memory::store(client, namespace, gz, kept.summary()).await?;
+    let (events, events_error) = match events::emit(client, namespace, &d.notices()).await {
+        Ok(n) => (n, None),
+        Err(e) => (e.created(), Some(e.to_string())),
+    };
     Ok(Changes {
         first_run: previous.is_none(),
         new: d.new.len(),
@@ -317,6 +324,7 @@ pub async fn remember(
         resolved: d.resolved.len(),
         persisting: d.persisting.len(),
         events,
+        events_error,
         findings_omitted: kept.omitted.findings,
         bytes,
     })

@@ -1,5 +1,5 @@
-//! Kubernetes Events for what changed since the last scheduled run, on the agents' namespace,
-//! so that `kubectl get events -n prober-system` and every event exporter already in place see
+//! Kubernetes Events for what changed since the last scheduled run, in the agents' namespace and
+//! about the remembered report's `ConfigMap` there, so that `kubectl get events -n prober-system` and every event exporter already in place see
 //! a new firewall gap or an expired CNI token without anyone reading the report.
 
 use std::time::Duration;
@@ -32,18 +32,32 @@ pub enum EventError {
         reason: String,
         namespace: String,
         source: kube::Error,
+        /// Events created before this one.
+        created: usize,
     },
     #[error("creating the event {reason} in namespace {namespace}: no answer within {secs} s")]
     Deadline {
         reason: String,
         namespace: String,
         secs: u64,
+        created: usize,
     },
     #[error("event {reason}: {source}")]
     Build {
         reason: String,
         source: serde_json::Error,
     },
+}
+
+impl EventError {
+    /// How many events were created before this error.
+    #[must_use]
+    pub fn created(&self) -> usize {
+        match self {
+            Self::Create { created, .. } | Self::Deadline { created, .. } => *created,
+            Self::Build { .. } => 0,
+        }
+    }
 }
 
 fn truncate(s: &str, max: usize) -> String {
@@ -57,8 +71,11 @@ fn truncate(s: &str, max: usize) -> String {
     format!("{}...", &s[..end])
 }
 
-/// The Event object: about the agents' namespace itself (it always exists, and the events
-/// live where the agents are).
+/// The Event object: about the `ConfigMap` that remembers the report (written before the
+/// events, in the same namespace). The API server's `legacyValidateEvent`
+/// (kubernetes/kubernetes `pkg/apis/core/validation/events.go`) requires an event without
+/// `eventTime` to be in its involved object's namespace, and one about a cluster-scoped object
+/// (a Namespace) to be in "" or "default": the agents' Namespace itself would be refused (422).
 fn event(namespace: &str, n: &Notice, now: &str) -> Result<Event, EventError> {
     let instance = std::env::var("HOSTNAME").unwrap_or_else(|_| "prober".to_string());
     let v = serde_json::json!({
@@ -67,7 +84,12 @@ fn event(namespace: &str, n: &Notice, now: &str) -> Result<Event, EventError> {
             "namespace": namespace,
             "labels": {"app.kubernetes.io/name": "prober", "app.kubernetes.io/managed-by": "prober"},
         },
-        "involvedObject": {"apiVersion": "v1", "kind": "Namespace", "name": namespace},
+        "involvedObject": {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "name": super::memory::CONFIGMAP,
+            "namespace": namespace,
+        },
         "reason": n.reason,
         "message": truncate(&n.message, MAX_MESSAGE),
         "type": if n.warning { "Warning" } else { "Normal" },
@@ -118,6 +140,7 @@ pub async fn emit(
                     reason: n.reason.clone(),
                     namespace: namespace.to_string(),
                     source,
+                    created,
                 });
             }
             Err(_) => {
@@ -125,6 +148,7 @@ pub async fn emit(
                     reason: n.reason.clone(),
                     namespace: namespace.to_string(),
                     secs: REQUEST_TIMEOUT.as_secs(),
+                    created,
                 });
             }
         }
@@ -136,8 +160,39 @@ pub async fn emit(
 mod tests {
     use super::*;
 
+    /// `legacyValidateEvent` (kubernetes/kubernetes `pkg/apis/core/validation/events.go`) for
+    /// an event without `eventTime`: an involved object without a namespace only in "" or
+    /// "default", else the event's namespace must be the involved object's.
+    fn legacy_namespace_rule(e: &Event) -> bool {
+        let ns = e.metadata.namespace.as_deref().unwrap_or_default();
+        match e.involved_object.namespace.as_deref().unwrap_or_default() {
+            "" => ns.is_empty() || ns == "default",
+            involved => ns == involved,
+        }
+    }
+
     #[test]
-    fn an_event_is_about_the_namespace_and_typed_by_urgency() {
+    fn an_event_in_the_agents_namespace_is_about_an_object_in_it() {
+        let n = Notice {
+            reason: "FirewallGap".into(),
+            message: "udp/8472 n1 -> n3".into(),
+            warning: true,
+        };
+        let e = event("prober-system", &n, "2026-01-02T03:04:05Z").unwrap();
+        assert!(
+            e.event_time.is_none(),
+            "a core/v1 event: the legacy rule applies"
+        );
+        assert!(legacy_namespace_rule(&e), "{:?}", e.involved_object);
+        assert_eq!(e.involved_object.kind.as_deref(), Some("ConfigMap"));
+        assert_eq!(
+            e.involved_object.name.as_deref(),
+            Some(super::super::memory::CONFIGMAP)
+        );
+    }
+
+    #[test]
+    fn an_event_is_typed_by_urgency() {
         let n = Notice {
             reason: "FirewallGap".into(),
             message: "x".repeat(5000),
@@ -145,8 +200,6 @@ mod tests {
         };
         let e = event("prober-system", &n, "2026-01-02T03:04:05Z").unwrap();
         assert_eq!(e.type_.as_deref(), Some("Warning"));
-        assert_eq!(e.involved_object.kind.as_deref(), Some("Namespace"));
-        assert_eq!(e.involved_object.name.as_deref(), Some("prober-system"));
         assert!(e.message.unwrap().len() <= MAX_MESSAGE);
         let ok = Notice {
             warning: false,

@@ -66,6 +66,60 @@ impl KubeExec {
     }
 }
 
+/// How long the results already on their way may take to arrive once the exec stream has
+/// ended: the agent's last lines are in the pipe by then, so this is only the copy.
+const DRAIN: Duration = Duration::from_secs(2);
+
+/// How one exec session ended, as the stream and the status channel tell it.
+#[derive(Debug)]
+enum Ended {
+    /// The command's own status arrived (channel 3): success or its failure.
+    Status(Box<k8s_openapi::apimachinery::pkg::apis::meta::v1::Status>),
+    /// The stream closed cleanly without a status: the command's fate is unknown.
+    ClosedWithoutStatus,
+    /// The stream broke (a read or write on the WebSocket failed): its cause.
+    Broke(String),
+}
+
+/// Waits for the conversation (`talk`: the plan written, every result read) and the exec
+/// stream (`joined`: kube's message loop; `status`: the command's status) together. kube ends
+/// its loop on a broken stream without closing stdout, so waiting for the results' end alone
+/// would wait until the session's deadline; and a stream that closes without a status is not a
+/// command that succeeded. Results read before the end are kept (they were sent on already).
+async fn supervise<T, E, C, J, S>(talk: C, joined: J, status: S) -> (Option<T>, Ended)
+where
+    E: std::fmt::Display,
+    C: std::future::Future<Output = T>,
+    J: std::future::Future<Output = Result<(), E>>,
+    S: std::future::Future<Output = Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Status>>,
+{
+    tokio::pin!(talk, joined);
+    let (talked, loop_end) = tokio::select! {
+        // The results end when kube closes stdout, after the stream's end; or earlier, on a
+        // line that cannot be read, and then the stream is not waited for long.
+        t = &mut talk => {
+            let j = match tokio::time::timeout(DRAIN, &mut joined).await {
+                Ok(j) => j.map_err(|e| e.to_string()),
+                Err(_) => Err("the stream stayed open after the results ended".to_string()),
+            };
+            (Some(t), j)
+        }
+        j = &mut joined => {
+            // The stream is over: whatever the agent wrote is in the pipe, or lost.
+            let t = tokio::time::timeout(DRAIN, &mut talk).await.ok();
+            (t, j.map_err(|e| e.to_string()))
+        }
+    };
+    let ended = match loop_end {
+        Err(e) => Ended::Broke(e),
+        Ok(()) => match status.await {
+            Some(s) => Ended::Status(Box::new(s)),
+            None => Ended::ClosedWithoutStatus,
+        },
+    };
+    (talked, ended)
+}
+
 impl Runtime for KubeExec {
     async fn run(
         &self,
@@ -87,9 +141,9 @@ impl Runtime for KubeExec {
             .stderr(true);
         let deadline = crate::runtime::session_deadline(&plan);
         drop(plan);
-        let protocol = |message: &str| RuntimeError::Protocol {
+        let protocol = |message: String| RuntimeError::Protocol {
             command: command.clone(),
-            message: message.to_string(),
+            message,
         };
         let work = async {
             let mut proc = self
@@ -99,23 +153,48 @@ impl Runtime for KubeExec {
                     command: command.clone(),
                     source: std::io::Error::other(e.to_string()),
                 })?;
-            let stdin = proc.stdin().ok_or_else(|| protocol("no stdin channel"))?;
-            let stdout = proc.stdout().ok_or_else(|| protocol("no stdout channel"))?;
+            let stdin = proc
+                .stdin()
+                .ok_or_else(|| protocol("no stdin channel".into()))?;
+            let stdout = proc
+                .stdout()
+                .ok_or_else(|| protocol("no stdout channel".into()))?;
             let stderr = proc.stderr();
-            let status = proc.take_status();
-            let talk = crate::runtime::converse(stdin, stdout, stderr, &text, &results).await;
-            talk.read.map_err(|e| e.of(&command))?;
-            let status = match status {
-                Some(s) => s.await,
-                None => None,
-            };
-            match status {
-                Some(s) if s.status.as_deref() == Some("Failure") => Err(RuntimeError::Exit {
-                    command: command.clone(),
-                    status: s.message.unwrap_or_else(|| s.reason.unwrap_or_default()),
-                    stderr: talk.stderr,
-                }),
-                _ => Ok(()),
+            let status = proc
+                .take_status()
+                .ok_or_else(|| protocol("no status channel".into()))?;
+            let talk = crate::runtime::converse(stdin, stdout, stderr, &text, &results);
+            let (talk, ended) = supervise(talk, proc.join(), status).await;
+            let stderr = talk.as_ref().map(|t| t.stderr.clone()).unwrap_or_default();
+            let unreadable = talk.as_ref().is_some_and(|t| t.read.is_err());
+            match ended {
+                Ended::Status(s) if s.status.as_deref() == Some("Failure") => {
+                    Err(RuntimeError::Exit {
+                        command: command.clone(),
+                        status: s
+                            .message
+                            .clone()
+                            .unwrap_or_else(|| s.reason.clone().unwrap_or_default()),
+                        stderr,
+                    })
+                }
+                _ if unreadable => match talk.map(|t| t.read) {
+                    Some(Err(e)) => Err(e.of(&command)),
+                    _ => Ok(()),
+                },
+                Ended::Status(_) => match talk {
+                    Some(t) => t.read.map(|_| ()).map_err(|e| e.of(&command)),
+                    None => Err(protocol("the command ended but its results did not".into())),
+                },
+                Ended::ClosedWithoutStatus => Err(protocol(format!(
+                    "the exec stream closed without the command's exit status (the API server \
+                     or the kubelet ended the session); the results read before it are kept{}",
+                    tail(&stderr)
+                ))),
+                Ended::Broke(cause) => Err(protocol(format!(
+                    "the exec stream broke: {cause}; the results read before it are kept{}",
+                    tail(&stderr)
+                ))),
             }
         };
         match tokio::time::timeout(deadline, work).await {
@@ -125,5 +204,68 @@ impl Runtime for KubeExec {
                 secs: deadline.as_secs(),
             }),
         }
+    }
+}
+
+/// The agent's stderr, when it said anything, for an error message.
+fn tail(stderr: &str) -> String {
+    if stderr.is_empty() {
+        String::new()
+    } else {
+        format!(" (the agent's stderr: {stderr})")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
+
+    fn success() -> Status {
+        Status {
+            status: Some("Success".into()),
+            ..Status::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn a_stream_that_breaks_mid_run_ends_the_session_with_its_cause() {
+        // kube's loop returned an error and never closed stdout: the results never end.
+        let talk = std::future::pending::<&str>();
+        let joined = async { Err(std::io::Error::other("connection reset by peer")) };
+        let status = async { None };
+        let started = tokio::time::Instant::now();
+        let (talked, ended) = supervise(talk, joined, status).await;
+        assert!(talked.is_none());
+        assert!(started.elapsed() <= DRAIN + Duration::from_secs(1));
+        match ended {
+            Ended::Broke(cause) => assert!(cause.contains("connection reset"), "{cause}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_close_without_status_is_not_success() {
+        let (talked, ended) = supervise(async { "read" }, async { Ok::<(), String>(()) }, async {
+            None
+        })
+        .await;
+        assert_eq!(talked, Some("read"));
+        assert!(matches!(ended, Ended::ClosedWithoutStatus), "{ended:?}");
+    }
+
+    #[tokio::test]
+    async fn results_arriving_after_the_stream_ended_are_kept() {
+        // The loop ends first (status sent, stdout closed); the last lines are still copied.
+        let talk = async {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            "all results"
+        };
+        let (talked, ended) = supervise(talk, async { Ok::<(), String>(()) }, async {
+            Some(success())
+        })
+        .await;
+        assert_eq!(talked, Some("all results"));
+        assert!(matches!(ended, Ended::Status(s) if s.status.as_deref() == Some("Success")));
     }
 }

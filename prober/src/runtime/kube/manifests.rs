@@ -26,6 +26,9 @@ pub const POD_DAEMONSET: &str = "probe-pod";
 pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "prober");
 /// The label tying agents to one run.
 pub const RUN_LABEL: &str = "prober.io/run";
+/// When a run's objects expire (RFC 3339): past it, its agents have stopped serving and
+/// `prober cleanup` removes them; before it, they may belong to a run still going.
+pub const EXPIRES_ANNOTATION: &str = "prober.io/expires";
 /// Pod Security admission: the host agent needs the host network, host paths and `NET_RAW`,
 /// which `baseline` and `restricted` refuse; without the label a hardened cluster's default
 /// level applies and the `DaemonSet` can create no pod.
@@ -56,6 +59,11 @@ pub struct AgentSpec {
     /// The overlay's tunnel port, when the host agents' sniffer would not watch it by default
     /// (`serve --vxlan-port`/`--geneve-port`): a crafted probe to it must be recorded.
     pub tunnel: Option<(String, u16)>,
+    /// When this run's objects expire (RFC 3339, [`EXPIRES_ANNOTATION`]); set with `run`.
+    pub expires: Option<String>,
+    /// Secrets the kubelet pulls the image with (`--image-pull-secret`), in the agents'
+    /// namespace.
+    pub image_pull_secrets: Vec<String>,
 }
 
 impl Default for AgentSpec {
@@ -67,6 +75,8 @@ impl Default for AgentSpec {
             run: None,
             node_files: None,
             tunnel: None,
+            expires: None,
+            image_pull_secrets: Vec::new(),
         }
     }
 }
@@ -129,6 +139,10 @@ fn meta(spec: &AgentSpec, name: &str, component: &str, namespaced: bool) -> Obje
         name: Some(name.into()),
         namespace: namespaced.then(|| spec.namespace.clone()),
         labels: Some(labels(spec, component)),
+        annotations: spec
+            .expires
+            .as_ref()
+            .map(|at| BTreeMap::from([(EXPIRES_ANNOTATION.to_string(), at.clone())])),
         ..ObjectMeta::default()
     }
 }
@@ -155,7 +169,16 @@ fn args(spec: &AgentSpec, extra: &[&str]) -> Vec<String> {
         a.extend([flag.clone(), port.to_string()]);
     }
     if let Some(ttl) = &spec.ttl {
-        a.extend(["--ttl".into(), ttl.clone()]);
+        // A DaemonSet's pods restart whatever their agent does (`restartPolicy: Always` is the
+        // only one `ValidateDaemonSetSpec` allows, kubernetes/kubernetes
+        // `pkg/apis/apps/validation/validation.go`): an agent that exits at its TTL would start
+        // again with a fresh one. It stops serving instead and waits to be deleted.
+        a.extend([
+            "--ttl".into(),
+            ttl.clone(),
+            "--on-ttl".into(),
+            "idle".into(),
+        ]);
     }
     a
 }
@@ -202,6 +225,20 @@ fn ports() -> Vec<ContainerPort> {
         container_port: i32::from(probe_proto::DEFAULT_AGENT_PORT),
         ..ContainerPort::default()
     }]
+}
+
+/// A crashed agent's last log lines become its termination message, so the reason a node's
+/// agent is missing says why it crashed (a port in use, a refused capability) rather than only
+/// `CrashLoopBackOff`.
+const TERMINATION_MESSAGE_POLICY: &str = "FallbackToLogsOnError";
+
+fn pull_secrets(spec: &AgentSpec) -> Option<Vec<k8s_openapi::api::core::v1::LocalObjectReference>> {
+    (!spec.image_pull_secrets.is_empty()).then(|| {
+        spec.image_pull_secrets
+            .iter()
+            .map(|name| k8s_openapi::api::core::v1::LocalObjectReference { name: name.clone() })
+            .collect()
+    })
 }
 
 /// Linux nodes only: the agent is a Linux binary and Windows nodes could not start it.
@@ -261,8 +298,12 @@ fn tolerate_all() -> Vec<Toleration> {
 /// What the host agent mounts: `/etc/resolv.conf`, which every Linux node has; then, for a
 /// known distribution, its CNI configuration directory and the kubelet's kubeconfig, each where
 /// the node checks look. Only those files, never whole directories that hold private keys
-/// (`/etc/kubernetes/pki`, `/var/lib/kubelet/pods`); and each must exist (`Directory`, `File`):
-/// the agent never creates anything on the host.
+/// (`/etc/kubernetes/pki`, `/var/lib/kubelet/pods`). The kubelet's kubeconfig must exist
+/// (`File`: the kubelet of that distribution runs from it, and discovery names the distribution
+/// only when every node says it); the CNI configuration directory is `DirectoryOrCreate`,
+/// because a node whose CNI never wrote its configuration is exactly the node to diagnose, and
+/// with `Directory` its host agent would never start (`FailedMount`). An empty directory there
+/// is what the kubelet already reads as "no network configured".
 fn node_mounts(files: Option<&NodeFiles>) -> Vec<(Volume, VolumeMount)> {
     let mut mounts = vec![host_path(
         "resolv-conf",
@@ -276,7 +317,7 @@ fn node_mounts(files: Option<&NodeFiles>) -> Vec<(Volume, VolumeMount)> {
             "cni-config",
             &path(&files.cni_conf_dir),
             "/etc/cni/net.d",
-            "Directory",
+            "DirectoryOrCreate",
         ));
         mounts.push(host_path(
             "kubelet-kubeconfig",
@@ -296,8 +337,14 @@ pub fn host_daemonset(spec: &AgentSpec) -> DaemonSet {
         name: "probe-pod".into(),
         image: Some(spec.image.clone()),
         args: Some(args(spec, &[])),
-        ports: Some(ports()),
+        // No container port: on the host network the API server makes every container port a
+        // host port (`defaultHostNetworkPorts`, kubernetes/kubernetes
+        // `pkg/apis/core/v1/defaults.go`), and the scheduler then keeps any other pod with
+        // that host port off the node: a leftover or concurrent run's host agents would stay
+        // Pending everywhere. The port is the agent's default, as `agent_port` reads it.
+        ports: None,
         readiness_probe: Some(readiness()),
+        termination_message_policy: Some(TERMINATION_MESSAGE_POLICY.into()),
         resources: Some(resources()),
         volume_mounts: Some(mounts.iter().map(|(_, m)| m.clone()).collect()),
         security_context: Some(SecurityContext {
@@ -331,6 +378,7 @@ pub fn host_daemonset(spec: &AgentSpec) -> DaemonSet {
             priority_class_name: (spec.namespace == SYSTEM_NAMESPACE)
                 .then(|| "system-node-critical".into()),
             containers: vec![container],
+            image_pull_secrets: pull_secrets(spec),
             volumes: Some(mounts.into_iter().map(|(v, _)| v).collect()),
             ..PodSpec::default()
         },
@@ -346,6 +394,7 @@ pub fn pod_daemonset(spec: &AgentSpec) -> DaemonSet {
         args: Some(args(spec, &["--sniff", "never"])),
         ports: Some(ports()),
         readiness_probe: Some(readiness()),
+        termination_message_policy: Some(TERMINATION_MESSAGE_POLICY.into()),
         resources: Some(resources()),
         security_context: Some(SecurityContext {
             run_as_non_root: Some(true),
@@ -377,6 +426,7 @@ pub fn pod_daemonset(spec: &AgentSpec) -> DaemonSet {
                 }]),
                 ..PodSecurityContext::default()
             }),
+            image_pull_secrets: pull_secrets(spec),
             containers: vec![container],
             ..PodSpec::default()
         },
@@ -527,11 +577,10 @@ mod tests {
         assert_eq!(paths, ["/host/etc/resolv.conf"]);
         let volumes = pod.volumes.as_ref().unwrap();
         assert!(
-            volumes.iter().all(|v| {
-                let t = v.host_path.as_ref().unwrap().type_.as_deref();
-                matches!(t, Some("File" | "Directory"))
-            }),
-            "nothing is ever created on the host"
+            volumes
+                .iter()
+                .all(|v| v.host_path.as_ref().unwrap().type_.as_deref() == Some("File")),
+            "/etc/resolv.conf: every Linux node has it"
         );
         let kubeadm = AgentSpec {
             node_files: Some(NodeFiles::kubeadm()),
@@ -559,6 +608,18 @@ mod tests {
             ]
         );
         assert_eq!(pod.priority_class_name, None, "not outside kube-system");
+        let types: Vec<Option<&str>> = pod
+            .volumes
+            .as_ref()
+            .unwrap()
+            .iter()
+            .map(|v| v.host_path.as_ref().unwrap().type_.as_deref())
+            .collect();
+        // A node whose CNI wrote no configuration yet must still get its host agent.
+        assert_eq!(
+            types,
+            [Some("File"), Some("DirectoryOrCreate"), Some("File")]
+        );
         assert_eq!(pod.node_selector.unwrap()["kubernetes.io/os"], "linux");
         let probe = c
             .readiness_probe
@@ -662,7 +723,9 @@ mod tests {
         let c = &pod.containers[0];
         assert_eq!(
             c.args.as_deref().unwrap(),
-            ["serve", "--sniff", "never", "--ttl", "30m"]
+            [
+                "serve", "--sniff", "never", "--ttl", "30m", "--on-ttl", "idle"
+            ]
         );
         let sc = c.security_context.as_ref().unwrap();
         assert_eq!(

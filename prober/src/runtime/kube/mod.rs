@@ -7,6 +7,8 @@ pub mod events;
 pub mod exec;
 pub mod manifests;
 pub mod memory;
+pub mod plugin;
+pub mod proxy;
 pub mod words;
 
 use std::path::Path;
@@ -17,9 +19,17 @@ use kube::config::{Config, KubeConfigOptions, Kubeconfig};
 /// Connecting gives up after this: a cluster that cannot be reached is reported within seconds.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Each single API request (a get, a list page, a create, a delete, opening a watch or an
+/// exec session) gives up after this; the client itself has no read timeout.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
+
 /// The largest `--kubeconfig` read: one with hundreds of contexts and embedded certificates is
 /// well under a MiB.
 pub const MAX_KUBECONFIG_BYTES: u64 = 16 << 20;
+
+/// The largest file a kubeconfig points to that is read (a CA bundle, a client certificate or
+/// key, a token): a CA bundle with every public root is about 200 KiB.
+pub const MAX_REFERENCED_BYTES: u64 = 1 << 20;
 
 /// A `--kubeconfig` file that could not be read or parsed.
 #[derive(Debug, thiserror::Error)]
@@ -35,6 +45,13 @@ pub enum KubeconfigReadError {
     Merge {
         path: std::path::PathBuf,
         source: kube::config::KubeconfigError,
+    },
+    #[error("{source_name}: the {field} of {entry}: {source}")]
+    Referenced {
+        source_name: String,
+        entry: String,
+        field: &'static str,
+        source: crate::model::read::ReadError,
     },
 }
 
@@ -120,6 +137,92 @@ pub fn read_kubeconfig(path: &Path) -> Result<Kubeconfig, KubeconfigReadError> {
     Ok(kc)
 }
 
+/// The credentials of the kubeconfig's `context`, ready for kube: the files it points to read
+/// capped ([`inline_files`]), its exec plugin run under its bounds ([`plugin::run_plugin`]).
+async fn credentials(
+    kc: &mut Kubeconfig,
+    context: Option<&str>,
+    source_name: &str,
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    inline_files(kc, context, source_name)?;
+    plugin::run_plugin(kc, context, source_name, plugin::PLUGIN_TIMEOUT).await?;
+    Ok(())
+}
+
+/// The kubeconfig's `context`, else its current one; `None` when it names none that exists
+/// (kube then says so itself).
+#[must_use]
+pub fn context_of(kc: &Kubeconfig, context: Option<&str>) -> Option<kube::config::Context> {
+    let name = context.or(kc.current_context.as_deref())?;
+    kc.contexts
+        .iter()
+        .find(|c| c.name == name)
+        .and_then(|c| c.context.clone())
+}
+
+/// Reads the files the kubeconfig's `context` (else its current one) points to (its cluster's
+/// CA, its user's client certificate, key and token file) through the same capped,
+/// regular-file-only reader as the kubeconfig itself, and puts their contents in their place
+/// (`*-data`, `token`): kube would read them whole, and `/dev/zero` there would take all the
+/// memory there is. Other contexts' files are not read. A token file is read once: a run lasts
+/// minutes, far less than any rotation.
+pub fn inline_files(
+    kc: &mut Kubeconfig,
+    context: Option<&str>,
+    source_name: &str,
+) -> Result<(), KubeconfigReadError> {
+    use base64::Engine as _;
+    let Some(ctx) = context_of(kc, context) else {
+        return Ok(());
+    };
+    let read = |file: &str, entry: &str, field: &'static str| {
+        crate::model::read::read_capped(Path::new(file), MAX_REFERENCED_BYTES, field).map_err(
+            |source| KubeconfigReadError::Referenced {
+                source_name: source_name.to_string(),
+                entry: entry.to_string(),
+                field,
+                source,
+            },
+        )
+    };
+    let b64 = |text: String| base64::engine::general_purpose::STANDARD.encode(text);
+    for n in kc.clusters.iter_mut().filter(|n| n.name == ctx.cluster) {
+        let entry = format!("cluster {}", n.name);
+        let Some(c) = n.cluster.as_mut() else {
+            continue;
+        };
+        if let Some(f) = c.certificate_authority.take()
+            && c.certificate_authority_data.is_none()
+        {
+            c.certificate_authority_data = Some(b64(read(&f, &entry, "certificate-authority")?));
+        }
+    }
+    let user = ctx.user.unwrap_or_default();
+    for n in kc.auth_infos.iter_mut().filter(|n| n.name == user) {
+        let entry = format!("user {}", n.name);
+        let Some(a) = n.auth_info.as_mut() else {
+            continue;
+        };
+        if let Some(f) = a.client_certificate.take()
+            && a.client_certificate_data.is_none()
+        {
+            a.client_certificate_data = Some(b64(read(&f, &entry, "client-certificate")?));
+        }
+        if let Some(f) = a.client_key.take()
+            && a.client_key_data.is_none()
+        {
+            a.client_key_data = Some(b64(read(&f, &entry, "client-key")?).into());
+        }
+        // `token` wins over `tokenFile`, as kube and client-go read them.
+        if let Some(f) = a.token_file.take()
+            && a.token.is_none()
+        {
+            a.token = Some(read(&f, &entry, "tokenFile")?.trim().to_string().into());
+        }
+    }
+    Ok(())
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {
     #[error("cannot load the kubeconfig {source_name}: {message}")]
@@ -170,7 +273,10 @@ pub async fn client(
     let (config, source_name) = if let Some(path) = kubeconfig {
         let source_name = path.display().to_string();
         let err = config_err(&source_name);
-        let kc = read_kubeconfig(path).map_err(|e| err(&e))?;
+        let mut kc = read_kubeconfig(path).map_err(|e| err(&e))?;
+        Box::pin(credentials(&mut kc, context, &source_name))
+            .await
+            .map_err(|e| err(&e))?;
         (
             Config::from_custom_kubeconfig(kc, &options)
                 .await
@@ -183,8 +289,11 @@ pub async fn client(
         let found =
             read_default_kubeconfig(std::env::var_os("KUBECONFIG").as_deref(), home.as_deref());
         match found {
-            Ok(Some((kc, source_name))) => {
+            Ok(Some((mut kc, source_name))) => {
                 let err = config_err(&source_name);
+                Box::pin(credentials(&mut kc, context, &source_name))
+                    .await
+                    .map_err(|e| err(&e))?;
                 match Config::from_custom_kubeconfig(kc, &options).await {
                     Ok(config) => (config, source_name),
                     // As `Config::infer`: a kubeconfig that cannot be used falls back to the
@@ -225,15 +334,60 @@ pub async fn client(
         }
     };
     let mut config = config;
-    config.connect_timeout = Some(CONNECT_TIMEOUT);
-    config.read_timeout = Some(Duration::from_secs(30));
-    let server = config.cluster_url.to_string();
+    configure(&mut config);
+    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    route(
+        &mut config,
+        env("HTTPS_PROXY").or_else(|| env("https_proxy")).as_deref(),
+        env("NO_PROXY").or_else(|| env("no_proxy")).as_deref(),
+    );
+    let server = match &config.proxy_url {
+        Some(p) => format!(
+            "{} (through the proxy {})",
+            config.cluster_url,
+            proxy::shown(&p.to_string())
+        ),
+        None => config.cluster_url.to_string(),
+    };
     let client = kube::Client::try_from(config).map_err(|e| ConnectError::Unreachable {
         server: server.clone(),
         source_name: source_name.clone(),
         message: e.to_string(),
     })?;
     Ok((client, server, source_name))
+}
+
+/// The client's own timeouts: a connect timeout, and no read timeout. A watch that sees no
+/// change for a while (a Pending pod, a slow image pull, a `NotReady` node) and an exec session
+/// whose agent is quiet while its probes wait are healthy, and kube leaves the read timeout
+/// unset for that reason (kube-rs PR #1945). Each request that can hang carries its own deadline
+/// instead ([`REQUEST_TIMEOUT`]), and each watch and exec session an overall one.
+pub fn configure(config: &mut Config) {
+    config.connect_timeout = Some(CONNECT_TIMEOUT);
+    config.read_timeout = None;
+}
+
+/// Whether the API server is reached through the proxy kube chose: a proxy taken from
+/// `HTTPS_PROXY` (not the kubeconfig's own `proxy-url`, which kubectl always uses) is dropped
+/// when `NO_PROXY` covers the server, as kubectl decides it ([`proxy::covers`]).
+pub fn route(config: &mut Config, https_proxy: Option<&str>, no_proxy: Option<&str>) {
+    let (Some(chosen), Some(from_env), Some(no_proxy)) =
+        (config.proxy_url.as_ref(), https_proxy, no_proxy)
+    else {
+        return;
+    };
+    let same = chosen.to_string().trim_end_matches('/') == from_env.trim().trim_end_matches('/');
+    let url = &config.cluster_url;
+    let port = url
+        .port_u16()
+        .unwrap_or(if url.scheme_str() == Some("http") {
+            80
+        } else {
+            443
+        });
+    if same && proxy::covers(no_proxy, url.host().unwrap_or_default(), port) {
+        config.proxy_url = None;
+    }
 }
 
 /// What discovery found: the client it used, the inventory, and what it was not allowed to read
@@ -271,6 +425,50 @@ pub async fn discover(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_client_has_a_connect_timeout_and_no_read_timeout() {
+        // A 30 s read timeout ended every watch quiet for 30 s ("cannot list agent pods") and
+        // every exec session whose agent said nothing for 30 s.
+        let mut config = Config::new("https://10.0.0.1:6443".parse().unwrap());
+        config.read_timeout = Some(Duration::from_secs(30));
+        configure(&mut config);
+        assert_eq!(config.read_timeout, None);
+        assert_eq!(config.connect_timeout, Some(CONNECT_TIMEOUT));
+    }
+
+    #[test]
+    fn https_proxy_is_supported_and_no_proxy_covering_the_server_bypasses_it() {
+        // kube's `http-proxy` feature off: `Client::try_from` refused any HTTPS_PROXY
+        // (ProxyProtocolDisabled), whatever NO_PROXY said.
+        let mut config = Config::new("https://10.0.0.1:6443".parse().unwrap());
+        config.proxy_url = Some("http://proxy.corp:3128".parse().unwrap());
+        let client = || {
+            let _guard = tokio::runtime::Runtime::new().unwrap().enter();
+            kube::Client::try_from(config.clone()).map(|_| ())
+        };
+        assert!(client().is_ok(), "{:?}", client().err());
+        // NO_PROXY covering the server: straight to it (kube checks it against the proxy).
+        let mut direct = config.clone();
+        route(
+            &mut direct,
+            Some("http://proxy.corp:3128"),
+            Some("localhost,10.0.0.0/8"),
+        );
+        assert_eq!(direct.proxy_url, None);
+        // Not covered: through the proxy.
+        let mut proxied = config.clone();
+        route(
+            &mut proxied,
+            Some("http://proxy.corp:3128"),
+            Some("192.168.0.0/16"),
+        );
+        assert!(proxied.proxy_url.is_some());
+        // The kubeconfig's own proxy-url is always used, as kubectl does.
+        let mut own = config.clone();
+        route(&mut own, Some("http://other:3128"), Some("10.0.0.0/8"));
+        assert!(own.proxy_url.is_some());
+    }
 
     #[test]
     fn kubeconfig_and_home_configs_are_read_capped_and_merged_in_order() {

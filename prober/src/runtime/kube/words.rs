@@ -16,7 +16,7 @@ pub fn words(e: &kube::Error) -> String {
                 .into(),
             403 => format!(
                 "the API server answered but these credentials may not do this (403 Forbidden: \
-                 {}); bind the RBAC that `prober manifests` prints",
+                 {}); bind the RBAC that `prober manifests --rbac` prints (deploy/base/rbac.yaml)",
                 s.message
             ),
             code => format!("the API server answered {code} {}: {}", s.reason, s.message),
@@ -101,7 +101,7 @@ mod tests {
         assert!(!w.contains("Status {"), "{w}");
         let w = words(&api(403, "Forbidden"));
         assert!(
-            w.contains("may not do this") && w.contains("prober manifests"),
+            w.contains("may not do this") && w.contains("`prober manifests --rbac`"),
             "{w}"
         );
         let refused = kube::Error::Service(Box::new(std::io::Error::from(

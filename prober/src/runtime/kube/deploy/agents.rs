@@ -71,9 +71,43 @@ pub fn agent_port(p: &Pod) -> u16 {
         .unwrap_or(probe_proto::DEFAULT_AGENT_PORT)
 }
 
-/// Said of a node where no agent pod exists and its `DaemonSet` reported nothing.
-pub const NOT_SCHEDULED: &str =
-    "no agent pod was scheduled there (a NotReady node, or a taint it does not tolerate)";
+/// Said of a node where no agent pod exists, its `DaemonSet` reported nothing and the node is
+/// Ready. Never "a taint": the agents tolerate every taint.
+pub const NOT_SCHEDULED: &str = "no agent pod was created there although the node is Ready (see \
+     `kubectl describe daemonset` in the agents' namespace)";
+
+/// What explains a missing agent beyond its pod's own status: its `DaemonSet`'s refusal
+/// (`FailedCreate`: Pod Security, a quota), its pod's warning events (`FailedMount`,
+/// `FailedCreatePodSandBox`, an image pull), and its node's own state (`NotReady`).
+#[derive(Debug, Clone, Default)]
+pub struct Why {
+    /// By agent kind: the `DaemonSet`'s `FailedCreate` message.
+    pub refused: BTreeMap<AgentKind, String>,
+    /// By pod name: its latest warning event, as `Reason: message`.
+    pub pod_events: BTreeMap<String, String>,
+    /// By node name: why the node cannot run pods (`NotReady: ...`).
+    pub nodes: BTreeMap<String, String>,
+}
+
+/// Why a node is not Ready, from its `Ready` condition (`None`: it is Ready, or says nothing).
+#[must_use]
+pub fn node_down(n: &k8s_openapi::api::core::v1::Node) -> Option<String> {
+    let ready = n
+        .status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "Ready")?;
+    (ready.status != "True").then(|| {
+        let why = ready
+            .message
+            .clone()
+            .or_else(|| ready.reason.clone())
+            .unwrap_or_default();
+        format!("the node is NotReady (Ready={}): {why}", ready.status)
+    })
+}
 
 /// Kubelet reasons meaning the image cannot be had: waiting longer will not help.
 const PULL_FAILURES: [&str; 4] = [
@@ -83,32 +117,65 @@ const PULL_FAILURES: [&str; 4] = [
     "ErrImageNeverPull",
 ];
 
-fn waiting(p: &Pod) -> Option<(String, String)> {
-    p.status
-        .as_ref()?
-        .container_statuses
-        .as_ref()?
-        .iter()
-        .find_map(|c| {
-            c.state.as_ref()?.waiting.as_ref().map(|w| {
-                (
-                    w.reason.clone().unwrap_or_default(),
-                    w.message.clone().unwrap_or_default(),
-                )
-            })
-        })
+/// `Reason: message`, or the reason alone when there is no message.
+fn said(reason: String, message: &str) -> String {
+    if message.is_empty() {
+        reason
+    } else {
+        format!("{reason}: {message}")
+    }
 }
 
-/// Why a pod is not ready, in the words `kubectl get pods` would use.
+/// The pod's container statuses (none before it is scheduled).
+fn statuses(p: &Pod) -> impl Iterator<Item = &k8s_openapi::api::core::v1::ContainerStatus> {
+    p.status
+        .iter()
+        .flat_map(|s| s.container_statuses.iter().flatten())
+}
+
+fn waiting(p: &Pod) -> Option<(String, String)> {
+    statuses(p).find_map(|c| {
+        c.state.as_ref()?.waiting.as_ref().map(|w| {
+            (
+                w.reason.clone().unwrap_or_default(),
+                w.message.clone().unwrap_or_default(),
+            )
+        })
+    })
+}
+
+/// The last termination of a crashing container: its exit code and message (with
+/// `FallbackToLogsOnError`, the last lines of its log).
+fn last_crash(p: &Pod) -> Option<String> {
+    statuses(p).find_map(|c| {
+        let t = c.last_state.as_ref()?.terminated.as_ref()?;
+        let message = t.message.as_deref().unwrap_or_default().trim();
+        let reason = t.reason.as_deref().unwrap_or("Error");
+        Some(said(
+            format!("it exited with {} ({reason})", t.exit_code),
+            message,
+        ))
+    })
+}
+
+/// Why a pod is not ready, in the words `kubectl get pods` would use, or its warning event's
+/// (`event`: a mount, sandbox or pull failure says more than `ContainerCreating`).
 #[must_use]
-pub fn not_ready_reason(p: &Pod) -> String {
+pub fn not_ready_reason(p: &Pod, event: Option<&str>) -> String {
     let status = p.status.as_ref();
     if let Some((reason, message)) = waiting(p) {
-        return if message.is_empty() {
-            reason
-        } else {
-            format!("{reason}: {message}")
-        };
+        if reason == "CrashLoopBackOff"
+            && let Some(crash) = last_crash(p)
+        {
+            return format!("CrashLoopBackOff: {crash}");
+        }
+        if let Some(e) = event.filter(|_| reason == "ContainerCreating" || reason.is_empty()) {
+            return e.to_string();
+        }
+        return said(reason, &message);
+    }
+    if let Some(e) = event {
+        return e.to_string();
     }
     let unscheduled = status
         .and_then(|s| s.conditions.as_ref())
@@ -160,14 +227,14 @@ fn is_ready(p: &Pod) -> bool {
         .any(|c| c.type_ == "Ready" && c.status == "True")
 }
 
-/// Which agents are ready on which node, and why the others are not. `refused` is what the
-/// `DaemonSet` of each agent kind reported when it could create no pod (its `FailedCreate`
-/// event: Pod Security, a quota); it explains a node with no pod better than a guess.
+/// Which agents are ready on which node, and why the others are not: their pod's status and
+/// warning events, else the node's state, else what the `DaemonSet` of that agent kind
+/// reported when it could create no pod (its `FailedCreate` event: Pod Security, a quota).
 #[must_use]
 pub fn agents_from_pods(
     pods: &[Pod],
     nodes: &[String],
-    refused: &BTreeMap<AgentKind, String>,
+    why: &Why,
 ) -> (BTreeMap<AgentRef, AgentPod>, Vec<AgentStatus>) {
     let mut ready = BTreeMap::new();
     let mut seen: HashMap<AgentRef, String> = HashMap::new();
@@ -185,8 +252,9 @@ pub fn agents_from_pods(
                 let port = agent_port(p);
                 ready.insert(agent, AgentPod { pod, address, port });
             }
-            _ => {
-                seen.insert(agent, not_ready_reason(p));
+            (_, _, name) => {
+                let event = name.and_then(|n| why.pod_events.get(&n));
+                seen.insert(agent, not_ready_reason(p, event.map(String::as_str)));
             }
         }
     }
@@ -201,8 +269,9 @@ pub fn agents_from_pods(
                 continue;
             }
             let detail = seen.remove(&agent).unwrap_or_else(|| {
-                refused
-                    .get(&kind)
+                why.nodes
+                    .get(node)
+                    .or_else(|| why.refused.get(&kind))
                     .cloned()
                     .unwrap_or_else(|| NOT_SCHEDULED.into())
             });
@@ -241,13 +310,10 @@ pub fn all_stuck_pulling(pods: &[Pod], wanted: usize) -> Option<String> {
     }
     // ErrImagePull carries the registry's answer; the back-off only says it is backing off.
     messages.sort_by_key(|(r, _)| r != "ErrImagePull");
-    messages.into_iter().next().map(|(reason, message)| {
-        if message.is_empty() {
-            reason
-        } else {
-            format!("{reason}: {message}")
-        }
-    })
+    messages
+        .into_iter()
+        .next()
+        .map(|(reason, message)| said(reason, &message))
 }
 
 /// Points the inventory's agents at the ready agent pods (reached through `pods/exec`); agents

@@ -4,6 +4,7 @@
 //! included — waiting for them, and removing them.
 
 pub mod agents;
+pub mod runs;
 pub mod session;
 pub mod wait;
 
@@ -34,6 +35,25 @@ pub enum DeployError {
          registry"
     )]
     ImagePull { image: String, message: String },
+    #[error("cannot {what}: no answer within {secs} s")]
+    Deadline { what: String, secs: u64 },
+    #[error(
+        "namespace {namespace} is still being deleted (a previous run's cleanup, most likely) \
+         after waiting {secs} s: the API server refuses new objects in it until it is gone; run \
+         again in a minute, or pass --namespace NAME to use another"
+    )]
+    Terminating { namespace: String, secs: u64 },
+    #[error(
+        "another prober run ({run}) has its agents in namespace {namespace}{until}: its host \
+         agents hold the agents' port on every node, and removing it would stop that run; wait \
+         for it to finish, pass --namespace NAME to run elsewhere, or, if it crashed, \
+         `prober cleanup --all -n {namespace}`"
+    )]
+    OtherRun {
+        namespace: String,
+        run: String,
+        until: String,
+    },
     #[error(
         "--use-existing: no permanent agents in namespace {namespace} (DaemonSets labelled \
          app.kubernetes.io/name=prober without a run label); install them with \
@@ -45,6 +65,22 @@ pub enum DeployError {
 pub(crate) fn api_err(what: impl Into<String>) -> impl FnOnce(kube::Error) -> DeployError {
     let what = what.into();
     move |source| DeployError::Api { what, source }
+}
+
+/// One API request under [`REQUEST_TIMEOUT`](crate::runtime::kube::REQUEST_TIMEOUT): the
+/// client has no read timeout (it would break watches and exec), so each request brings its own.
+pub(crate) async fn timed<T>(
+    what: impl Into<String>,
+    request: impl std::future::Future<Output = Result<T, kube::Error>>,
+) -> Result<T, DeployError> {
+    let limit = crate::runtime::kube::REQUEST_TIMEOUT;
+    match tokio::time::timeout(limit, request).await {
+        Ok(r) => r.map_err(api_err(what)),
+        Err(_) => Err(DeployError::Deadline {
+            what: what.into(),
+            secs: limit.as_secs(),
+        }),
+    }
 }
 
 /// One object a run created: deleted by name, only while it is still the same object (uid).
@@ -78,12 +114,12 @@ pub async fn permanent(client: &Client, namespace: &str) -> Result<bool, DeployE
         namespace: namespace.into(),
         ..AgentSpec::default()
     };
-    let list = Api::<DaemonSet>::namespaced(client.clone(), namespace)
-        .list(&ListParams::default().labels(&spec.selector()))
-        .await
-        .map_err(api_err(format!(
-            "list the prober DaemonSets in {namespace}"
-        )))?;
+    let api = Api::<DaemonSet>::namespaced(client.clone(), namespace);
+    let list = timed(
+        format!("list the prober DaemonSets in {namespace}"),
+        api.list(&ListParams::default().labels(&spec.selector())),
+    )
+    .await?;
     let has = |name: &str| {
         list.items
             .iter()
@@ -96,34 +132,171 @@ fn already_exists(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 409)
 }
 
-/// Creates this run's objects (`spec.run` set): the namespace when it does not exist, the
-/// service account, both `DaemonSets`. Each one created is recorded in `created` at once, so a
-/// failure half-way leaves nothing cleanup does not know about. Objects are created, never
-/// updated: an existing object is someone else's and is left alone.
+fn api_code(e: &DeployError) -> Option<u16> {
+    match e {
+        DeployError::Api {
+            source: kube::Error::Api(s),
+            ..
+        } => Some(s.code),
+        _ => None,
+    }
+}
+
+/// The refusal of the `NamespaceLifecycle` admission plugin for a create in a namespace being
+/// deleted: 403, "unable to create new content in namespace X because it is being terminated"
+/// (kubernetes/kubernetes
+/// `staging/src/k8s.io/apiserver/pkg/admission/plugin/namespace/lifecycle/admission.go`).
+fn being_terminated(e: &DeployError) -> bool {
+    matches!(e, DeployError::Api { source: kube::Error::Api(s), .. }
+        if s.code == 403 && s.message.contains("being terminated"))
+}
+
+/// Every create names the prober as its field manager.
+fn post_params() -> PostParams {
+    PostParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..PostParams::default()
+    }
+}
+
+/// How long a run waits for a namespace being deleted to go before it creates it anew.
+pub const TERMINATING_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The agents' namespace, ready for this run's objects: used as it is when it exists (no
+/// cluster-wide `create` needed), created (and owned) when it does not, and waited for when a
+/// previous run's cleanup is still deleting it (its phase `Terminating`; creating in it is
+/// refused until it is gone).
+async fn ensure_namespace(
+    client: &Client,
+    spec: &AgentSpec,
+    created: &mut Created,
+    note: &mut dyn FnMut(String),
+) -> Result<(), DeployError> {
+    let ns = &spec.namespace;
+    let api = Api::<Namespace>::all(client.clone());
+    let pp = post_params();
+    let give_up = tokio::time::Instant::now() + TERMINATING_WAIT;
+    let mut said = false;
+    loop {
+        let readable = match timed(format!("get namespace {ns}"), api.get_opt(ns)).await {
+            Ok(Some(n)) if n.metadata.deletion_timestamp.is_some() => {
+                if tokio::time::Instant::now() >= give_up {
+                    return Err(DeployError::Terminating {
+                        namespace: ns.clone(),
+                        secs: TERMINATING_WAIT.as_secs(),
+                    });
+                }
+                if !said {
+                    note(format!(
+                        "namespace {ns} is still being deleted (a previous run's cleanup); waiting up to {} s for it to go",
+                        TERMINATING_WAIT.as_secs()
+                    ));
+                    said = true;
+                }
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                continue;
+            }
+            // It exists (a permanent install's, one made by hand, another run's): used, not
+            // owned, and never deleted by this run.
+            Ok(Some(_)) => return Ok(()),
+            Ok(None) => true,
+            // May not read it: creating it says whether it exists.
+            Err(e) if api_code(&e) == Some(403) => false,
+            Err(e) => return Err(e),
+        };
+        match timed(
+            format!("create namespace {ns}"),
+            api.create(&pp, &manifests::namespace(spec)),
+        )
+        .await
+        {
+            Ok(n) => {
+                created.namespace = Some(Owned::of(&n.metadata, ns));
+                return Ok(());
+            }
+            Err(DeployError::Api { source, .. }) if already_exists(&source) && !readable => {
+                return Ok(());
+            }
+            // Created (or its deletion begun) since it was read: look again.
+            Err(DeployError::Api { source, .. })
+                if already_exists(&source) && tokio::time::Instant::now() < give_up =>
+            {
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// The other runs whose agents (`DaemonSets`) are live in `spec`'s namespace.
+async fn live_others(
+    client: &Client,
+    spec: &AgentSpec,
+) -> Result<Vec<(String, Option<k8s_openapi::jiff::Timestamp>)>, DeployError> {
+    let ns = &spec.namespace;
+    let api: Api<DaemonSet> = Api::namespaced(client.clone(), ns);
+    let list = timed(
+        format!("list run DaemonSets in {ns}"),
+        api.list(&ListParams::default().labels(RUN_LABEL)),
+    )
+    .await?;
+    Ok(runs::other_live_runs(
+        list.items.iter().map(|d| &d.metadata),
+        spec.run.as_deref(),
+        k8s_openapi::jiff::Timestamp::now(),
+    ))
+}
+
+/// Another run's live objects in `spec`'s namespace (its `DaemonSets`), as an error.
+async fn no_other_run(client: &Client, spec: &AgentSpec) -> Result<(), DeployError> {
+    let ns = &spec.namespace;
+    let others = live_others(client, spec).await?;
+    match others.into_iter().next() {
+        None => Ok(()),
+        Some((run, until)) => Err(DeployError::OtherRun {
+            namespace: ns.clone(),
+            run,
+            until: until.map(|t| format!(" until {t}")).unwrap_or_default(),
+        }),
+    }
+}
+
+/// Creates this run's objects (`spec.run` set): the namespace when it does not exist (waiting
+/// for one a previous run is still deleting), the service account, both `DaemonSets`. Each one
+/// created is recorded in `created` at once, so a failure half-way leaves nothing cleanup does
+/// not know about. Objects are created, never updated: an existing object is someone else's
+/// and is left alone. Another run's live agents in the namespace stop it before it creates
+/// anything, and again after (two runs that start together: the later one gives way).
 pub async fn apply(
     client: &Client,
     spec: &AgentSpec,
     created: &mut Created,
+    note: &mut dyn FnMut(String),
 ) -> Result<(), DeployError> {
     let ns = &spec.namespace;
-    let pp = PostParams {
-        field_manager: Some(FIELD_MANAGER.into()),
-        ..PostParams::default()
-    };
-    match Api::<Namespace>::all(client.clone())
-        .create(&pp, &manifests::namespace(spec))
-        .await
-    {
-        Ok(n) => created.namespace = Some(Owned::of(&n.metadata, ns)),
-        // The namespace exists (a permanent install's, or one made by hand): used, not owned.
-        Err(e) if already_exists(&e) => {}
-        Err(e) => return Err(api_err(format!("create namespace {ns}"))(e)),
+    let pp = post_params();
+    Box::pin(ensure_namespace(client, spec, created, note)).await?;
+    if created.namespace.is_none() {
+        Box::pin(no_other_run(client, spec)).await?;
     }
+    let terminating = |e: DeployError| {
+        if being_terminated(&e) {
+            DeployError::Terminating {
+                namespace: ns.clone(),
+                secs: 0,
+            }
+        } else {
+            e
+        }
+    };
     let sa_name = spec.name(SERVICE_ACCOUNT);
-    let sa = Api::<ServiceAccount>::namespaced(client.clone(), ns)
-        .create(&pp, &manifests::service_account(spec))
-        .await
-        .map_err(api_err(format!("create serviceaccount {ns}/{sa_name}")))?;
+    let sas = Api::<ServiceAccount>::namespaced(client.clone(), ns);
+    let sa = timed(
+        format!("create serviceaccount {ns}/{sa_name}"),
+        sas.create(&pp, &manifests::service_account(spec)),
+    )
+    .await
+    .map_err(terminating)?;
     created.service_account = Some(Owned::of(&sa.metadata, &sa_name));
     let daemonsets: Api<DaemonSet> = Api::namespaced(client.clone(), ns);
     for ds in [
@@ -131,11 +304,45 @@ pub async fn apply(
         manifests::pod_daemonset(spec),
     ] {
         let name = ds.metadata.name.clone().unwrap_or_default();
-        let made = daemonsets
-            .create(&pp, &ds)
+        let what = format!("create daemonset {ns}/{name}");
+        let made = timed(what, daemonsets.create(&pp, &ds))
             .await
-            .map_err(api_err(format!("create daemonset {ns}/{name}")))?;
+            .map_err(terminating)?;
         created.daemonsets.push(Owned::of(&made.metadata, &name));
+    }
+    // Two runs that checked at the same moment both see the other now: the one created later
+    // (by its DaemonSets' creation, then run id) gives way, and its own objects are removed.
+    let list = timed(
+        format!("list run DaemonSets in {ns}"),
+        daemonsets.list(&ListParams::default().labels(RUN_LABEL)),
+    )
+    .await?;
+    let key = |d: &DaemonSet| {
+        (
+            d.metadata.creation_timestamp.as_ref().map(|t| t.0),
+            runs::run_of(&d.metadata).map(String::from),
+        )
+    };
+    let own = list
+        .items
+        .iter()
+        .filter(|d| runs::run_of(&d.metadata) == spec.run.as_deref())
+        .map(key)
+        .min();
+    let now = k8s_openapi::jiff::Timestamp::now();
+    let earlier = list.items.iter().find(|d| {
+        runs::run_of(&d.metadata) != spec.run.as_deref()
+            && !runs::stale(&d.metadata, now)
+            && own.as_ref().is_some_and(|o| key(d) < *o)
+    });
+    if let Some(d) = earlier {
+        return Err(DeployError::OtherRun {
+            namespace: ns.clone(),
+            run: runs::run_of(&d.metadata).unwrap_or_default().to_string(),
+            until: runs::expiry(&d.metadata)
+                .map(|t| format!(" until {t}"))
+                .unwrap_or_default(),
+        });
     }
     Ok(())
 }
@@ -153,14 +360,43 @@ where
         }),
         ..DeleteParams::background()
     };
-    match api.delete(&owned.name, &dp).await {
+    match timed(what, api.delete(&owned.name, &dp)).await {
         Ok(_) => Ok(true),
-        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(false),
-        Err(source) => Err(DeployError::Api { what, source }),
+        Err(DeployError::Api {
+            source: kube::Error::Api(s),
+            ..
+        }) if s.code == 404 || s.code == 409 => Ok(false),
+        Err(e) => Err(e),
     }
 }
 
-/// Deletes what `apply` recorded, newest first. Returns what was deleted (`kind/name`).
+/// This run's objects found by its run label, beyond what `created` recorded: a create whose
+/// answer never came (an interruption, a deadline) may still have made its object. Best
+/// effort: a list that fails leaves the recorded objects to delete.
+async fn found_by_label<K>(
+    api: &Api<K>,
+    run: &str,
+    known: &[Owned],
+    what: String,
+) -> Result<Vec<Owned>, DeployError>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let lp = ListParams::default().labels(&format!("{RUN_LABEL}={run}"));
+    let list = timed(what, api.list(&lp)).await?;
+    Ok(list
+        .items
+        .iter()
+        // Checked here too: deleting another run's object on a server's word is not an option.
+        .filter(|o| runs::run_of(o.meta()) == Some(run))
+        .map(|o| Owned::of(o.meta(), ""))
+        .filter(|o| !o.name.is_empty() && !known.iter().any(|k| k.name == o.name))
+        .collect())
+}
+
+/// Deletes what `apply` recorded, newest first, and whatever else carries this run's label (a
+/// create interrupted before its answer). The namespace goes only when this run created it and
+/// no other run's live objects are in it. Returns what was deleted (`kind/name`).
 pub async fn cleanup(
     client: &Client,
     spec: &AgentSpec,
@@ -169,43 +405,93 @@ pub async fn cleanup(
     let ns = &spec.namespace;
     let mut deleted = Vec::new();
     let daemonsets: Api<DaemonSet> = Api::namespaced(client.clone(), ns);
-    for ds in created.daemonsets.iter().rev() {
+    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
+    let mut ds_list: Vec<Owned> = created.daemonsets.iter().rev().cloned().collect();
+    let mut sa_list: Vec<Owned> = created.service_account.iter().cloned().collect();
+    let mut namespace = created.namespace.clone();
+    if let Some(run) = &spec.run {
+        let more = found_by_label(
+            &daemonsets,
+            run,
+            &ds_list,
+            format!("list run DaemonSets in {ns}"),
+        )
+        .await
+        .unwrap_or_default();
+        ds_list.extend(more);
+        let more = found_by_label(
+            &sas,
+            run,
+            &sa_list,
+            format!("list run service accounts in {ns}"),
+        )
+        .await
+        .unwrap_or_default();
+        sa_list.extend(more);
+        if namespace.is_none() {
+            let api: Api<Namespace> = Api::all(client.clone());
+            let found = timed(format!("get namespace {ns}"), api.get_opt(ns)).await;
+            // Not allowed to read it: then this run could not have created it either.
+            if let Ok(Some(n)) = found
+                && n.metadata.deletion_timestamp.is_none()
+                && runs::run_of(&n.metadata) == Some(run.as_str())
+            {
+                namespace = Some(Owned::of(&n.metadata, ns));
+            }
+        }
+    }
+    for ds in &ds_list {
         let what = format!("delete daemonset {ns}/{}", ds.name);
         if delete_owned(&daemonsets, ds, what).await? {
             deleted.push(format!("daemonset/{}", ds.name));
         }
     }
-    if let Some(sa) = &created.service_account {
-        let api: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
+    for sa in &sa_list {
         let what = format!("delete serviceaccount {ns}/{}", sa.name);
-        if delete_owned(&api, sa, what).await? {
+        if delete_owned(&sas, sa, what).await? {
             deleted.push(format!("serviceaccount/{}", sa.name));
         }
     }
-    if let Some(n) = &created.namespace {
-        let api: Api<Namespace> = Api::all(client.clone());
-        if delete_owned(&api, n, format!("delete namespace {}", n.name)).await? {
-            deleted.push(format!("namespace/{}", n.name));
+    if let Some(n) = &namespace {
+        // Another run may have started in the namespace this run created: deleting it would
+        // delete that run's agents with it. It stays, for the last run (or `prober cleanup`).
+        if Box::pin(live_others(client, spec)).await?.is_empty() {
+            let api: Api<Namespace> = Api::all(client.clone());
+            if delete_owned(&api, n, format!("delete namespace {}", n.name)).await? {
+                deleted.push(format!("namespace/{}", n.name));
+            }
         }
     }
     Ok(deleted)
 }
 
 /// Removes what crashed runs left in `namespace`: `DaemonSets` and service accounts carrying a
-/// run label, and the namespace itself when a run created it. A permanent install (no run label)
-/// is never touched. Returns what was deleted.
+/// run label and past their expiry (all of them with `all`: a run still going is stopped), and
+/// the namespace itself when a run created it and no run's object is left in it. A permanent
+/// install (no run label) is never touched. Returns what was deleted, and the live runs kept.
 pub async fn cleanup_leftovers(
     client: &Client,
     namespace: &str,
-) -> Result<Vec<String>, DeployError> {
+    all: bool,
+) -> Result<(Vec<String>, Vec<String>), DeployError> {
     let lp = ListParams::default().labels(RUN_LABEL);
+    let now = k8s_openapi::jiff::Timestamp::now();
     let mut deleted = Vec::new();
+    let mut kept = std::collections::BTreeSet::new();
+    let mut keep = |meta: &ObjectMeta| {
+        let go = all || runs::stale(meta, now);
+        if !go {
+            kept.insert(runs::run_of(meta).unwrap_or_default().to_string());
+        }
+        go
+    };
     let daemonsets: Api<DaemonSet> = Api::namespaced(client.clone(), namespace);
-    let list = daemonsets
-        .list(&lp)
-        .await
-        .map_err(api_err(format!("list run DaemonSets in {namespace}")))?;
-    for ds in list.items {
+    let list = timed(
+        format!("list run DaemonSets in {namespace}"),
+        daemonsets.list(&lp),
+    )
+    .await?;
+    for ds in list.items.iter().filter(|d| keep(&d.metadata)) {
         let owned = Owned::of(&ds.metadata, "");
         let what = format!("delete daemonset {namespace}/{}", owned.name);
         if delete_owned(&daemonsets, &owned, what).await? {
@@ -213,22 +499,29 @@ pub async fn cleanup_leftovers(
         }
     }
     let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
-    let list = sas
-        .list(&lp)
-        .await
-        .map_err(api_err(format!("list run service accounts in {namespace}")))?;
-    for sa in list.items {
+    let list = timed(
+        format!("list run service accounts in {namespace}"),
+        sas.list(&lp),
+    )
+    .await?;
+    for sa in list.items.iter().filter(|s| keep(&s.metadata)) {
         let owned = Owned::of(&sa.metadata, "");
         let what = format!("delete serviceaccount {namespace}/{}", owned.name);
         if delete_owned(&sas, &owned, what).await? {
             deleted.push(format!("serviceaccount/{}", owned.name));
         }
     }
+    let kept: Vec<String> = kept.into_iter().collect();
+    if !kept.is_empty() {
+        // A live run's objects are in it: the namespace stays with them.
+        return Ok((deleted, kept));
+    }
     let namespaces: Api<Namespace> = Api::all(client.clone());
-    let ns = namespaces
-        .get_opt(namespace)
-        .await
-        .map_err(api_err(format!("get namespace {namespace}")))?;
+    let ns = timed(
+        format!("get namespace {namespace}"),
+        namespaces.get_opt(namespace),
+    )
+    .await?;
     if let Some(n) = ns.filter(|n| {
         n.metadata
             .labels
@@ -240,5 +533,5 @@ pub async fn cleanup_leftovers(
             deleted.push(format!("namespace/{namespace}"));
         }
     }
-    Ok(deleted)
+    Ok((deleted, kept))
 }

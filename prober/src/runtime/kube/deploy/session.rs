@@ -32,6 +32,8 @@ pub struct Session {
     pub ttl: String,
     /// The most time removing this run's objects may take.
     pub cleanup_deadline: Duration,
+    /// Secrets the kubelet pulls the agents' image with (`--image-pull-secret`).
+    pub image_pull_secrets: Vec<String>,
 }
 
 /// Why a session ended without the body's answer.
@@ -39,7 +41,7 @@ pub struct Session {
 pub enum SessionError<E> {
     #[error(transparent)]
     Deploy(#[from] DeployError),
-    #[error("interrupted while waiting for the agents")]
+    #[error("interrupted while creating or waiting for the agents")]
     Interrupted,
     /// The body's own error.
     #[error(transparent)]
@@ -90,11 +92,21 @@ where
         // The files of the distribution discovery found (none if it found none).
         node_files: inv.cluster.node_files.clone(),
         tunnel: super::super::manifests::tunnel_flag(inv.cluster.overlay.as_ref()),
+        expires: (!existing)
+            .then(|| super::runs::expires_at(k8s_openapi::jiff::Timestamp::now(), &s.ttl))
+            .flatten(),
+        image_pull_secrets: s.image_pull_secrets.clone(),
     };
     let mut created = Created::default();
     let outcome = async {
         if !existing {
-            apply(client, &spec, &mut created).await?;
+            // An interruption while creating: stop at once; cleanup below removes what was
+            // created, a create still in flight included (it finds this run's objects by label).
+            tokio::select! {
+                biased;
+                () = cancel() => return Err(SessionError::Interrupted),
+                a = Box::pin(apply(client, &spec, &mut created, note)) => a?,
+            }
         }
         let nodes: Vec<String> = inv.nodes.iter().map(|n| n.name.clone()).collect();
         // An interruption while the agents start: stop waiting, clean up below.

@@ -1,7 +1,9 @@
-//! Waiting for the agents: one list of the agent pods and of the `DaemonSets`' `FailedCreate`
-//! events, then watches on both (never a list every second, which on a large cluster is
-//! thousands of pods a second). It stops as soon as every agent is ready, every missing agent's
-//! `DaemonSet` has said why it cannot create pods, or every agent is stuck on its image.
+//! Waiting for the agents: one list of the agent pods and of the warning events in their
+//! namespace (a `DaemonSet`'s `FailedCreate`; a pod's `FailedMount`, `FailedCreatePodSandBox`,
+//! image pull failures), then watches on both (never a list every second, which on a large
+//! cluster is thousands of pods a second). It stops as soon as every agent is ready, every
+//! missing agent's `DaemonSet` has said why it cannot create pods, or every agent is stuck on
+//! its image; the nodes without an agent pod are then read once, for a `NotReady` one.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -12,13 +14,18 @@ use kube::Client;
 use kube::api::{Api, ListParams, WatchEvent, WatchParams};
 use tokio::time::Instant;
 
-use super::agents::{AgentPod, agents_from_pods, all_stuck_pulling, component_kind};
-use super::{DeployError, api_err};
+use super::agents::{
+    AgentPod, Why, agents_from_pods, all_stuck_pulling, component_kind, node_down,
+};
+use super::{DeployError, api_err, timed};
 use crate::model::{AgentKind, AgentRef, AgentStatus};
 use crate::runtime::kube::manifests::{AgentSpec, HOST_DAEMONSET, POD_DAEMONSET};
 
-/// The field selector of the events that explain a `DaemonSet` without pods.
-pub const FAILED_CREATE: &str = "involvedObject.kind=DaemonSet,reason=FailedCreate";
+/// The field selector of the events that explain a missing agent: every warning in the agents'
+/// namespace (a `DaemonSet`'s `FailedCreate`, a pod's mount, sandbox or pull failure). `type`
+/// is one of an Event's selectable fields (kubernetes/kubernetes
+/// `pkg/registry/core/event/strategy.go`, `ToSelectableFields`).
+pub const WARNINGS: &str = "type=Warning";
 /// A watch the server ended is resumed no sooner than this after it was opened.
 const REWATCH: Duration = Duration::from_secs(1);
 
@@ -32,7 +39,7 @@ where
     let mut lp = lp.clone().limit(crate::runtime::kube::discover::list::PAGE);
     let mut out = Vec::new();
     loop {
-        let page = api.list(&lp).await.map_err(api_err(what))?;
+        let page = timed(what, api.list(&lp)).await?;
         out.extend(page.items);
         match page.metadata.continue_ {
             Some(t) if !t.is_empty() => lp = lp.continue_token(&t),
@@ -60,12 +67,34 @@ where
     let wp = wp
         .clone()
         .timeout(u32::try_from(left.min(290)).unwrap_or(290));
-    let stream = api.watch(&wp, version).await.map_err(api_err(what))?;
+    // Opening it is one request under its deadline; the stream then has none but the wait's
+    // own, since a watch on pods that do not change is quiet for as long as they do not.
+    let stream = timed(what, api.watch(&wp, version)).await?;
     Ok(stream.boxed())
 }
 
 fn key(p: &Pod) -> String {
     p.metadata.name.clone().unwrap_or_default()
+}
+
+/// Records what a warning event explains: a `DaemonSet`'s refusal, or a pod's trouble.
+fn explain(spec: &AgentSpec, e: &Event, why: &mut Why) {
+    match e.involved_object.kind.as_deref() {
+        Some("DaemonSet") if e.reason.as_deref() == Some("FailedCreate") => {
+            if let Some((kind, text)) = refusal(spec, e) {
+                why.refused.insert(kind, text);
+            }
+        }
+        Some("Pod") => {
+            if let Some(pod) = e.involved_object.name.clone() {
+                let reason = e.reason.clone().unwrap_or_default();
+                let message = e.message.clone().unwrap_or_default();
+                why.pod_events
+                    .insert(pod, format!("{reason}: {}", message.trim()));
+            }
+        }
+        _ => {}
+    }
 }
 
 /// The agent kind whose `DaemonSet` an event is about, and what it says.
@@ -114,7 +143,7 @@ pub async fn wait(
     let events_api: Api<Event> = Api::namespaced(client.clone(), ns);
     let selector = spec.selector();
     let pods_what = format!("list agent pods in {ns}");
-    let events_what = format!("list the agent DaemonSets' events in {ns}");
+    let events_what = format!("list the warning events in {ns}");
     let (listed, mut pods_version) = list(
         &pods_api,
         &ListParams::default().labels(&selector),
@@ -122,29 +151,27 @@ pub async fn wait(
     )
     .await?;
     let mut pods: BTreeMap<String, Pod> = listed.into_iter().map(|p| (key(&p), p)).collect();
-    let (events, mut events_version) = list(
-        &events_api,
-        &ListParams::default().fields(FAILED_CREATE),
-        &events_what,
-    )
-    .await?;
-    let mut refused: BTreeMap<AgentKind, String> =
-        events.iter().filter_map(|e| refusal(spec, e)).collect();
+    let (mut why, mut events_version) = warnings(spec, &events_api, &events_what).await?;
     let pods_wp = WatchParams::default().labels(&selector);
-    let events_wp = WatchParams::default().fields(FAILED_CREATE);
+    let events_wp = WatchParams::default().fields(WARNINGS);
     let mut pod_stream: Option<Events<Pod>> = None;
     let mut event_stream: Option<Events<Event>> = None;
     // When each watch may be (re)opened: a watch the server ends at once is not hammered.
     let (mut pods_reopen, mut events_reopen) = (Instant::now(), Instant::now());
     loop {
         let current: Vec<Pod> = pods.values().cloned().collect();
-        let (ready, missing) = agents_from_pods(&current, nodes, &refused);
+        let (ready, missing) = agents_from_pods(&current, nodes, &why);
         on_progress(ready.len(), nodes.len() * 2);
         if missing.is_empty()
-            || all_refused(&current, &refused, &missing)
+            || all_refused(&current, &why.refused, &missing)
             || Instant::now() >= deadline
         {
-            return Ok((ready, missing));
+            if missing.is_empty() {
+                return Ok((ready, missing));
+            }
+            // Nodes without any agent pod: a NotReady node says so itself.
+            why.nodes = nodes_down(client, &current, &missing).await;
+            return Ok(agents_from_pods(&current, nodes, &why));
         }
         if let Some(message) = all_stuck_pulling(&current, nodes.len() * 2) {
             return Err(DeployError::ImagePull {
@@ -193,9 +220,7 @@ pub async fn wait(
             ev = next(&mut event_stream) => match ev {
                 Some(Ok(WatchEvent::Added(e) | WatchEvent::Modified(e))) => {
                     events_version = e.metadata.resource_version.clone().unwrap_or(events_version);
-                    if let Some((kind, why)) = refusal(spec, &e) {
-                        refused.insert(kind, why);
-                    }
+                    explain(spec, &e, &mut why);
                 }
                 Some(Ok(WatchEvent::Bookmark(b))) => events_version = b.metadata.resource_version,
                 // Events only explain; losing their watch must not end the wait.
@@ -207,6 +232,46 @@ pub async fn wait(
             () = tokio::time::sleep_until(deadline) => {}
         }
     }
+}
+
+/// The warning events so far, and the version to watch them from.
+async fn warnings(
+    spec: &AgentSpec,
+    api: &Api<Event>,
+    what: &str,
+) -> Result<(Why, String), DeployError> {
+    let (events, version) = list(api, &ListParams::default().fields(WARNINGS), what).await?;
+    let mut why = Why::default();
+    for e in &events {
+        explain(spec, e, &mut why);
+    }
+    Ok((why, version))
+}
+
+/// Why each node with a missing agent and no agent pod at all cannot run one: its `Ready`
+/// condition, from one list of the nodes (under its deadline). Nothing when the list fails:
+/// the reasons then fall back to the `DaemonSet`'s words.
+async fn nodes_down(
+    client: &Client,
+    pods: &[Pod],
+    missing: &[AgentStatus],
+) -> BTreeMap<String, String> {
+    let has_pod = |node: &str| {
+        pods.iter()
+            .any(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
+    };
+    if missing.iter().all(|m| has_pod(&m.node)) {
+        return BTreeMap::new();
+    }
+    let api: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
+    let Ok((listed, _)) = list(&api, &ListParams::default(), "list nodes").await else {
+        return BTreeMap::new();
+    };
+    listed
+        .iter()
+        .filter_map(|n| Some((n.metadata.name.clone()?, node_down(n)?)))
+        .filter(|(name, _)| !has_pod(name))
+        .collect()
 }
 
 /// What a pod watch event left the watch as.

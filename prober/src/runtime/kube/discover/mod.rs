@@ -672,7 +672,7 @@ pub fn build(raw: &Raw) -> Result<Inventory, DiscoverError> {
             },
             dns,
             bgp: dp.bgp.clone(),
-            node_files: Some(nodefiles::node_files(distribution, cni)),
+            node_files: distribution.map(|d| nodefiles::node_files(d, cni)),
         },
         nodes,
         components,

@@ -14,6 +14,11 @@ pub fn warnings(inv: &Inventory) -> Vec<String> {
             pods.addr
         ));
     }
+    if inv.cluster.node_files.is_none() && !inv.nodes.is_empty() {
+        out.push(
+            "could not tell the distribution from the nodes (they carry no k3s, RKE2, EKS, GKE or kubeadm mark, or not all the same one), so the host agents mount none of the kubelet's and the CNI's files and the node checks that read them are skipped; `prober manifests --distribution NAME` shows the agents with them for a permanent install".into(),
+        );
+    }
     out
 }
 
@@ -24,8 +29,21 @@ mod tests {
     use std::net::Ipv4Addr;
 
     #[test]
+    fn an_unknown_distribution_is_said_not_guessed() {
+        let mut inv = crate::testutil::inventory(2, 1, "flannel");
+        inv.cluster.node_files = None;
+        let w = warnings(&inv);
+        assert!(
+            w.iter()
+                .any(|w| w.starts_with("could not tell the distribution")),
+            "{w:?}"
+        );
+    }
+
+    #[test]
     fn the_everything_pod_range_is_said_and_a_found_one_is_not() {
         let mut inv = crate::testutil::inventory(2, 1, "flannel");
+        inv.cluster.node_files = Some(crate::inventory::NodeFiles::kubeadm());
         assert!(warnings(&inv).is_empty(), "{:?}", warnings(&inv));
         inv.cluster.pod_cidr = Cidr {
             addr: Ipv4Addr::UNSPECIFIED,
