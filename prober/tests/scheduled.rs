@@ -393,8 +393,8 @@ async fn a_gap_that_grew_with_the_cluster_persists_and_is_never_resolved() {
         handle,
         vec![
             (Method::GET, CM, 200, cm),
-            (Method::POST, EVENTS, 201, json!("echo")),
             (Method::PUT, CM_PUT, 200, json!("echo")),
+            (Method::POST, EVENTS, 201, json!("echo")),
         ],
     ));
     let previous = remembered::recall(&client, "prober-system").await.unwrap();
@@ -409,15 +409,15 @@ async fn a_gap_that_grew_with_the_cluster_persists_and_is_never_resolved() {
         (0, 0, 1)
     );
     // One warning that it spread; no "...Resolved" for a problem still there.
-    assert_eq!(bodies[1]["reason"], "FirewallGapSpread");
-    assert_eq!(bodies[1]["type"], "Warning");
+    assert_eq!(bodies[2]["reason"], "FirewallGapSpread");
+    assert_eq!(bodies[2]["type"], "Warning");
     assert!(
-        bodies[1]["message"]
+        bodies[2]["message"]
             .as_str()
             .unwrap()
             .contains("now also n4"),
         "{}",
-        bodies[1]
+        bodies[2]
     );
 }
 
