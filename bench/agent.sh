@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Agent figures (prints, never asserts): wall time of a 1,000-probe plan against a closed/dropped
-# mix; `probe-pod probe` peak RSS for 1,000 and 100,000 probes (memory follows the concurrency,
-# not the plan); `probe-pod serve` RSS idle, under 1,000 concurrent incoming probes, and under
+# mix; `probe-pod probe` peak RSS for 1,000 and 100,000 probes (the plan's text is held: memory
+# grows with the plan, about 160 bytes per probe); `probe-pod serve` RSS idle, under 1,000 concurrent incoming probes, and under
 # 4,096 slow connections from one source (with how many it holds for that source, and how fast
 # /healthz still answers).
 # Needs root; builds its own namespaces (prefix ppb-) and removes them on exit.

@@ -1,7 +1,7 @@
 //! Runs a plan: every probe concurrently within the plan's concurrency limit and deadline, and
 //! exactly one result per probe, streamed as each finishes. Probes are decoded from the plan only
-//! when a slot frees up and finished tasks are reaped as the plan goes, so memory follows the
-//! concurrency, not the plan's length.
+//! when a slot frees up and finished tasks are reaped as the plan goes: what runs follows the
+//! concurrency; the plan's text and its index stay (about 160 bytes per probe, README).
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -14,6 +14,15 @@ use probe_pod::probe::tls::parse_status;
 use probe_pod::serve::{http as agent_http, udp as agent_udp};
 use proptest::prelude::*;
 
+/// The cases a property runs: `default` in the normal test run, `PROPTEST_CASES` when set
+/// (bench/fuzz.sh runs them longer).
+fn cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(default)
+}
+
 const KUBECONFIG: &str = "apiVersion: v1\nkind: Config\nclusters:\n- name: local\n  cluster:\n    server: https://10.96.0.1:443\n    certificate-authority-data: Q0EK\n    certificate-authority: /etc/cni/net.d/ca.crt\nusers:\n- name: cni\n  user:\n    token: placeholder\n    tokenFile: /var/run/token\ncontexts:\n- name: default\n  context:\n    cluster: local\n    user: cni\ncurrent-context: default\n";
 
 /// Tokens as they come: JWTs (three base64url segments) or opaque strings.
@@ -97,7 +106,7 @@ fn agent_on_loopback() -> u16 {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(64), ..ProptestConfig::default() })]
 
     /// TCP input to the agent: echoed exactly, or answered as HTTP, or closed; always within the
     /// connection deadline.
@@ -127,7 +136,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(512), ..ProptestConfig::default() })]
 
     /// The attack: a token somewhere in a kubeconfig, of whatever shape; the error, if
     /// any, never holds 8 characters of it.

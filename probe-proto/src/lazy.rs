@@ -1,6 +1,7 @@
 //! A plan read the way an agent needs it: validated whole before anything runs, then handed out one
 //! probe at a time. Only the plan's text and one small span per probe stay in memory, never a
-//! decoded copy of every probe, so memory follows the agent's concurrency, not the plan's size.
+//! decoded copy of every probe: the plan's text and about 8 bytes of index per probe (more while
+//! it is validated), plus what the concurrency keeps in flight.
 
 use std::collections::HashSet;
 use std::num::{NonZeroU32, NonZeroU64};

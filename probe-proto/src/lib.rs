@@ -16,8 +16,9 @@ pub use result::*;
 
 pub use lazy::{LazyPlan, parse_plan_lazy};
 pub use limits::{
-    MAX_CONCURRENCY, MAX_DNS_NAME_BYTES, MAX_HTTP_PATH_BYTES, MAX_ID_BYTES, MAX_PLAN_BYTES,
-    MAX_PLAN_DEADLINE_MS, MAX_PROBE_TIMEOUT_MS, unusable_target,
+    MAX_CONCURRENCY, MAX_DNS_NAME_BYTES, MAX_HTTP_PATH_BYTES, MAX_ID_BYTES, MAX_NODE_NAME_BYTES,
+    MAX_PLAN_BYTES, MAX_PLAN_DEADLINE_MS, MAX_PROBE_TIMEOUT_MS, MAX_RESULT_LINE_BYTES,
+    MIN_MTU_PROBE_BYTES, result_budget, unusable_target,
 };
 
 /// The port every agent listens on unless told otherwise.
@@ -440,10 +441,10 @@ mod tests {
                     r#""deadlineMs":1000,"#,
                     &format!(
                         r#"{{"id":"{}","kind":"icmp","address":"10.0.0.1"}}"#,
-                        "i".repeat(300)
+                        "i".repeat(MAX_ID_BYTES + 1)
                     ),
                 ),
-                "`probes[0].id`: 300 bytes",
+                "`probes[0].id`: 1025 bytes",
             ),
         ];
         for (text, want) in &cases {

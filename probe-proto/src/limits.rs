@@ -13,12 +13,44 @@ pub const MAX_PLAN_DEADLINE_MS: u64 = 60 * 60 * 1000;
 pub const MAX_PROBE_TIMEOUT_MS: u64 = 10 * 60 * 1000;
 /// The most probes one agent runs at once (the open-file limit caps it further).
 pub const MAX_CONCURRENCY: u32 = 65_536;
-/// The longest probe id: ids are echoed in every result.
-pub const MAX_ID_BYTES: usize = 256;
+/// The longest probe id: ids are echoed in every result. The coordinator's ids name two nodes and
+/// a DNS name at most (`dns:NODE/pod->NODE/pod:udp/53/NAME`), so this holds the longest ids
+/// that names within [`MAX_NODE_NAME_BYTES`] and [`MAX_DNS_NAME_BYTES`] can make.
+pub const MAX_ID_BYTES: usize = 1024;
+/// The longest node name: Kubernetes' own limit for an object name (a DNS subdomain).
+pub const MAX_NODE_NAME_BYTES: usize = 253;
 /// The longest HTTP path a TLS probe may request.
 pub const MAX_HTTP_PATH_BYTES: usize = 2048;
 /// The longest DNS name (RFC 1035: 253 characters, plus a trailing dot).
 pub const MAX_DNS_NAME_BYTES: usize = 254;
+/// The smallest MTU probe: an IPv4 header and an ICMP echo header.
+pub const MIN_MTU_PROBE_BYTES: u16 = 28;
+/// The longest line of results an agent may print: one result. The largest honest one is a
+/// sniffer's answer to `seen`, at most its 65,536 sightings of about 250 bytes each (16 MiB).
+pub const MAX_RESULT_LINE_BYTES: usize = 32 << 20;
+/// What one agent may print in all, beyond a result line per probe of its plan at
+/// [`RESULT_BYTES_PER_PROBE`] each: the node checks' facts and headroom.
+pub const RESULT_BYTES_BASE: u64 = 64 << 20;
+/// A probe's share of its agent's output budget: a result line is a few hundred bytes.
+pub const RESULT_BYTES_PER_PROBE: u64 = 4096;
+
+/// The most an agent may print in answer to a plan of `probes` probes.
+#[must_use]
+pub const fn result_budget(probes: usize) -> u64 {
+    RESULT_BYTES_BASE.saturating_add((probes as u64).saturating_mul(RESULT_BYTES_PER_PROBE))
+}
+
+// The longest id the coordinator makes (path class, two `NODE/agent` labels, a protocol, a
+// port and a DNS name, with their separators) fits what the agents accept.
+const _: () = assert!(
+    "node-to-apiserver:".len()
+        + MAX_NODE_NAME_BYTES
+        + "/host->".len()
+        + MAX_NODE_NAME_BYTES
+        + "/host:tcp/65535/".len()
+        + MAX_DNS_NAME_BYTES
+        <= MAX_ID_BYTES
+);
 
 fn field(path: String, message: String) -> PlanError {
     PlanError::Field { path, message }
@@ -112,10 +144,10 @@ pub(crate) fn check_spec(i: usize, spec: &ProbeSpec) -> Result<(), PlanError> {
         }
         Probe::Mtu { address, size } => {
             target(i, "address", IpAddr::V4(*address))?;
-            if *size < 28 {
+            if *size < MIN_MTU_PROBE_BYTES {
                 return Err(named(
                     "size",
-                    format!("{size} is smaller than an IPv4+ICMP header (28)"),
+                    format!("{size} is smaller than an IPv4+ICMP header ({MIN_MTU_PROBE_BYTES})"),
                 ));
             }
         }

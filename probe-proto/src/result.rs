@@ -284,7 +284,7 @@ pub struct KubeconfigFacts {
 }
 
 /// Whether the API server a kubeconfig names is the one its CA vouches for. The credential is only
-/// sent when `verified`, or when the kubeconfig itself says `insecure-skip-tls-verify`.
+/// sent when `verified`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ServerTrust {
@@ -294,8 +294,9 @@ pub enum ServerTrust {
     /// it names another server, or it expired): a rotated CA or an impostor. The credential was
     /// not sent.
     Untrusted,
-    /// `insecure-skip-tls-verify: true` and no CA: not verified; the credential was sent, as
-    /// kubectl and the CNI would send it.
+    /// `insecure-skip-tls-verify: true` and no CA: nothing can be verified, so the credential was
+    /// not sent (whoever answers would get it, and its answer proves nothing); only the token's
+    /// own claims were read.
     InsecureSkipVerify,
     /// There is nothing usable to verify against (no CA, an unreadable or malformed one, or a CA
     /// together with `insecure-skip-tls-verify`, which client-go refuses). The credential was not

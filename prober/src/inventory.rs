@@ -340,6 +340,87 @@ pub enum InvalidInventory {
     DuplicateName { index: usize, name: String },
     #[error("nodes[{index}].agents.{agent}.exec: must name a command prefix")]
     NoExec { index: usize, agent: &'static str },
+    /// A value the agents would refuse, or the planner would change or drop without a word.
+    #[error("{field}: {message}")]
+    Field { field: String, message: String },
+}
+
+/// The longest DNS label (a namespace, a container name).
+pub const MAX_DNS_LABEL: usize = 63;
+/// The longest DNS subdomain (a Kubernetes object name).
+const MAX_DNS_SUBDOMAIN: usize = 253;
+/// The overlay modes the planner knows.
+const OVERLAY_MODES: [&str; 5] = ["vxlan", "geneve", "ipip", "wireguard", "none"];
+
+fn bad(field: impl Into<String>, message: impl Into<String>) -> InvalidInventory {
+    InvalidInventory::Field {
+        field: field.into(),
+        message: message.into(),
+    }
+}
+
+/// A DNS-1123 label (`max` 63) or subdomain (`max` 253): lowercase letters, digits, '-' (and
+/// '.' between labels of a subdomain), starting and ending with a letter or digit.
+fn dns_name(value: &str, max: usize) -> bool {
+    let label = |l: &str| {
+        !l.is_empty()
+            && l.len() <= MAX_DNS_LABEL
+            && l.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && !l.starts_with('-')
+            && !l.ends_with('-')
+    };
+    !value.is_empty()
+        && value.len() <= max
+        && if max > MAX_DNS_LABEL {
+            value.split('.').all(label)
+        } else {
+            label(value)
+        }
+}
+
+/// A component's names go into the fix commands the report prints: each must be what
+/// Kubernetes allows, so none can change the command. Returns the key and the value refused.
+pub fn check_component(c: &Component) -> Result<(), (String, String)> {
+    let refuse = |key: &str, value: &str| Err((key.to_string(), value.to_string()));
+    if !dns_name(&c.name, MAX_DNS_SUBDOMAIN) {
+        return refuse("name", &c.name);
+    }
+    if !dns_name(&c.namespace, MAX_DNS_LABEL) {
+        return refuse("namespace", &c.namespace);
+    }
+    if !dns_name(&c.role, MAX_DNS_LABEL) {
+        return refuse("role", &c.role);
+    }
+    let kind_ok = !c.kind.is_empty()
+        && c.kind.len() <= MAX_DNS_LABEL
+        && c.kind.bytes().all(|b| b.is_ascii_alphanumeric());
+    if !kind_ok {
+        return refuse("kind", &c.kind);
+    }
+    for (i, n) in c.containers.iter().enumerate() {
+        if !dns_name(n, MAX_DNS_LABEL) {
+            return refuse(&format!("containers[{i}]"), n);
+        }
+    }
+    Ok(())
+}
+
+/// An address the agents would refuse as a target.
+fn target(field: &str, ip: std::net::IpAddr) -> Result<(), InvalidInventory> {
+    match probe_proto::unusable_target(ip) {
+        Some(why) => Err(bad(field, format!("{ip} {why}"))),
+        None => Ok(()),
+    }
+}
+
+/// An address and port the agents would refuse as a target.
+fn endpoint(field: &str, addr: SocketAddr) -> Result<(), InvalidInventory> {
+    target(field, addr.ip())?;
+    if addr.port() == 0 {
+        return Err(bad(field, format!("{addr}: port 0 is not a port")));
+    }
+    Ok(())
 }
 
 impl Inventory {
@@ -366,20 +447,111 @@ impl Inventory {
             if n.name.is_empty() {
                 return Err(InvalidInventory::EmptyName { index });
             }
+            if !dns_name(&n.name, probe_proto::MAX_NODE_NAME_BYTES) {
+                return Err(bad(
+                    format!("nodes[{index}].name"),
+                    format!(
+                        "{:?} is not a Kubernetes node name (a DNS subdomain of at most {} characters: a-z, 0-9, '-' and '.')",
+                        n.name,
+                        probe_proto::MAX_NODE_NAME_BYTES
+                    ),
+                ));
+            }
             if !names.insert(n.name.as_str()) {
                 return Err(InvalidInventory::DuplicateName {
                     index,
                     name: n.name.clone(),
                 });
             }
+            target(&format!("nodes[{index}].address"), n.address.into())?;
+            if let Some(v) = &n.vtep {
+                target(&format!("nodes[{index}].vtep.address"), v.address.into())?;
+            }
             for (agent, a) in [("host", &n.agents.host), ("pod", &n.agents.pod)] {
-                if a.as_ref().is_some_and(|a| a.exec.is_empty()) {
+                let Some(a) = a else { continue };
+                if a.exec.is_empty() {
                     return Err(InvalidInventory::NoExec { index, agent });
+                }
+                let at = format!("nodes[{index}].agents.{agent}");
+                target(&format!("{at}.address"), a.address.into())?;
+                if a.port == 0 {
+                    return Err(bad(format!("{at}.port"), "0 is not a port (1-65535)"));
                 }
             }
         }
         if self.nodes.is_empty() {
             return Err(InvalidInventory::NoNodes);
+        }
+        self.validate_cluster()?;
+        for (i, c) in self.components.iter().enumerate() {
+            check_component(c).map_err(|(key, value)| {
+                bad(
+                    format!("components[{i}].{key}"),
+                    format!("{value:?} is not a Kubernetes name (a-z, 0-9, '-')"),
+                )
+            })?;
+        }
+        Ok(())
+    }
+
+    /// The cluster's services, DNS names and overlay, against what the agents accept.
+    fn validate_cluster(&self) -> Result<(), InvalidInventory> {
+        let c = &self.cluster;
+        endpoint("cluster.api.service", c.api.service)?;
+        for (i, e) in c.api.endpoints.iter().enumerate() {
+            endpoint(&format!("cluster.api.endpoints[{i}]"), *e)?;
+        }
+        if let Some(dns) = &c.dns {
+            endpoint("cluster.dns.service", dns.service)?;
+            for (i, e) in dns.endpoints.iter().enumerate() {
+                endpoint(&format!("cluster.dns.endpoints[{i}]"), *e)?;
+            }
+            for (i, name) in dns.names.iter().enumerate() {
+                let ok = !name.is_empty()
+                    && name.len() <= probe_proto::MAX_DNS_NAME_BYTES
+                    && name.bytes().all(|b| b.is_ascii_graphic());
+                if !ok {
+                    return Err(bad(
+                        format!("cluster.dns.names[{i}]"),
+                        format!(
+                            "not a DNS name of 1-{} printable characters",
+                            probe_proto::MAX_DNS_NAME_BYTES
+                        ),
+                    ));
+                }
+            }
+        }
+        let Some(ov) = &c.overlay else {
+            return Ok(());
+        };
+        if !OVERLAY_MODES.contains(&ov.mode.as_str()) {
+            return Err(bad(
+                "cluster.overlay.mode",
+                format!("{:?} is not one of {}", ov.mode, OVERLAY_MODES.join(", ")),
+            ));
+        }
+        if matches!(ov.mode.as_str(), "vxlan" | "geneve" | "wireguard") && ov.port == 0 {
+            return Err(bad(
+                "cluster.overlay.port",
+                format!("{} needs its UDP port (1-65535), not 0", ov.mode),
+            ));
+        }
+        if probe_proto::Vni::new(ov.vni).is_none() {
+            return Err(bad(
+                "cluster.overlay.vni",
+                format!("{} does not fit in 24 bits (0-16777215)", ov.vni),
+            ));
+        }
+        if let Some(mtu) = ov.mtu
+            && mtu < probe_proto::MIN_MTU_PROBE_BYTES
+        {
+            return Err(bad(
+                "cluster.overlay.mtu",
+                format!(
+                    "{mtu} is smaller than an IPv4 and ICMP header ({} bytes)",
+                    probe_proto::MIN_MTU_PROBE_BYTES
+                ),
+            ));
         }
         Ok(())
     }
@@ -422,6 +594,70 @@ mod tests {
         );
         inv.nodes.clear();
         assert_eq!(inv.validate(), Err(InvalidInventory::NoNodes));
+    }
+
+    /// What the agents refuse, or the planner would change or drop without a word, is refused
+    /// here, naming the field (each of these once ran, wrongly).
+    #[test]
+    fn values_the_agents_refuse_are_refused_naming_the_field() {
+        type Case = (&'static str, fn(&mut Inventory));
+        let cases: [Case; 12] = [
+            ("nodes[1].name", |i| i.nodes[1].name = "a".repeat(254)),
+            ("nodes[1].name", |i| i.nodes[1].name = "N2 x".into()),
+            ("nodes[1].name", |i| i.nodes[1].name = "n2\nn3".into()),
+            ("nodes[0].agents.pod.port", |i| {
+                if let Some(a) = i.nodes[0].agents.pod.as_mut() {
+                    a.port = 0;
+                }
+            }),
+            ("nodes[0].address", |i| {
+                i.nodes[0].address = "0.0.0.0".parse().unwrap();
+            }),
+            ("cluster.overlay.mtu", |i| {
+                i.cluster.overlay.as_mut().unwrap().mtu = Some(0);
+            }),
+            ("cluster.overlay.vni", |i| {
+                i.cluster.overlay.as_mut().unwrap().vni = 4_294_967_295;
+            }),
+            ("cluster.overlay.mode", |i| {
+                i.cluster.overlay.as_mut().unwrap().mode = "bogus".into();
+            }),
+            ("cluster.overlay.port", |i| {
+                i.cluster.overlay.as_mut().unwrap().port = 0;
+            }),
+            ("cluster.dns.names[0]", |i| {
+                i.cluster.dns.as_mut().unwrap().names = vec!["a".repeat(255)];
+            }),
+            ("cluster.api.service", |i| {
+                i.cluster.api.service = "10.96.0.1:0".parse().unwrap();
+            }),
+            ("components[0].name", |i| {
+                i.components = vec![Component {
+                    name: "calico; rm -rf /".into(),
+                    namespace: "kube-system".into(),
+                    kind: "DaemonSet".into(),
+                    role: "cni".into(),
+                    host_network: true,
+                    api_access: ApiAccess::Service,
+                    containers: vec![],
+                    nodes: vec![],
+                }];
+            }),
+        ];
+        for (field, break_it) in cases {
+            let mut inv = inventory(3, 1, "flannel");
+            break_it(&mut inv);
+            let e = inv.validate().unwrap_err().to_string();
+            assert!(e.starts_with(&format!("{field}:")), "{field}: {e}");
+        }
+        // What Kubernetes allows is allowed: a 253-character node name, IP-in-IP without a port.
+        let mut inv = inventory(3, 1, "flannel");
+        let label = "a".repeat(63);
+        inv.nodes[0].name = format!("{label}.{label}.{label}.{}", "a".repeat(61));
+        let ov = inv.cluster.overlay.as_mut().unwrap();
+        ov.mode = "ipip".into();
+        ov.port = 0;
+        inv.validate().unwrap();
     }
 
     #[test]

@@ -30,3 +30,42 @@ pub fn inventory(nodes: usize, cps: usize, cni: &str) -> Inventory {
     inv.validate().unwrap();
     inv
 }
+
+/// Runs the test `name` (its path, as `cargo test` prints it) again in a child process whose
+/// address space may grow by at most `headroom` bytes, and asserts it passed there. Returns
+/// `true` in that child, where the test body runs: a test of bounded memory that fails cannot
+/// take the machine down with it.
+pub fn in_child_with_memory_limit(name: &str, headroom: u64) -> bool {
+    const CHILD: &str = "PROBER_TEST_MEMORY_LIMITED";
+    if std::env::var_os(CHILD).is_some() {
+        let size = std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("VmSize:"))
+                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            })
+            .expect("VmSize in /proc/self/status")
+            * 1024;
+        let limit = size + headroom;
+        nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_AS, limit, limit)
+            .expect("setrlimit");
+        return true;
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([name, "--exact", "--nocapture", "--test-threads=1"])
+        .env(CHILD, "1")
+        .output()
+        .unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success() && said.contains("1 passed"),
+        "{name} under a memory limit: {}\n{said}",
+        out.status
+    );
+    false
+}

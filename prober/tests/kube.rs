@@ -1457,6 +1457,102 @@ mod agents {
         assert!(!seen.iter().any(|s| s.method == "DELETE"));
     }
 
+    #[tokio::test]
+    async fn an_interruption_while_creating_removes_what_was_created_in_flight_too() {
+        // Ctrl-C arrives while the host DaemonSet's create is on its way: the run stops at once
+        // and cleans up, the object whose answer it never read included (found by run label).
+        let inv = discover("flannel").await;
+        let made: std::sync::Arc<std::sync::Mutex<Vec<Value>>> = std::sync::Arc::default();
+        let interrupt = std::sync::Arc::new(tokio::sync::Notify::new());
+        let (log, fire) = (made.clone(), interrupt.clone());
+        let (client, server) = serve(Box::new(move |s| {
+            let (path, _) = split(&s.uri);
+            let listed = |kind: &str| {
+                let items: Vec<Value> = log
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .filter(|o| o["kind"] == kind)
+                    .cloned()
+                    .collect();
+                respond(200, &list_of("List", items, "1"))
+            };
+            match (s.method.as_str(), path.as_str()) {
+                ("GET", p) if p.ends_with("/daemonsets") && s.uri.contains("%21prober.io") => {
+                    respond(200, &list_of("DaemonSetList", Vec::new(), "1"))
+                }
+                ("GET", p) if p.ends_with("/daemonsets") => listed("DaemonSet"),
+                ("GET", p) if p.ends_with("/serviceaccounts") => listed("ServiceAccount"),
+                // No namespace yet (GET it: 404, the fall-through): the run creates it.
+                ("POST", p) => {
+                    let mut o = s.body.clone();
+                    o["kind"] = json!(if p.ends_with("/daemonsets") {
+                        "DaemonSet"
+                    } else if p.ends_with("/serviceaccounts") {
+                        "ServiceAccount"
+                    } else {
+                        "Namespace"
+                    });
+                    log.lock().unwrap().push(o);
+                    if p.ends_with("/daemonsets") {
+                        fire.notify_one();
+                    }
+                    created(s)
+                }
+                ("DELETE", _) => status(200, "Success"),
+                _ => status(404, "NotFound"),
+            }
+        }));
+        let session = deploy::Session {
+            namespace: "prober-system".into(),
+            image: "example/prober:test".into(),
+            use_existing: false,
+            keep_agents: false,
+            wait: std::time::Duration::from_secs(30),
+            run_id: "r1".into(),
+            ttl: "2h".into(),
+            cleanup_deadline: std::time::Duration::from_secs(10),
+            image_pull_secrets: Vec::new(),
+        };
+        let mut inv = inv;
+        let mut notes = Vec::new();
+        let out: Result<(), deploy::SessionError<()>> = deploy::with_agents(
+            &client,
+            &session,
+            &mut inv,
+            &mut |n| notes.push(n),
+            &|_, _| {},
+            || {
+                let i = interrupt.clone();
+                async move { i.notified().await }
+            },
+            async |_: &Inventory, _| panic!("no probing after an interruption"),
+        )
+        .await;
+        drop(client);
+        let seen = server.await.unwrap();
+        assert!(matches!(out, Err(deploy::SessionError::Interrupted)));
+        // It stopped creating at once: the pod agents' DaemonSet was never asked for.
+        assert!(
+            !seen
+                .iter()
+                .any(|s| s.method == "POST" && s.body["metadata"]["name"] == "probe-pod-r1"),
+            "created after the interruption"
+        );
+        let deleted: Vec<&str> = seen
+            .iter()
+            .filter(|s| s.method == "DELETE")
+            .map(|s| s.uri.as_str())
+            .collect();
+        assert!(
+            deleted.contains(&"/apis/apps/v1/namespaces/prober-system/daemonsets/probe-host-r1?")
+                && deleted
+                    .contains(&"/api/v1/namespaces/prober-system/serviceaccounts/prober-agent-r1?")
+                && deleted.contains(&"/api/v1/namespaces/prober-system?"),
+            "{deleted:?} {notes:?}"
+        );
+    }
+
     fn expiring(mut v: Value, at: &str) -> Value {
         v["metadata"]["annotations"] = json!({"prober.io/expires": at});
         v
@@ -2857,4 +2953,92 @@ async fn a_calico_node_keeps_every_ipam_block() {
     assert_eq!(back, inv);
     let cp1 = inv.nodes.iter().find(|n| n.name == "cp1").unwrap();
     assert!(cp1.pod_cidrs.is_empty(), "one block: podCIDR alone");
+}
+
+/// An HTTP/1 request's head (up to its blank line), byte by byte so nothing after it is taken.
+async fn read_head(s: &mut tokio::net::TcpStream) -> String {
+    use tokio::io::AsyncReadExt;
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        s.read_exact(&mut byte).await.unwrap();
+        head.push(byte[0]);
+    }
+    String::from_utf8(head).unwrap()
+}
+
+/// A CONNECT proxy on loopback for one tunnel: answers `answer` to the CONNECT, then (on 200)
+/// relays; returns the CONNECT line it was asked.
+async fn proxy_once(listener: tokio::net::TcpListener, answer: &'static str) -> String {
+    use tokio::io::AsyncWriteExt;
+    let (mut down, _) = listener.accept().await.unwrap();
+    let head = read_head(&mut down).await;
+    let line = head.lines().next().unwrap_or_default().to_string();
+    down.write_all(answer.as_bytes()).await.unwrap();
+    if answer.starts_with("HTTP/1.1 200") {
+        let target = line.split_whitespace().nth(1).unwrap().to_string();
+        let mut up = tokio::net::TcpStream::connect(target).await.unwrap();
+        let _ = tokio::io::copy_bidirectional(&mut down, &mut up).await;
+    }
+    line
+}
+
+/// A plain HTTP API server on loopback answering one request with `body`.
+async fn api_once(listener: tokio::net::TcpListener, body: &'static str) {
+    use tokio::io::AsyncWriteExt;
+    let (mut s, _) = listener.accept().await.unwrap();
+    read_head(&mut s).await;
+    let reply = format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(reply.as_bytes()).await.unwrap();
+}
+
+#[tokio::test]
+async fn https_proxy_is_used_for_real_and_a_refusing_proxy_is_said() {
+    use kube::config::Config;
+    let bind = || tokio::net::TcpListener::bind("127.0.0.1:0");
+    let (api, proxy) = (bind().await.unwrap(), bind().await.unwrap());
+    let (api_at, proxy_at) = (api.local_addr().unwrap(), proxy.local_addr().unwrap());
+    let server = tokio::spawn(api_once(api, r#"{"major":"1","minor":"33"}"#));
+    let relay = tokio::spawn(proxy_once(
+        proxy,
+        "HTTP/1.1 200 Connection established\r\n\r\n",
+    ));
+    let client = |proxy: std::net::SocketAddr| {
+        let mut config = Config::new(format!("http://{api_at}").parse().unwrap());
+        config.proxy_url = Some(format!("http://{proxy}").parse().unwrap());
+        prober::runtime::kube::configure(&mut config);
+        // kube's `http-proxy` feature off: ProxyProtocolDisabled here, for every command.
+        kube::Client::try_from(config).unwrap()
+    };
+    let get = || http::Request::get("/version").body(Vec::new()).unwrap();
+    let text = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        client(proxy_at).request_text(get()),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert!(text.contains("\"minor\":\"33\""), "{text}");
+    assert_eq!(relay.await.unwrap(), format!("CONNECT {api_at} HTTP/1.1"));
+    server.await.unwrap();
+    // A proxy that refuses the tunnel: an error, within the deadline, not a hang.
+    let refusing = bind().await.unwrap();
+    let refusing_at = refusing.local_addr().unwrap();
+    let relay = tokio::spawn(proxy_once(refusing, "HTTP/1.1 403 Forbidden\r\n\r\n"));
+    let err = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        client(refusing_at).request_text(get()),
+    )
+    .await
+    .unwrap()
+    .unwrap_err();
+    relay.await.unwrap();
+    let words = prober::runtime::kube::words::words(&err);
+    assert!(
+        words.contains("not reached: the proxy") && words.contains("NO_PROXY"),
+        "{words}"
+    );
 }

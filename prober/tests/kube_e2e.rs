@@ -76,6 +76,7 @@ fn cluster_of(inv: &prober::inventory::Inventory) -> seed::Cluster {
         corefile: dns.corefile.clone().unwrap_or_default(),
         vni: overlay.vni,
         vxlan_port: overlay.port,
+        flannel_namespace: "kube-flannel".into(),
     }
 }
 
@@ -439,6 +440,7 @@ fn bare_standin(rbac: bool) -> (StandIn, tempfile::TempDir) {
         corefile: ".:53 {\n    forward . /etc/resolv.conf\n}\n".into(),
         vni: 1,
         vxlan_port: 8472,
+        flannel_namespace: "kube-flannel".into(),
     }));
     (s, dir)
 }

@@ -348,6 +348,113 @@ fn bad_input_is_named() {
     assert_eq!(down.status.code(), Some(2), "down needs names or --all");
 }
 
+/// A name in a scenario that would become a namespace, a file or a line of an `ip -batch` is
+/// refused before anything is built: a newline in `candidate.name` once injected `netns exec
+/// ... touch FILE` into the batch and ran it as root, and a space left a namespace `lab down`
+/// could not match.
+#[test]
+fn scenario_names_never_reach_a_command() {
+    if !netns_available() {
+        return;
+    }
+    let state = StateDir::new("inject");
+    let proof = state.0.join("injected");
+    let name = lab_name("inj");
+    let evil = [
+        format!(
+            "candidate: {{name: \"new\\nnetns exec plab-{name}-rt touch {}\"}}\n",
+            proof.display()
+        ),
+        "candidate: {name: \"new one\"}\n".to_string(),
+        "candidate: {name: \"../../../etc\"}\n".to_string(),
+        "candidate: {name: rt}\n".to_string(),
+        "zones: [{name: \"a\\nb\", nodes: [n1]}]\n".to_string(),
+    ];
+    for (i, yaml) in evil.iter().enumerate() {
+        let file = state.0.join(format!("evil{i}.yaml"));
+        std::fs::write(&file, yaml).unwrap();
+        let out = lab(
+            &["run", "--scenario", file.to_str().unwrap(), "--name", &name],
+            &state,
+        );
+        let said = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{yaml}: {said}");
+        assert!(
+            said.contains("candidate.name") || said.contains("zones[0].name"),
+            "{yaml}: the error names the field: {said}"
+        );
+        assert!(!proof.exists(), "{yaml}: a command from the scenario ran");
+        assert!(
+            netns_with(&format!("plab-{name}")).is_empty(),
+            "{yaml}: left {:?}",
+            netns_with(&format!("plab-{name}"))
+        );
+    }
+}
+
+/// Ctrl-C while `lab run` is probing keeps what was gathered: the partial report is printed,
+/// `--save` is written, then the lab is torn down (its inventory included) and the exit is 130.
+#[test]
+fn ctrl_c_during_the_matrix_keeps_the_report() {
+    use std::io::BufRead as _;
+    if !netns_available() {
+        return;
+    }
+    let state = StateDir::new("runint");
+    let saved = state.0.join("report.json");
+    let scenario = root().join("tests/scenarios/flannel-8472.yaml");
+    let name = lab_name("irun");
+    let mut child = Command::new(prober())
+        .args(["lab", "run", "--name", &name, "--scenario"])
+        .arg(&scenario)
+        .arg("--save")
+        .arg(&saved)
+        .arg("--state-dir")
+        .arg(&state.0)
+        .env("PROBER_AGENT_BIN", agent())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || std::io::read_to_string(stdout).unwrap_or_default());
+    // Once the lab says it is ready the matrix starts; the dropped VXLAN port keeps it busy
+    // for seconds (timeouts and their retries).
+    let stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut err_lines = stderr.lines();
+    for line in err_lines.by_ref() {
+        if line.unwrap_or_default().contains("lab: ready") {
+            break;
+        }
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap()),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let rest: Vec<String> = err_lines.map_while(Result::ok).collect();
+    let status = child.wait().unwrap();
+    let report = reader.join().unwrap();
+    assert_eq!(status.code(), Some(130), "{report}\n{}", rest.join("\n"));
+    assert!(
+        report.contains("interrupted: results are partial"),
+        "{report}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&saved).expect("--save written")).unwrap();
+    assert_eq!(json["schema"], "prober.report/v1");
+    assert!(
+        netns_with(&format!("plab-{name}-")).is_empty(),
+        "{:?}",
+        netns_with(&format!("plab-{name}-"))
+    );
+    assert!(
+        !state.0.join(format!("plab-{name}")).exists(),
+        "the lab's state (inventory.yaml) is left behind"
+    );
+}
+
 /// `lab run -o json` prints the report alone on stdout (so `| jq` takes it); the scenario, its
 /// expectations and the verdict go to stderr.
 #[test]

@@ -751,3 +751,72 @@ fn no_token_appears_in_any_output_format() {
         outputs[0]
     );
 }
+
+/// `--inventory` naming a FIFO fails at once naming it (it once waited forever for a writer).
+#[test]
+fn an_inventory_that_is_a_fifo_fails_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("inventory.yaml");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let mut child = Command::new(prober())
+        .args(["matrix", "--inventory"])
+        .arg(&fifo)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("prober blocked on a FIFO inventory");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let said = text(&out);
+    assert!(
+        said.contains(fifo.to_str().unwrap()) && said.contains("not a regular file"),
+        "{said}"
+    );
+}
+
+/// A 5,000-node inventory without `--sample` is refused before planning, with the sample that
+/// fits, where the process may use 1 GiB of address space (it once planned its way to 17 GB).
+#[test]
+fn a_matrix_too_large_for_memory_is_refused_before_it_is_planned() {
+    use std::fmt::Write as _;
+    let dir = tempfile::tempdir().unwrap();
+    let mut inv = String::from(
+        "cluster:\n  cni: flannel\n  podCIDR: 10.0.0.0/8\n  serviceCIDR: 10.96.0.0/12\n  \
+         overlay: {mode: vxlan, port: 8472, vni: 1}\n  \
+         api: {service: \"10.96.0.1:443\", endpoints: [\"192.168.0.10:6443\"]}\nnodes:\n",
+    );
+    for i in 0..5000u32 {
+        let (a, b) = (i / 250, i % 250 + 1);
+        let _ = write!(
+            inv,
+            "  - name: n{i}\n    address: 172.16.{a}.{b}\n    agents:\n      \
+             host: {{exec: [\"true\"], address: 172.16.{a}.{b}, port: 9917}}\n      \
+             pod: {{exec: [\"true\"], address: 10.{a}.{b}.2, port: 9917}}\n"
+        );
+    }
+    let file = dir.path().join("big.yaml");
+    std::fs::write(&file, inv).unwrap();
+    let started = Instant::now();
+    let out = Command::new("prlimit")
+        .arg(format!("--as={}", 1u64 << 30))
+        .arg(prober())
+        .args(["matrix", "--no-progress", "--inventory"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{}: {said}", out.status);
+    assert!(
+        said.contains("5000 nodes") && said.contains("--sample 3"),
+        "{said}"
+    );
+    eprintln!("refused in {:?}", started.elapsed());
+}

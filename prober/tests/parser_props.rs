@@ -63,8 +63,61 @@ fn any_char() -> impl Strategy<Value = char> {
     ]
 }
 
+/// The cases each property runs: `default` in the normal test run, `PROPTEST_CASES` when set
+/// (bench/fuzz.sh runs them longer).
+fn cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(default)
+}
+
+/// An inventory that validates is one whose every plan the agents accept: ids, names, ports,
+/// addresses and sizes within their limits.
+fn agents_accept_its_plans(inv: &Inventory) -> Result<(), TestCaseError> {
+    use std::num::{NonZeroU32, NonZeroU64};
+    let planned = prober::plan::plan(inv, &prober::plan::Filter::default());
+    let probes: Vec<probe_proto::ProbeSpec> = planned
+        .iter()
+        .map(|p| probe_proto::ProbeSpec {
+            id: p.id.to_string(),
+            timeout_ms: None,
+            probe: p.probe.clone(),
+        })
+        .collect();
+    if probes.is_empty() {
+        return Ok(());
+    }
+    let plan = probe_proto::Plan {
+        deadline_ms: NonZeroU64::new(60_000).unwrap(),
+        concurrency: NonZeroU32::new(64).unwrap(),
+        probe_timeout_ms: NonZeroU64::new(2000).unwrap(),
+        probes,
+    };
+    let text = serde_json::to_string(&plan).unwrap();
+    prop_assert!(
+        probe_proto::parse_plan(&text).is_ok(),
+        "{:?}",
+        probe_proto::parse_plan(&text).err()
+    );
+    Ok(())
+}
+
+/// The inventory's values the mutations aim at: names, ports, sizes, modes.
+fn inventory_value() -> impl Strategy<Value = String> {
+    prop_oneof![
+        Just("0".to_string()),
+        Just("65535".to_string()),
+        Just("4294967295".to_string()),
+        Just("bogus".to_string()),
+        Just("\"a b\"".to_string()),
+        "[a-z0-9.-]{0,300}",
+        any::<u16>().prop_map(|n| n.to_string()),
+    ]
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(256))]
+    #![proptest_config(ProptestConfig::with_cases(cases(256)))]
 
     #[test]
     fn inventories_never_panic(text in ".{0,400}", at in any::<usize>(), c in any_char(), cut in any::<bool>()) {
@@ -76,16 +129,109 @@ proptest! {
         }
     }
 
+    /// Whatever value lands in a field, an inventory that validates plans only what the agents
+    /// accept.
+    #[test]
+    fn a_valid_inventory_makes_plans_the_agents_accept(
+        field in prop_oneof![
+            Just("name: n1"), Just("port: 9917"), Just("port: 8472"), Just("vni: 1"),
+            Just("mode: vxlan"), Just("address: 192.168.56.10"), Just("podCIDR: 10.244.1.0/24"),
+        ],
+        value in inventory_value(),
+        mtu in proptest::option::of(any::<u16>()),
+    ) {
+        let (key, _) = field.split_once(": ").unwrap();
+        let mut text = INVENTORY.replacen(field, &format!("{key}: {value}"), 1);
+        if let Some(m) = mtu {
+            text = text.replace("vni: 1}", &format!("vni: 1, mtu: {m}}}"));
+        }
+        if let Ok(inv) = from_yaml::<Inventory>(&text)
+            && inv.validate().is_ok()
+        {
+            agents_accept_its_plans(&inv)?;
+        }
+    }
+
     #[test]
     fn scenarios_never_panic(text in ".{0,400}", at in any::<usize>(), c in any_char(), cut in any::<bool>()) {
         let _ = Scenario::parse(&text);
         let _ = Scenario::parse(&mutate(&read("tests/scenarios/flannel-8472.yaml"), at, c, cut));
     }
 
+    /// A scenario that parses never puts a line break, a control character or an unchecked name
+    /// into the commands that build its lab.
+    #[test]
+    fn a_valid_scenario_builds_only_plain_commands(
+        name in prop_oneof!["[a-z0-9-]{1,24}", ".{0,30}", Just("rt".to_string()), Just("n1p0".to_string())],
+        zone in prop_oneof!["[a-z0-9-]{1,10}", ".{0,12}"],
+    ) {
+        let text = format!(
+            "zones: [{{name: {}, nodes: [n1]}}]\ncandidate: {{name: {}, zone: {}}}\n",
+            serde_json::to_string(&zone).unwrap(),
+            serde_json::to_string(&name).unwrap(),
+            serde_json::to_string(&zone).unwrap(),
+        );
+        if let Ok(s) = Scenario::parse(&text) {
+            let layout = prober::lab::build::layout(&s, "plab-p-", std::path::Path::new("/run/x"));
+            let namespaces = layout.namespaces();
+            let unique: std::collections::HashSet<&String> = namespaces.iter().collect();
+            prop_assert_eq!(unique.len(), namespaces.len(), "two namespaces share a name");
+            for st in prober::lab::build::setups(&s, &layout) {
+                for line in st.links.iter().chain(&st.config).chain(&st.fdb) {
+                    prop_assert!(!line.chars().any(char::is_control), "{:?}", line);
+                }
+                prop_assert!(st.ns.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'), "{:?}", st.ns);
+            }
+        }
+    }
+
     #[test]
     fn reports_never_panic(text in ".{0,400}", at in any::<usize>(), c in any_char(), cut in any::<bool>()) {
         let _ = Report::from_json(&text);
         let _ = Report::from_json(&mutate(REPORT, at, c, cut));
+    }
+
+    /// Whatever text a saved report holds, its table and its diff reach the terminal without a
+    /// raw control character, and without a panic.
+    #[test]
+    fn a_reports_text_reaches_the_terminal_escaped(
+        node in "(.|\n){0,80}",
+        detail in "(.|\n){0,200}",
+        long in 0usize..70_000,
+    ) {
+        let node = format!("{node}{}", "x".repeat(long));
+        let text = REPORT
+            .replace("\"node\":\"n1\"", &format!("\"node\":{}", serde_json::to_string(&node).unwrap()))
+            .replace("\"detail\":\"unknown: x\"", &format!("\"detail\":{}", serde_json::to_string(&detail).unwrap()));
+        let report = Report::from_json(&text).unwrap();
+        let shown = prober::report::table(&report, prober::report::Style { color: false, width: 80 });
+        prop_assert!(!shown.chars().any(|c| c.is_control() && c != '\n'), "{:?}", shown);
+    }
+
+    /// Agent output of any shape: results, a protocol error, or the budget's refusal; never a
+    /// panic, never more than the budget read.
+    #[test]
+    fn agent_result_lines_never_panic(
+        lines in proptest::collection::vec(prop_oneof![
+            "(.|\n){0,120}",
+            Just("{\"id\":\"a\",\"outcome\":\"ok\",\"detail\":\"x\"}".to_string()),
+            Just(String::new()),
+        ], 0..20),
+        budget in 0u64..4096,
+    ) {
+        let text = lines.join("\n");
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let (tx, mut rx) = tokio::sync::mpsc::channel(64);
+        let read = rt.block_on(prober::runtime::read_results(text.as_bytes(), &tx, budget));
+        drop(tx);
+        let mut got = 0;
+        while rx.try_recv().is_ok() {
+            got += 1;
+        }
+        if let Ok(n) = read {
+            prop_assert_eq!(n, got);
+            prop_assert!(text.len() as u64 <= budget);
+        }
     }
 }
 

@@ -396,7 +396,16 @@ async fn api_check(
                 "the kubeconfig sets both a CA and insecure-skip-tls-verify, which client-go refuses".into(),
             );
         }
-        (None, true) => None,
+        // Whoever answers at the address would get the credential, and its answer proves
+        // nothing: the token's own claims (expiry, issuer, age) are all that is checked.
+        (None, true) => {
+            return (
+                Some(check_error(format!(
+                    "insecure-skip-tls-verify: the API server at {server} cannot be verified, so the credential was not sent"
+                ))),
+                Some(ServerTrust::InsecureSkipVerify),
+            );
+        }
         (None, false) => {
             return unverifiable("the kubeconfig names no certificate-authority".into());
         }
@@ -405,7 +414,7 @@ async fn api_check(
                 .map(|_| p)
                 .map_err(|e| e.to_string())
         }) {
-            Ok(p) => Some(p),
+            Ok(p) => p,
             Err(e) => return unverifiable(e),
         },
     };
@@ -413,15 +422,9 @@ async fn api_check(
         Ok(a) => a,
         Err(e) => return (Some(check_error(e.to_string())), None),
     };
-    let (roots, verify) = match &ca_pem {
-        Some(p) => (
-            tls::Roots::Pem {
-                pem: p,
-                name: "the kubeconfig's certificate-authority",
-            },
-            Verify::Require,
-        ),
-        None => (tls::Roots::None, Verify::InsecureSkip),
+    let roots = tls::Roots::Pem {
+        pem: &ca_pem,
+        name: "the kubeconfig's certificate-authority",
     };
     let server_name = selected
         .tls_server_name
@@ -431,17 +434,16 @@ async fn api_check(
         addr,
         server_name,
         roots,
-        verify,
+        verify: Verify::Require,
         path: "/api",
         token,
         client,
     };
     let done = tls::request(id, req, deadline).await;
-    let trust = match (&done.verdict, verify) {
-        (None, _) => None,
-        (Some(_), Verify::InsecureSkip) => Some(ServerTrust::InsecureSkipVerify),
-        (Some(v), _) if v.is_verified() => Some(ServerTrust::Verified),
-        (Some(v), _) => {
+    let trust = match &done.verdict {
+        None => None,
+        Some(v) if v.is_verified() => Some(ServerTrust::Verified),
+        Some(v) => {
             let check = CheckFacts {
                 outcome: Outcome::TlsError,
                 http_status: None,

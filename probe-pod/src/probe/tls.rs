@@ -443,11 +443,10 @@ pub async fn probe(id: &str, probe: &Probe, deadline: Instant) -> ProbeResult {
 pub enum Verify {
     /// Accept any certificate and record whether it verified: a reachability probe, no secret.
     Record,
-    /// The handshake fails unless the certificate verifies: before any credential is sent.
+    /// The handshake fails unless the certificate verifies: before any credential is sent. There
+    /// is no way to send one to an unverified server, not even for a kubeconfig that says
+    /// `insecure-skip-tls-verify`: whoever answers there would get it.
     Require,
-    /// Accept any certificate even with a credential: only for a kubeconfig that says
-    /// `insecure-skip-tls-verify: true` (and has no CA), as kubectl and the CNI would.
-    InsecureSkip,
 }
 
 /// One TLS request: where, what to trust, what to ask, with which credential.

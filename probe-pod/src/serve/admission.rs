@@ -15,6 +15,13 @@ pub const MAX_CONNECTIONS: usize = 4096;
 pub const PER_SOURCE: usize = 1024;
 /// Connections over the caps that are still read briefly, to answer `/healthz`.
 pub const TRIAGE_SLOTS: usize = 256;
+/// Triage slots one source may hold: sources that keep reconnecting can take at most this many
+/// each, so a health check from anywhere else always finds one (8 flooding sources once took
+/// all 256, and 8 of 10 health checks were reset).
+pub const TRIAGE_PER_SOURCE: usize = 16;
+/// Slots only loopback may take: the agent's own checks and a local reader are never locked out
+/// by peers, however many.
+pub const LOOPBACK_RESERVE: usize = 32;
 
 /// The address as the peer means it: `::ffff:a.b.c.d` is the IPv4 address a.b.c.d.
 #[must_use]
@@ -83,13 +90,20 @@ impl Admission {
         }
     }
 
-    /// A slot for a connection from `source`, or `None` when a cap is reached.
+    /// A slot for a connection from `source`, or `None` when a cap is reached. The last
+    /// [`LOOPBACK_RESERVE`] slots (of a table that large) are loopback's alone.
     #[must_use]
     pub fn admit(&self, source: IpAddr) -> Option<Slot> {
+        let loopback = canonical(source).is_loopback();
         let source = source_key(source);
         let mut c = self.counts.lock().ok()?;
         let mine = c.per_source.get(&source).copied().unwrap_or(0);
-        if c.total >= self.max_total || mine >= self.max_per_source {
+        let reserve = if loopback || self.max_total <= LOOPBACK_RESERVE {
+            0
+        } else {
+            LOOPBACK_RESERVE
+        };
+        if c.total + reserve >= self.max_total || mine >= self.max_per_source {
             return None;
         }
         c.total += 1;
@@ -146,5 +160,19 @@ mod tests {
             !adm.counts.lock().unwrap().per_source.contains_key(&a),
             "no leak per source"
         );
+    }
+
+    #[test]
+    fn loopback_keeps_its_reserve_when_peers_take_the_rest() {
+        let adm = Admission::new(LOOPBACK_RESERVE + 4, 100);
+        let peers: Vec<Slot> = (1..=10u8)
+            .filter_map(|i| adm.admit(IpAddr::from([10, 0, 0, i])))
+            .collect();
+        assert_eq!(peers.len(), 4, "peers stop short of the reserve");
+        let local: Vec<Slot> = (0..LOOPBACK_RESERVE)
+            .filter_map(|_| adm.admit("127.0.0.1".parse().unwrap()))
+            .collect();
+        assert_eq!(local.len(), LOOPBACK_RESERVE);
+        assert!(adm.admit("::1".parse().unwrap()).is_none(), "then full");
     }
 }

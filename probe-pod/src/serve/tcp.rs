@@ -9,9 +9,8 @@ use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Semaphore;
 
-use super::admission::{Admission, TRIAGE_SLOTS};
+use super::admission::{Admission, TRIAGE_PER_SOURCE, TRIAGE_SLOTS};
 use super::http;
 
 /// Echo at most this much per connection, then close.
@@ -22,7 +21,8 @@ pub const CONNECTION_DEADLINE: Duration = Duration::from_secs(5);
 pub const TRIAGE_DEADLINE: Duration = Duration::from_millis(300);
 
 pub async fn serve(listener: TcpListener, state: Arc<http::State>, admission: Admission) {
-    let triage = Arc::new(Semaphore::new(TRIAGE_SLOTS));
+    // Per source too: peers that reconnect as fast as they are closed cannot hold them all.
+    let triage = Admission::new(TRIAGE_SLOTS, TRIAGE_PER_SOURCE);
     loop {
         let Ok((stream, peer)) = listener.accept().await else {
             // EMFILE and friends: back off instead of spinning.
@@ -36,7 +36,7 @@ pub async fn serve(listener: TcpListener, state: Arc<http::State>, admission: Ad
                     tokio::time::timeout(CONNECTION_DEADLINE, handle(stream, peer, &state)).await;
                 drop(slot);
             });
-        } else if let Ok(permit) = triage.clone().try_acquire_owned() {
+        } else if let Some(permit) = triage.admit(peer.ip()) {
             // Over a cap: still answer /healthz, so a flood from one peer cannot make the agent
             // look dead to its readiness probe; anything else is closed.
             tokio::spawn(async move {

@@ -25,9 +25,22 @@ pub fn duration(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
-/// A per-probe timeout: a duration within what the agents accept.
+/// The shortest per-probe timeout. Below it the answers are the prober's own impatience, not
+/// the network's: `--timeout 1ms` once reported an active bootstrap cycle, overlay and DNS
+/// errors on a healthy lab (a TLS handshake or a DNS answer across zones takes longer).
+pub const MIN_PROBE_TIMEOUT: Duration = Duration::from_millis(100);
+
+/// A per-probe timeout: a duration within what the agents accept, and long enough that a
+/// timeout says something about the network.
 pub fn probe_timeout(s: &str) -> Result<Duration, String> {
     let d = duration(s)?;
+    if d < MIN_PROBE_TIMEOUT {
+        return Err(format!(
+            "{s:?} is shorter than {} ms: a probe that short times out on a healthy network, and \
+             its result would be the prober's, not the network's",
+            MIN_PROBE_TIMEOUT.as_millis()
+        ));
+    }
     let max = Duration::from_millis(probe_proto::MAX_PROBE_TIMEOUT_MS);
     if d > max {
         return Err(format!(
@@ -285,7 +298,7 @@ pub struct ProbeArgs {
     pub agent_bin: Option<String>,
     #[command(flatten)]
     pub filter: FilterArgs,
-    /// Deadline of each probe (e.g. 2s, 500ms; at most 10m, the agents' limit).
+    /// Deadline of each probe (e.g. 2s, 500ms; at least 100ms, at most 10m, the agents' limit).
     #[arg(long, env = "PROBER_TIMEOUT", default_value = "2s", value_parser = probe_timeout)]
     pub timeout: Duration,
     /// Agents probing at once.
@@ -350,7 +363,20 @@ pub fn sibling(name: &str) -> PathBuf {
 
 #[cfg(test)]
 mod tests {
-    use super::table_width;
+    use super::{probe_timeout, table_width};
+
+    #[test]
+    fn a_timeout_too_short_to_mean_anything_is_refused() {
+        for short in ["1ms", "99ms"] {
+            let e = probe_timeout(short).unwrap_err();
+            assert!(e.contains("shorter than 100 ms"), "{short}: {e}");
+        }
+        assert_eq!(
+            probe_timeout("100ms").unwrap(),
+            std::time::Duration::from_millis(100)
+        );
+        assert!(probe_timeout("11m").is_err());
+    }
 
     #[test]
     fn width_from_flag_then_columns_then_terminal() {

@@ -44,6 +44,12 @@ pub fn push_url(s: &str) -> Result<PushUrl, String> {
                 .into(),
         );
     }
+    // It becomes the request line and the Host header: a line break would forge headers.
+    if !s.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(format!(
+            "{s:?} holds a space, a line break, a control character or non-ASCII: not a URL"
+        ));
+    }
     let rest = s
         .strip_prefix("http://")
         .ok_or_else(|| format!("{s:?} is not an http:// URL"))?;
@@ -70,7 +76,14 @@ pub fn push_url(s: &str) -> Result<PushUrl, String> {
             .map_err(|_| format!("{s:?}: port {p:?} is not a number"))?,
         None => 80,
     };
-    if host.is_empty() || path.contains(['?', '#']) {
+    let host_ok = !host.is_empty()
+        && host
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b':' | b'_'));
+    let path_ok = path
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'/' | b'.' | b'-' | b'_' | b'~' | b'%'));
+    if !host_ok || !path_ok || port == 0 {
         return Err(format!("{s:?}: expected http://HOST:PORT[/PATH]"));
     }
     Ok(PushUrl {
@@ -274,6 +287,24 @@ mod tests {
         assert!(push_url("gw:9091").is_err());
         assert!(push_url("http://gw:x").is_err());
         assert!(push_url("http://user@gw:1").is_err());
+        assert!(push_url("http://gw:0").is_err());
+    }
+
+    #[test]
+    fn a_url_that_would_forge_headers_is_refused() {
+        for bad in [
+            "http://gw:9091/x\r\nX-Injected: 1",
+            "http://gw:9091\r\nHost: evil",
+            "http://gw\n:9091",
+            "http://gw:9091/a b",
+            "http://gw:9091/\u{e9}",
+            "http://g\x00w:9091",
+            "http://gw:9091/x?y=1",
+            "http://g(w):9091",
+        ] {
+            let e = push_url(bad).unwrap_err();
+            assert!(e.contains("URL") || e.contains("expected"), "{bad:?}: {e}");
+        }
     }
 
     #[tokio::test]

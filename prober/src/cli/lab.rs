@@ -222,6 +222,9 @@ async fn run_scenario(args: &RunArgs) -> Result<u8, CliError> {
     let runtime = Arc::new(Local::new(&inv, agent_bin));
     // A scenario with a candidate checks a join: preflight instead of the matrix.
     let join = super::preflight::lab_candidate(&s, &lab.layout);
+    // A signal now stops the matrix, whose report (and --save) is kept; the lab is torn down
+    // below as on any other exit.
+    signals::hand_over();
     let matrix = match &join {
         Some(c) => super::preflight::run_preflight(&inv, c, &probe).await,
         None => matrix::run_matrix(&inv, runtime, &probe, Vec::new()).await,
@@ -229,6 +232,18 @@ async fn run_scenario(args: &RunArgs) -> Result<u8, CliError> {
     match &matrix {
         Ok(r) => out!("{}", args.out.render(r))?,
         Err(e) => eprintln!("prober lab run: matrix: {e}"),
+    }
+    if signals::stopped() {
+        // Interrupted: the partial report is out; no expectation can be judged on it.
+        if args.keep {
+            say(&format!(
+                "lab kept: prober lab down {}\n",
+                name_of(&lab.detach())
+            ))?;
+        } else {
+            tear_down(lab);
+        }
+        return Ok(prober::report::EXIT_INTERRUPTED);
     }
     say("\nexpectations:\n")?;
     eprintln!("checking the scenario's reachability expectations...");
@@ -261,19 +276,23 @@ async fn run_scenario(args: &RunArgs) -> Result<u8, CliError> {
             name_of(&lab.detach())
         ))?;
     } else {
-        // Teardown takes seconds: say so rather than sit silent after the verdict.
-        let name = name_of(&lab.layout);
-        eprintln!("tearing down lab {name}...");
-        match lab.down() {
-            Ok(_) => eprintln!("lab {name} is down"),
-            Err(e) => eprintln!("prober lab: teardown: {e}"),
-        }
+        tear_down(lab);
     }
     Ok(if reach_ok && found_ok {
         EXIT_OK
     } else {
         EXIT_FAILURES
     })
+}
+
+/// Takes the lab down, saying so: teardown takes seconds.
+fn tear_down(lab: Lab) {
+    let name = name_of(&lab.layout);
+    eprintln!("tearing down lab {name}...");
+    match lab.down() {
+        Ok(_) => eprintln!("lab {name} is down"),
+        Err(e) => eprintln!("prober lab: teardown: {e}"),
+    }
 }
 
 fn down(args: &DownArgs) -> Result<u8, CliError> {

@@ -141,6 +141,15 @@ pub async fn run_matrix<R: Runtime + 'static>(
             known.join(", ")
         )));
     }
+    let f = &args.filter;
+    // A full matrix (no filter narrows it) must fit in the memory this process may use.
+    if f.nodes.is_empty() && f.paths.is_empty() && f.skip_paths.is_empty() {
+        let verdict =
+            super::memory::check(inv.nodes.len(), args.sample, super::memory::available());
+        if let Some(warning) = verdict.map_err(CliError::Usage)? {
+            eprintln!("prober: warning: {warning}");
+        }
+    }
     let mut filter = args.filter.filter();
     filter.sample = args
         .sample

@@ -10,6 +10,7 @@ pub mod lab;
 pub mod manifests;
 pub mod manifests_scheduled;
 pub mod matrix;
+pub mod memory;
 pub mod out;
 pub mod preflight;
 pub mod remember;

@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use prober::lab;
@@ -11,7 +12,8 @@ use prober::lab;
 /// the run's objects must fit well inside that.
 pub const GRACE: Duration = Duration::from_secs(20);
 
-/// Resolves on the first SIGINT or SIGTERM.
+/// Resolves on the first SIGINT or SIGTERM (for a lab command, once the lab thread passes it
+/// on: see [`hand_over`]).
 pub async fn interrupted() {
     use tokio::signal::unix::{SignalKind, signal};
     let (Ok(mut term), Ok(mut int)) = (
@@ -24,6 +26,38 @@ pub async fn interrupted() {
     tokio::select! {
         _ = term.recv() => eprintln!("prober: SIGTERM: stopping with what was gathered"),
         _ = int.recv() => eprintln!("prober: interrupted: stopping with what was gathered"),
+        () = handed_over_stop() => {}
+    }
+}
+
+/// Set while a built lab's run is under way: a first signal stops the run (which then reports
+/// what it gathered and tears the lab down itself) instead of tearing down and exiting at once.
+static HANDED_OVER: AtomicBool = AtomicBool::new(false);
+/// Set when such a signal came.
+static STOPPED: AtomicBool = AtomicBool::new(false);
+static STOP: std::sync::LazyLock<tokio::sync::Notify> =
+    std::sync::LazyLock::new(tokio::sync::Notify::new);
+
+/// From now on the first SIGINT or SIGTERM stops the run instead of the process; a second one
+/// still tears the lab down and exits.
+pub fn hand_over() {
+    HANDED_OVER.store(true, Ordering::SeqCst);
+}
+
+/// Whether a signal stopped a handed-over run.
+pub fn stopped() -> bool {
+    STOPPED.load(Ordering::SeqCst)
+}
+
+/// Resolves once a handed-over signal came; never otherwise.
+async fn handed_over_stop() {
+    loop {
+        // Registered before the flag is read, so a signal in between is not missed.
+        let notified = STOP.notified();
+        if stopped() {
+            return;
+        }
+        notified.await;
     }
 }
 
@@ -97,7 +131,17 @@ pub fn install_lab_teardown() {
         return;
     }
     std::thread::spawn(move || {
-        let Ok(sig) = set.wait() else { return };
+        let sig = loop {
+            let Ok(sig) = set.wait() else { return };
+            if HANDED_OVER.load(Ordering::SeqCst) && !STOPPED.swap(true, Ordering::SeqCst) {
+                eprintln!(
+                    "prober: {sig:?}: stopping with what was gathered, then tearing the lab down"
+                );
+                STOP.notify_waiters();
+                continue;
+            }
+            break sig;
+        };
         let held = lab::LAB_LOCK.lock();
         if let Some((prefix, state)) = CURRENT.lock().ok().and_then(|c| c.clone()) {
             eprintln!("prober: {sig:?}: tearing the lab down");

@@ -117,6 +117,15 @@ fn batch(tool: &str, ns: &str, lines: &[String]) -> Result<(), ExecError> {
     if lines.is_empty() {
         return Ok(());
     }
+    // One command per line, run as root: a line break (or any control character) inside a
+    // line would be a command of its own. Scenarios are checked before this; this is the last
+    // word.
+    if let Some(bad) = lines.iter().find(|l| l.chars().any(char::is_control)) {
+        return Err(ExecError::Failed {
+            cmd: describe(tool, &["-n", ns, "-batch", "-"]),
+            stderr: format!("refused: a batch line holds a control character: {bad:?}"),
+        });
+    }
     run(
         tool,
         &["-n", ns, "-batch", "-"],
@@ -214,4 +223,22 @@ pub fn missing_tools() -> Vec<&'static str> {
     .filter(|(t, _)| !have(t))
     .map(|(_, pkg)| pkg)
     .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_batch_line_with_a_line_break_is_refused_before_anything_runs() {
+        let lines = vec!["link set lo up\nnetns exec x touch /tmp/owned".to_string()];
+        // The namespace does not exist: had `ip` run, the error would be its own.
+        let e = ip_batch("prober-no-such-ns", &lines)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("refused: a batch line holds a control character"),
+            "{e}"
+        );
+    }
 }

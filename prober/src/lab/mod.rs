@@ -115,6 +115,9 @@ fn write(path: &Path, text: &str) -> Result<(), LabError> {
         path: path.to_path_buf(),
         source,
     };
+    // Under the lab lock, as every namespace step: a signal's teardown holds it until the
+    // process exits, so no file (the inventory last of all) is written after it.
+    let _guard = LAB_LOCK.lock();
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(err)?;
     }

@@ -478,6 +478,72 @@ pub enum InvalidScenario {
     Source { field: String, value: String },
     #[error("{field}: an empty pattern matches every finding; name at least one field")]
     EmptyPattern { field: String },
+    /// A name that becomes a namespace, a file or a command argument: only what cannot change
+    /// the command it goes into. The value is shown escaped (`{:?}`), never raw.
+    #[error(
+        "{field}: {value:?} must be 1-{max} characters of a-z, 0-9 and '-', starting and ending with a letter or digit"
+    )]
+    BadName {
+        field: String,
+        value: String,
+        max: usize,
+    },
+    #[error("{field}: {value:?} is the name of one of the lab's own namespaces or nodes")]
+    TakenName { field: String, value: String },
+    #[error("{field}: {value:?} must be worker or control-plane")]
+    Role { field: String, value: String },
+    #[error("{field}: no zone is named {value:?}")]
+    UnknownZone { field: String, value: String },
+}
+
+/// The longest scenario or zone name (a DNS label).
+const MAX_NAME: usize = 63;
+/// The longest candidate name: it becomes a namespace (`plab-LAB-NAME`) and a host-root directory.
+const MAX_CANDIDATE_NAME: usize = 20;
+
+/// Checks a name that reaches a namespace, a file or a command line: `[a-z0-9-]`, bounded, no
+/// leading or trailing '-' (so it can never be read as an option).
+fn plain_name(field: &str, value: &str, max: usize) -> Result<(), InvalidScenario> {
+    let ok = !value.is_empty()
+        && value.len() <= max
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !value.starts_with('-')
+        && !value.ends_with('-');
+    if ok {
+        Ok(())
+    } else {
+        Err(InvalidScenario::BadName {
+            field: field.to_string(),
+            value: value.to_string(),
+            max,
+        })
+    }
+}
+
+/// Whether `name`, put after the lab's prefix, is a namespace the lab itself builds: the router
+/// (`rt`), a switch (`swN`), a node (`nN`), its pods (`nNpK`) or the DNS pod (`nNdns`).
+fn lab_namespace(name: &str) -> bool {
+    /// What follows a run of at least one digit at the start of `s`.
+    fn digits_then(s: &str) -> Option<&str> {
+        let rest = s.trim_start_matches(|c: char| c.is_ascii_digit());
+        (rest.len() < s.len()).then_some(rest)
+    }
+    if name == "rt" {
+        return true;
+    }
+    if let Some(rest) = name.strip_prefix("sw").and_then(digits_then) {
+        return rest.is_empty();
+    }
+    match name.strip_prefix('n').and_then(digits_then) {
+        Some("" | "dns") => true,
+        Some(rest) => rest
+            .strip_prefix('p')
+            .and_then(digits_then)
+            .is_some_and(str::is_empty),
+        None => false,
+    }
 }
 
 /// A `port` that is neither a port nor a range.
@@ -562,6 +628,7 @@ impl Scenario {
         if self.zones.len() > 8 {
             return Err(InvalidScenario::TooManyZones(self.zones.len()));
         }
+        self.validate_names()?;
         let mut names = self.node_names();
         // Faults and expectations may name the candidate too.
         names.extend(self.candidate.iter().map(|c| c.name.clone()));
@@ -591,6 +658,51 @@ impl Scenario {
         }
         self.validate_faults(&known)?;
         self.validate_expect(&known)
+    }
+
+    /// Every name that becomes a namespace, a directory or a command argument.
+    fn validate_names(&self) -> Result<(), InvalidScenario> {
+        plain_name("name", &self.name, MAX_NAME)?;
+        for (z, zone) in self.zones.iter().enumerate() {
+            plain_name(&format!("zones[{z}].name"), &zone.name, MAX_NAME)?;
+        }
+        for (i, c) in self.components.iter().enumerate() {
+            crate::inventory::check_component(c).map_err(|(key, value)| {
+                InvalidScenario::BadName {
+                    field: format!("components[{i}].{key}"),
+                    value,
+                    max: crate::inventory::MAX_DNS_LABEL,
+                }
+            })?;
+        }
+        let Some(c) = &self.candidate else {
+            return Ok(());
+        };
+        plain_name("candidate.name", &c.name, MAX_CANDIDATE_NAME)?;
+        if lab_namespace(&c.name) {
+            return Err(InvalidScenario::TakenName {
+                field: "candidate.name".into(),
+                value: c.name.clone(),
+            });
+        }
+        if c.role != "worker" && c.role != "control-plane" {
+            return Err(InvalidScenario::Role {
+                field: "candidate.role".into(),
+                value: c.role.clone(),
+            });
+        }
+        // Without zones the lab has one, `default`.
+        let known_zone = |z: &String| {
+            self.zones.iter().any(|zone| &zone.name == z)
+                || (self.zones.is_empty() && z == "default")
+        };
+        if let Some(z) = c.zone.as_ref().filter(|z| !known_zone(z)) {
+            return Err(InvalidScenario::UnknownZone {
+                field: "candidate.zone".into(),
+                value: z.clone(),
+            });
+        }
+        Ok(())
     }
 
     fn validate_faults(

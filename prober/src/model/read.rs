@@ -2,6 +2,7 @@
 //! with an error naming it, instead of reading until memory runs out.
 
 use std::io::Read;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 /// An input file that could not be read.
@@ -33,11 +34,23 @@ pub const MAX_REPORT_BYTES: u64 = 1 << 30;
 
 /// Reads a regular file of at most `max` bytes as text.
 pub fn read_capped(path: &Path, max: u64, what: &'static str) -> Result<String, ReadError> {
+    let bytes = read_capped_bytes(path, max, what)?;
+    String::from_utf8(bytes).map_err(|_| ReadError::NotText { path: path.into() })
+}
+
+/// Reads a regular file of at most `max` bytes (a certificate, a key, a token file).
+pub fn read_capped_bytes(path: &Path, max: u64, what: &'static str) -> Result<Vec<u8>, ReadError> {
     let io = |source| ReadError::Io {
         path: path.into(),
         source,
     };
-    let file = std::fs::File::open(path).map_err(io)?;
+    // O_NONBLOCK: opening a FIFO waits for a writer; this way the open returns at once and the
+    // check below refuses it. A regular file reads the same either way.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(io)?;
     let meta = file.metadata().map_err(io)?;
     if !meta.is_file() {
         return Err(ReadError::NotAFile { path: path.into() });
@@ -59,7 +72,7 @@ pub fn read_capped(path: &Path, max: u64, what: &'static str) -> Result<String, 
             what,
         });
     }
-    String::from_utf8(bytes).map_err(|_| ReadError::NotText { path: path.into() })
+    Ok(bytes)
 }
 
 #[cfg(test)]
@@ -84,5 +97,28 @@ mod tests {
             read_capped(&big, 1024, "scenario"),
             Err(ReadError::NotText { .. })
         ));
+        assert_eq!(read_capped_bytes(&big, 1024, "key").unwrap(), [0xff, 0xfe]);
+    }
+
+    #[test]
+    fn a_fifo_fails_at_once_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("inventory.yaml");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        // Opened without O_NONBLOCK, a FIFO with no writer blocks forever: read on a thread, so
+        // a regression fails this test instead of hanging it.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let path = fifo.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send(read_capped(&path, 1024, "inventory").map_err(|e| e.to_string()));
+        });
+        let got = rx
+            .recv_timeout(std::time::Duration::from_secs(5))
+            .expect("reading a FIFO must not block");
+        let e = got.unwrap_err();
+        assert!(
+            e.contains("inventory.yaml") && e.contains("not a regular file"),
+            "{e}"
+        );
     }
 }

@@ -257,17 +257,12 @@ impl Diff {
     pub fn table(&self) -> String {
         let mut out = String::new();
         let line = |out: &mut String, f: &Finding, change: &str| {
-            let _ = write!(
-                out,
-                "  [{}] {}: {}",
-                severity(f.severity),
-                kind(f),
-                f.summary
-            );
+            let mut text = format!("  [{}] {}: {}", severity(f.severity), kind(f), f.summary);
             if !change.is_empty() {
-                let _ = write!(out, " ({change})");
+                let _ = write!(text, " ({change})");
             }
-            out.push('\n');
+            // A saved report is outside text: shown escaped, never obeyed by the terminal.
+            let _ = writeln!(out, "{}", super::safe::text(&text));
         };
         for (name, list) in [("new", &self.new), ("resolved", &self.resolved)] {
             let _ = writeln!(out, "{name} ({}):", list.len());
@@ -563,6 +558,23 @@ mod tests {
         assert_eq!(d.persisting[0].finding.summary, "today's words");
         let d = diff(&[old], &[]);
         assert_eq!(d.resolved[0].summary, "udp/8472");
+    }
+
+    #[test]
+    fn a_saved_reports_text_is_shown_escaped() {
+        let mut evil = gap(8472, &["n3"], &["n1"]);
+        evil.summary = "gap\n\x1b[32mFAKE resolved (0):\u{202e}".into();
+        let text = diff(&[], &[evil]).table();
+        assert!(
+            !text.contains('\x1b') && !text.contains('\u{202e}'),
+            "raw control characters:\n{text}"
+        );
+        assert!(
+            !text
+                .lines()
+                .any(|l| l.contains("FAKE") && !l.contains("[error]")),
+            "a line was injected:\n{text}"
+        );
     }
 
     #[test]

@@ -8,6 +8,7 @@ mod html;
 mod junit;
 pub mod prometheus;
 pub mod remembered;
+pub mod safe;
 mod table;
 
 use std::collections::BTreeMap;

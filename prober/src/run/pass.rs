@@ -17,22 +17,35 @@ use crate::model::{AgentRef, Results};
 use crate::plan::{Planned, PlannedRef};
 use crate::runtime::Runtime;
 
-/// Runs plans on many agents at once; hands every result to `sink` as it comes and returns the
-/// agents that failed. Each plan is made only when its agent's turn comes (`concurrency` at a
-/// time), so the plans of a large cluster are never all in memory at once.
+/// Runs plans on many agents at once; hands every result to `sink` with the agent that sent it,
+/// as it comes, and returns the agents that failed. Each plan is made only when its agent's turn
+/// comes (`concurrency` at a time), so the plans of a large cluster are never all in memory at
+/// once. `sink` hands back the id of a result that agent was not asked for: an agent that answers
+/// for another agent's probes, or answers more often than it was asked, broke the protocol, and
+/// that is its failure, not a result.
 pub(super) async fn fan_out<R: Runtime + 'static>(
     runtime: &Arc<R>,
     plans: impl Iterator<Item = (AgentRef, Plan)>,
     concurrency: usize,
     cancel: &mut (impl Future<Output = ()> + Unpin),
-    mut sink: impl FnMut(ProbeResult),
+    mut sink: impl FnMut(&AgentRef, ProbeResult) -> Result<(), String>,
 ) -> (BTreeMap<AgentRef, String>, bool) {
-    let (tx, mut rx) = mpsc::channel::<ProbeResult>(4096);
+    let (tx, mut rx) = mpsc::channel::<(usize, ProbeResult)>(4096);
     let sem = Arc::new(Semaphore::new(concurrency.max(1)));
     let mut plans = plans.peekable();
     let mut tasks = JoinSet::new();
     let mut failed = BTreeMap::new();
+    // The agents started, by the number their results carry, and what each sent that was not
+    // its own to send.
+    let mut agents: Vec<(AgentRef, Violations)> = Vec::new();
     let mut interrupted = false;
+    let mut take = |agents: &mut Vec<(AgentRef, Violations)>, (k, r): (usize, ProbeResult)| {
+        let (agent, wrong) = &mut agents[k];
+        match sink(agent, r) {
+            Ok(()) => wrong.answered += 1,
+            Err(id) => wrong.foreign(&id),
+        }
+    };
     loop {
         let more = plans.peek().is_some();
         if !more && tasks.is_empty() {
@@ -41,20 +54,22 @@ pub(super) async fn fan_out<R: Runtime + 'static>(
         tokio::select! {
             // Results first: an agent is never held up by a full channel while plans are made.
             biased;
-            Some(r) = rx.recv() => sink(r),
+            Some(r) = rx.recv() => take(&mut agents, r),
             permit = sem.clone().acquire_owned(), if more => {
                 let Ok(permit) = permit else { continue };
                 let Some((agent, plan)) = plans.next() else { continue };
+                let k = agents.len();
+                agents.push((agent.clone(), Violations::new(plan.probes.len())));
                 let (runtime, tx) = (runtime.clone(), tx.clone());
                 tasks.spawn(async move {
-                    let r = runtime.run(&agent, plan, tx).await;
+                    let r = run_one(&*runtime, &agent, plan, k, tx).await;
                     drop(permit);
                     (agent, r)
                 });
             }
             Some(joined) = tasks.join_next(), if !tasks.is_empty() => {
                 if let Ok((agent, Err(e))) = joined {
-                    failed.insert(agent, e.to_string());
+                    failed.insert(agent, e);
                 }
             }
             () = &mut *cancel, if !interrupted => {
@@ -69,23 +84,108 @@ pub(super) async fn fan_out<R: Runtime + 'static>(
     drop(tx);
     drop(tasks);
     while let Ok(r) = rx.try_recv() {
-        sink(r);
+        take(&mut agents, r);
+    }
+    for (agent, wrong) in agents {
+        if let Some(why) = wrong.sentence() {
+            let entry = failed.entry(agent).or_default();
+            if !entry.is_empty() {
+                entry.push_str("; ");
+            }
+            entry.push_str(&why);
+        }
     }
     (failed, interrupted)
 }
 
-/// [`fan_out`] for the few answers of one question per agent (`seen`, receipts): by id.
-pub(super) async fn fan_out_by_id<R: Runtime + 'static>(
+/// Runs one agent's plan, passing on its results tagged with `k`, the agent's number.
+async fn run_one<R: Runtime>(
+    runtime: &R,
+    agent: &AgentRef,
+    plan: Plan,
+    k: usize,
+    tx: mpsc::Sender<(usize, ProbeResult)>,
+) -> Result<(), String> {
+    let (own_tx, mut own_rx) = mpsc::channel::<ProbeResult>(256);
+    let forward = async {
+        while let Some(r) = own_rx.recv().await {
+            if tx.send((k, r)).await.is_err() {
+                break;
+            }
+        }
+    };
+    let (ran, ()) = tokio::join!(runtime.run(agent, plan, own_tx), forward);
+    ran.map_err(|e| e.to_string())
+}
+
+/// What an agent sent that it was not asked for: results for probes that are not its own
+/// (counted, the first id kept, escaped and shortened: it is the agent's text), and more results
+/// than its plan had probes.
+struct Violations {
+    asked: usize,
+    answered: usize,
+    foreign: usize,
+    first: Option<String>,
+}
+
+impl Violations {
+    fn new(asked: usize) -> Self {
+        Self {
+            asked,
+            answered: 0,
+            foreign: 0,
+            first: None,
+        }
+    }
+
+    fn foreign(&mut self, id: &str) {
+        self.foreign += 1;
+        if self.first.is_none() {
+            let shown: String = id.chars().take(120).collect();
+            self.first = Some(format!("{shown:?}"));
+        }
+    }
+
+    fn sentence(&self) -> Option<String> {
+        let mut parts = Vec::new();
+        if let Some(first) = &self.first {
+            parts.push(format!(
+                "{} result(s) for probes it was not asked to run (the first: {first}), ignored",
+                self.foreign
+            ));
+        }
+        if self.answered > self.asked {
+            parts.push(format!(
+                "{} result(s) for the {} probe(s) it was sent",
+                self.answered, self.asked
+            ));
+        }
+        (!parts.is_empty()).then(|| format!("protocol violation: {}", parts.join("; ")))
+    }
+}
+
+/// [`fan_out`] for the one answer each agent owes (`seen`): the answer whose id is `expected`
+/// of its agent, by agent.
+pub(super) async fn fan_out_to_each<R: Runtime + 'static>(
     runtime: &Arc<R>,
     plans: impl Iterator<Item = (AgentRef, Plan)>,
     concurrency: usize,
     progress: &dyn Progress,
     cancel: &mut (impl Future<Output = ()> + Unpin),
-) -> PassOutput {
-    let mut answers = HashMap::new();
-    let (failed, interrupted) = fan_out(runtime, plans, concurrency, cancel, |r| {
+    expected: impl Fn(&AgentRef) -> String,
+) -> (
+    BTreeMap<AgentRef, ProbeResult>,
+    BTreeMap<AgentRef, String>,
+    bool,
+) {
+    let mut answers = BTreeMap::new();
+    let (failed, interrupted) = fan_out(runtime, plans, concurrency, cancel, |agent, r| {
         progress.done(1);
-        answers.insert(r.id.clone(), r);
+        if r.id != expected(agent) {
+            return Err(r.id);
+        }
+        answers.insert(agent.clone(), r);
+        Ok(())
     })
     .await;
     (answers, failed, interrupted)
@@ -311,19 +411,28 @@ impl<R: Runtime + 'static> Pass<'_, R> {
                 (agent.clone(), plan_for(specs, cfg))
             });
         let mut others = HashMap::new();
+        // A retry asks for a few probes: an answer for any other one was not asked for.
+        let asked: Option<HashSet<usize>> =
+            (subset.len() < self.planned.len()).then(|| subset.iter().copied().collect());
         let (mut failed, mut interrupted) = fan_out(
             self.runtime,
             plans,
             self.cfg.concurrency,
             cancel,
-            |r| match self.find(&r.id) {
-                Some(i) => {
+            |agent, r| match self.find(&r.id) {
+                Some(i)
+                    if self.planned.at(i).from == agent
+                        && asked.as_ref().is_none_or(|a| a.contains(&i)) =>
+                {
                     progress.done(1);
                     store.put(i, r);
+                    Ok(())
                 }
-                None => {
+                None if attempt == 0 && r.id == format!("{RESPONDER_CHECK}{agent}") => {
                     others.insert(r.id.clone(), r);
+                    Ok(())
                 }
+                _ => Err(r.id),
             },
         )
         .await;
@@ -355,8 +464,7 @@ impl<R: Runtime + 'static> Pass<'_, R> {
         BTreeMap<AgentRef, String>,
         bool,
     ) {
-        let receivers: Vec<AgentRef> = asks.keys().cloned().collect();
-        progress.phase(Phase::AskingReceivers, receivers.len() as u64);
+        progress.phase(Phase::AskingReceivers, asks.len() as u64);
         let plans = asks.into_iter().map(|(agent, ask)| {
             let spec = ProbeSpec {
                 id: format!("seen:{agent}"),
@@ -373,16 +481,16 @@ impl<R: Runtime + 'static> Pass<'_, R> {
         // Give the receivers' sniffers a moment: a datagram or the last SYN retransmission sent
         // just now may still be in flight.
         tokio::time::sleep(Duration::from_millis(200)).await;
-        let (mut answers, failed, interrupted) =
-            fan_out_by_id(self.runtime, plans, self.cfg.concurrency, progress, cancel).await;
-        let by_receiver = receivers
-            .into_iter()
-            .filter_map(|a| {
-                let answer = answers.remove(&format!("seen:{a}"))?;
-                Some((a, answer))
-            })
-            .collect();
-        (by_receiver, failed, interrupted)
+        let (answers, failed, interrupted) = fan_out_to_each(
+            self.runtime,
+            plans,
+            self.cfg.concurrency,
+            progress,
+            cancel,
+            |a| format!("seen:{a}"),
+        )
+        .await;
+        (answers, failed, interrupted)
     }
 
     /// Phase 2 of a pass with crafted datagrams: asks each receiver's sniffer which of our nonces
@@ -536,8 +644,150 @@ pub(super) fn confirm_vxlan(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::{Filter, plan};
+    use crate::model::{AgentKind, PathClass, Protocol, Target};
+    use crate::plan::{Filter, PlannedProbe, plan};
+    use crate::runtime::RuntimeError;
     use crate::testutil::inventory;
+
+    fn host(node: &str) -> AgentRef {
+        AgentRef {
+            node: node.into(),
+            agent: AgentKind::Host,
+        }
+    }
+
+    fn tcp_from(node: &str, id: &str) -> PlannedProbe {
+        PlannedProbe {
+            id: id.into(),
+            path: PathClass::NodeToNode,
+            from: host(node),
+            to: Target {
+                node: Some("n9".into()),
+                agent: Some(AgentKind::Host),
+                service: None,
+                address: "10.0.0.9".parse().unwrap(),
+                port: Some(10250),
+                protocol: Protocol::Tcp,
+            },
+            probe: Probe::Tcp {
+                address: "10.0.0.9".parse().unwrap(),
+                port: probe_proto::Port::new(10250).unwrap(),
+                echo: false,
+            },
+            receipt_port: None,
+        }
+    }
+
+    /// n2 honestly times out; n1 answers its own probe, then, once n2 is done, claims n2's
+    /// probes went through, invents one, and answers its own twice.
+    #[derive(Default)]
+    struct Forger {
+        n2_done: tokio::sync::Notify,
+    }
+
+    impl Runtime for Forger {
+        async fn run(
+            &self,
+            agent: &AgentRef,
+            plan: Plan,
+            results: mpsc::Sender<ProbeResult>,
+        ) -> Result<(), RuntimeError> {
+            let send = |id: &str, outcome| results.send(ProbeResult::new(id, outcome, "fake"));
+            if agent.node == "n2" {
+                for spec in &plan.probes {
+                    let _ = send(&spec.id, Outcome::Timeout).await;
+                }
+                self.n2_done.notify_one();
+                return Ok(());
+            }
+            let _ = send("n1-a", Outcome::Ok).await;
+            self.n2_done.notified().await;
+            for id in ["n2-a", "n2-b", "nobody", "n1-a"] {
+                let _ = send(id, Outcome::Ok).await;
+            }
+            Ok(())
+        }
+    }
+
+    /// Kubernetes allows node names of 253 characters: every probe id the planner makes for
+    /// them is one the agents accept (a 110-character name once left 30 of 92 probes unknown).
+    #[test]
+    fn the_longest_node_names_make_ids_the_agents_accept() {
+        let mut inv = inventory(3, 1, "flannel");
+        // Labels of 63, 63, 63 and 61 characters: 253 in all.
+        let label = "a".repeat(63);
+        for (i, n) in inv.nodes.iter_mut().enumerate() {
+            n.name = format!("{i}{}.{label}.{label}.{}", &label[1..], "a".repeat(61));
+            assert_eq!(n.name.len(), probe_proto::MAX_NODE_NAME_BYTES);
+        }
+        if let Some(dns) = inv.cluster.dns.as_mut() {
+            dns.names = vec![format!("{}.cluster.local", "b".repeat(63))];
+        }
+        inv.validate().unwrap();
+        let planned = plan(&inv, &Filter::default());
+        let specs: Vec<ProbeSpec> = planned
+            .iter()
+            .map(|p| ProbeSpec {
+                id: p.id.to_string(),
+                timeout_ms: None,
+                probe: p.probe.clone(),
+            })
+            .collect();
+        let n = specs.len();
+        let text = serde_json::to_string(&super::super::plan_for(
+            specs,
+            &super::super::RunConfig::default(),
+        ))
+        .unwrap();
+        let parsed = probe_proto::parse_plan(&text).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(parsed.probes.len(), n);
+    }
+
+    #[tokio::test]
+    async fn an_agent_cannot_answer_for_another_agent() {
+        let planned = Planned::from(vec![
+            tcp_from("n1", "n1-a"),
+            tcp_from("n2", "n2-a"),
+            tcp_from("n2", "n2-b"),
+        ]);
+        let cfg = super::super::RunConfig {
+            retries: 0,
+            ..super::super::RunConfig::default()
+        };
+        let out = super::super::run(
+            &planned,
+            Arc::new(Forger::default()),
+            &cfg,
+            &(),
+            std::future::pending(),
+        )
+        .await;
+        let by: HashMap<String, Outcome> = out
+            .results
+            .to_vec()
+            .into_iter()
+            .map(|r| (r.result.id.clone(), r.result.outcome))
+            .collect();
+        assert_eq!(by["n2-a"], Outcome::Timeout, "n1 rewrote n2's result");
+        assert_eq!(by["n2-b"], Outcome::Timeout, "n1 rewrote n2's result");
+        assert_eq!(by["n1-a"], Outcome::Ok);
+        let status = |node: &str| {
+            out.agents
+                .iter()
+                .find(|a| a.node == node)
+                .unwrap_or_else(|| panic!("{node}: no status"))
+        };
+        let n1 = status("n1");
+        assert!(!n1.ran, "{n1:?}");
+        assert!(
+            n1.detail.contains("protocol violation")
+                && n1.detail.contains("\"n2-a\"")
+                && n1.detail.contains("2 result(s) for the 1 probe(s)"),
+            "{}",
+            n1.detail
+        );
+        assert!(status("n2").ran, "{:?}", status("n2"));
+    }
 
     #[test]
     fn slots_compact_what_got_through_and_keep_failures_whole() {

@@ -54,6 +54,12 @@ pub enum ReadError {
         line: usize,
         source: serde_json::Error,
     },
+    #[error("result line {line} is longer than {max} bytes: the agent broke the protocol")]
+    LineTooLong { line: usize, max: usize },
+    #[error(
+        "the agent printed more than {budget} bytes for its plan: it broke the protocol (the rest was not read)"
+    )]
+    TooMuch { budget: u64 },
     #[error("reading results: {0}")]
     Io(#[source] std::io::Error),
 }
@@ -123,7 +129,8 @@ where
             let _ = e.take(STDERR_LIMIT).read_to_string(&mut err_text).await;
         }
     };
-    let ((), read, ()) = tokio::join!(writer, read_results(stdout, results), err_reader);
+    let budget = probe_proto::result_budget(plan.len());
+    let ((), read, ()) = tokio::join!(writer, read_results(stdout, results, budget), err_reader);
     drop(stdin);
     Conversation {
         read,
@@ -132,29 +139,54 @@ where
 }
 
 /// Reads the agent's stdout — one JSON result per line, in chunks of any size — and sends each
-/// result on. Returns how many; an unreadable line is a protocol error.
+/// result on. Returns how many; an unreadable line is a protocol error. No line is held beyond
+/// [`probe_proto::MAX_RESULT_LINE_BYTES`], and nothing is read past `budget` bytes in all: a
+/// runaway or hostile agent costs a bounded amount of memory.
 pub async fn read_results<R: tokio::io::AsyncRead + Unpin>(
     stdout: R,
     results: &mpsc::Sender<ProbeResult>,
+    budget: u64,
 ) -> Result<usize, ReadError> {
     use tokio::io::AsyncBufReadExt;
-    let mut lines = tokio::io::BufReader::new(stdout).lines();
-    let (mut n, mut line_no) = (0, 0);
+    const MAX: usize = probe_proto::MAX_RESULT_LINE_BYTES;
+    let mut reader = tokio::io::BufReader::new(stdout);
+    let mut line: Vec<u8> = Vec::new();
+    let (mut n, mut line_no, mut total) = (0, 0, 0_u64);
     loop {
+        let buf = reader.fill_buf().await.map_err(ReadError::Io)?;
+        let eof = buf.is_empty();
+        let (chunk, used, ended) = match buf.iter().position(|&b| b == b'\n') {
+            Some(at) => (&buf[..at], at + 1, true),
+            None => (buf, buf.len(), eof),
+        };
+        total += used as u64;
+        if total > budget {
+            return Err(ReadError::TooMuch { budget });
+        }
+        if line.len() + chunk.len() > MAX {
+            return Err(ReadError::LineTooLong {
+                line: line_no + 1,
+                max: MAX,
+            });
+        }
+        line.extend_from_slice(chunk);
+        reader.consume(used);
+        if !ended {
+            continue;
+        }
         line_no += 1;
-        match lines.next_line().await {
-            Ok(Some(line)) if line.trim().is_empty() => {}
-            Ok(Some(line)) => {
-                let r: ProbeResult =
-                    serde_json::from_str(&line).map_err(|source| ReadError::Line {
-                        line: line_no,
-                        source,
-                    })?;
-                n += 1;
-                let _ = results.send(r).await;
-            }
-            Ok(None) => return Ok(n),
-            Err(e) => return Err(ReadError::Io(e)),
+        if !line.trim_ascii().is_empty() {
+            let r: ProbeResult =
+                serde_json::from_slice(&line).map_err(|source| ReadError::Line {
+                    line: line_no,
+                    source,
+                })?;
+            n += 1;
+            let _ = results.send(r).await;
+        }
+        line.clear();
+        if eof {
+            return Ok(n);
         }
     }
 }
@@ -181,7 +213,7 @@ mod tests {
     async fn results_split_across_frames_are_reassembled() {
         let (mut w, r) = tokio::io::duplex(64);
         let (tx, mut rx) = mpsc::channel(8);
-        let reader = tokio::spawn(async move { read_results(r, &tx).await });
+        let reader = tokio::spawn(async move { read_results(r, &tx, 1 << 20).await });
         // Frames cut lines anywhere, as the exec stream's stdout channel does.
         let text = "{\"id\":\"a\",\"outcome\":\"ok\",\"detail\":\"x\"}\n\n{\"id\":\"b\",\"outcome\":\"timeout\",\"detail\":\"y\"}\n";
         for chunk in text.as_bytes().chunks(7) {
@@ -196,10 +228,60 @@ mod tests {
         );
     }
 
+    /// An endless stream of `a` with no line break.
+    struct Endless;
+
+    impl tokio::io::AsyncRead for Endless {
+        fn poll_read(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+            buf: &mut tokio::io::ReadBuf<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            buf.put_slice(&vec![b'a'; buf.remaining()]);
+            std::task::Poll::Ready(Ok(()))
+        }
+    }
+
+    /// A 400 MB line once cost 403 MB; now no line is held past the cap, and no agent is read
+    /// past its budget. Runs where 256 MiB more is all it may take.
+    #[test]
+    fn a_runaway_line_costs_a_bounded_amount_of_memory() {
+        if !crate::testutil::in_child_with_memory_limit(
+            "runtime::tests::a_runaway_line_costs_a_bounded_amount_of_memory",
+            256 << 20,
+        ) {
+            return;
+        }
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let (tx, _rx) = mpsc::channel(8);
+        let err = rt
+            .block_on(read_results(Endless, &tx, 1 << 40))
+            .unwrap_err();
+        assert!(
+            matches!(err, ReadError::LineTooLong { line: 1, max } if max == probe_proto::MAX_RESULT_LINE_BYTES),
+            "{err:?}"
+        );
+        // Lines of a sane length, but more of them than the plan allows in all.
+        let line = "{\"id\":\"a\",\"outcome\":\"ok\",\"detail\":\"x\"}\n".repeat(1000);
+        let (tx, mut rx) = mpsc::channel(2000);
+        let err = rt
+            .block_on(read_results(line.as_bytes(), &tx, 10_000))
+            .unwrap_err();
+        assert!(
+            matches!(err, ReadError::TooMuch { budget: 10_000 }),
+            "{err:?}"
+        );
+        assert!(rx.try_recv().is_ok(), "what came before the budget stands");
+    }
+
     #[tokio::test]
     async fn a_garbled_line_is_a_protocol_error() {
         let (tx, _rx) = mpsc::channel(8);
-        let err = read_results(&b"\nnot json\n"[..], &tx).await.unwrap_err();
+        let err = read_results(&b"\nnot json\n"[..], &tx, 1 << 20)
+            .await
+            .unwrap_err();
         assert!(matches!(err, ReadError::Line { line: 2, .. }), "{err:?}");
         let err = err.of("probe-pod probe --plan -").to_string();
         assert!(

@@ -51,7 +51,7 @@ pub(super) fn credentials(out: &mut String, report: &Report, style: Style) {
     if !lines.is_empty() {
         let _ = writeln!(out, "\nCNI credentials:");
         for l in lines {
-            let _ = writeln!(out, "{}", wrap(&l, style.width, 8));
+            let _ = writeln!(out, "{}", wrap(&super::safe::text(&l), style.width, 8));
         }
     }
 }

@@ -14,6 +14,7 @@ use credentials::credentials;
 use fix_line::{cap_lists, fix_line};
 
 use super::Report;
+use super::safe;
 use crate::model::PathClass;
 use crate::model::Record;
 
@@ -72,11 +73,12 @@ pub(super) fn natural(a: &str, b: &str) -> std::cmp::Ordering {
     split(a).cmp(&split(b)).then_with(|| a.cmp(b))
 }
 
+/// A grid's column label: a node's name (shown safely), `svc`, or an address.
 fn column(r: &Record<'_>) -> String {
     match (r.path, &r.to.node, r.to.service.as_deref()) {
         (PathClass::PodToService | PathClass::NodeToService, _, _)
         | (PathClass::Dns, _, Some("kube-dns")) => "svc".into(),
-        (_, Some(n), _) => n.clone(),
+        (_, Some(n), _) => safe::name(n).into_owned(),
         _ => r.to.address.to_string(),
     }
 }
@@ -144,12 +146,11 @@ fn grid(out: &mut String, rs: &[Record<'_>], flagged: &HashSet<&str>, style: Sty
     let mut rows = BTreeSet::new();
     let mut cols = BTreeSet::new();
     for r in rs {
-        rows.insert(r.from.node.clone());
+        // Names are shown escaped and cut: a label's width is bounded, so is every cell's.
+        let row = safe::name(&r.from.node).into_owned();
+        rows.insert(row.clone());
         cols.insert(column(r));
-        cells
-            .entry((r.from.node.clone(), column(r)))
-            .or_default()
-            .push(*r);
+        cells.entry((row, column(r))).or_default().push(*r);
     }
     let cell = |row: &str, col: &str| -> (char, &'static str) {
         let Some(list) = cells.get(&(row.to_string(), col.to_string())) else {
@@ -259,7 +260,7 @@ fn finding_head(f: &crate::diagnose::Finding, style: Style, indent: usize) -> St
     };
     let pad = " ".repeat(indent);
     let body = wrap(
-        &format!("{pad}[{tag}] {}: {}", kind_text(f), f.summary),
+        &safe::text(&format!("{pad}[{tag}] {}: {}", kind_text(f), f.summary)),
         style.width,
         indent + 2,
     );
@@ -292,13 +293,19 @@ fn findings(out: &mut String, report: &Report, style: Style) {
         let _ = writeln!(
             out,
             "{}",
-            wrap(&format!("  {}", facts.join(", ")), style.width, 4)
+            wrap(
+                &safe::text(&format!("  {}", facts.join(", "))),
+                style.width,
+                4
+            )
         );
         // Fixes are commands to copy: wrapped between words, never cut. Long address lists
         // are shortened here only; the JSON report has them whole.
         let mut shortened = false;
         for line in &f.fix {
-            let capped = cap_lists(line);
+            // Escaped, never cut: a fix is a command to copy.
+            let line = safe::shown(line, usize::MAX);
+            let capped = cap_lists(&line);
             shortened |= capped != *line;
             let _ = writeln!(out, "{}", fix_line(&capped, style.width));
         }
@@ -352,14 +359,14 @@ pub fn wrap(text: &str, width: usize, indent: usize) -> String {
 fn failure_line(r: &Record<'_>, indent: usize, style: Style) -> String {
     let pad = " ".repeat(indent);
     wrap(
-        &format!(
+        &safe::text(&format!(
             "{pad}{:<17} {} -> {} {:<11} {}",
             r.path.as_str(),
             r.from,
             target(r),
             r.result.outcome.as_str(),
             r.result.detail
-        ),
+        )),
         style.width,
         indent + 4,
     )
@@ -501,7 +508,23 @@ fn paths(out: &mut String, report: &Report, style: Style) {
         by_path.entry(r.path).or_default().push(r);
     }
     for (path, rs) in &by_path {
-        let ps = &s.by_path[path];
+        // A saved report may hold results its summary does not count: count them here rather
+        // than fail to render.
+        let counted;
+        let ps = if let Some(ps) = s.by_path.get(path) {
+            ps
+        } else {
+            counted = super::PathSummary {
+                counts: super::Counts {
+                    total: rs.len(),
+                    ok: rs.iter().filter(|r| r.result.outcome.is_ok()).count(),
+                    failed: rs.iter().filter(|r| r.is_failed()).count(),
+                    unknown: rs.iter().filter(|r| r.is_unknown()).count(),
+                },
+                latency_micros: None,
+            };
+            &counted
+        };
         let lat = ps.latency_micros.map_or_else(String::new, |l| {
             format!(
                 "  p50 {} p90 {} p99 {} max {}",
@@ -614,12 +637,12 @@ pub fn render(report: &Report, style: Style) -> String {
             out,
             "{}",
             wrap(
-                &format!(
+                &safe::text(&format!(
                     "agent {}/{} missing: {}",
                     a.node,
                     a.agent.as_str(),
                     a.detail
-                ),
+                )),
                 style.width,
                 2
             )
@@ -885,6 +908,52 @@ mod tests {
                 ev - EVIDENCE_SHOWN
             )),
             "{text}"
+        );
+    }
+
+    #[test]
+    fn outside_text_is_shown_escaped_and_long_names_cut() {
+        let mut r = gap_report(3);
+        let long = "n".repeat(70_000);
+        let mut results = r.results.to_vec();
+        for x in &mut results {
+            if x.from.node == "n1" {
+                x.from.node.clone_from(&long);
+            }
+            if x.to.node.as_deref() == Some("n2") {
+                x.to.node = Some("n2\x1b]0;owned\x07\u{202e}".into());
+            }
+            if !x.result.outcome.is_ok() {
+                x.result.detail = "refused\nFAKE all ok\r\x1b[2J".into();
+            }
+        }
+        r.results = results.into();
+        r.findings[0].summary = "gap\n\x1b[32mFAKE nothing wrong".into();
+        r.findings[0].fix = vec!["nft add rule \u{2066}x\u{2069}\n rm -rf /".into()];
+        r.agents.push(crate::model::AgentStatus {
+            node: "n9\x1b[1m".into(),
+            agent: crate::model::AgentKind::Pod,
+            ran: false,
+            detail: "gone\nFAKE".into(),
+        });
+        // Before: "Formatting argument out of range" for the long name, and the report was lost.
+        let text = render(&r, style(100));
+        for raw in ['\x1b', '\x07', '\r', '\u{202e}', '\u{2066}'] {
+            assert!(!text.contains(raw), "{raw:?} reached the terminal:\n{text}");
+        }
+        assert!(
+            !text.lines().any(|l| l.trim_start().starts_with("FAKE")
+                || l.trim_start().starts_with("rm -rf")),
+            "a line was injected:\n{text}"
+        );
+        assert!(text.contains("\\u{1b}"), "{text}");
+        assert!(
+            text.contains("...(69936 more)"),
+            "the long name is cut, saying so"
+        );
+        assert!(
+            text.lines().all(|l| l.chars().count() < 2200),
+            "every line is bounded"
         );
     }
 

@@ -35,6 +35,9 @@ pub fn words(e: &kube::Error) -> String {
         || text.contains("deadline has elapsed")
     {
         "not reached: no answer in time (a firewall dropping the port, or a wrong address)"
+    } else if text.contains("tunnel error") {
+        "not reached: the proxy (HTTPS_PROXY, or the kubeconfig's proxy-url) did not open a \
+         tunnel to the API server; check the proxy, or add the server to NO_PROXY"
     } else if text.contains("dns error") || text.contains("failed to lookup address") {
         "not reached: the server's name does not resolve from here"
     } else if text.contains("network is unreachable") || text.contains("no route to host") {
