@@ -126,16 +126,18 @@ pub async fn run_matrix<R: Runtime + 'static>(
     args: &ProbeArgs,
     missing: Vec<AgentStatus>,
 ) -> Result<Report, CliError> {
-    let unknown: Vec<&String> = args
+    let unknown: Vec<&str> = args
         .filter
         .nodes
         .iter()
         .filter(|n| !inv.nodes.iter().any(|m| &m.name == *n))
+        .map(String::as_str)
         .collect();
     if !unknown.is_empty() {
         let known: Vec<&str> = inv.nodes.iter().map(|n| n.name.as_str()).collect();
         return Err(CliError::Usage(format!(
-            "--nodes: no node named {unknown:?} in the inventory (its nodes: {})",
+            "--nodes: no node named {} in the inventory (its nodes: {})",
+            unknown.join(", "),
             known.join(", ")
         )));
     }

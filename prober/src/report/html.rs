@@ -34,6 +34,7 @@ h1{margin:.2rem 0}h2{margin-top:2rem;border-bottom:1px solid #ccc}
 dl.facts{display:grid;grid-template-columns:max-content 1fr;gap:.1rem 1rem;margin:.4rem 0}
 dl.facts dt{color:#666}dl.facts dd{margin:0}
 pre{background:#f1f1f1;padding:.4rem .6rem;overflow-x:auto;font-size:.85rem}
+pre.fix{white-space:pre-wrap;overflow-wrap:anywhere;overflow-x:visible}
 details.path{margin:1rem 0;background:#fff;padding:.4rem .8rem}
 details.path>summary{cursor:pointer;font-weight:600}
 .wrap{overflow:auto;max-height:75vh;border:1px solid #ddd;margin-top:.4rem}
@@ -497,6 +498,22 @@ mod tests {
         );
         assert!(html.contains("title=\"n1 \u{2192} n2: tcp/9917 ok, "));
         assert!(html.contains("2023-11-14 22:13 UTC"));
+    }
+
+    #[test]
+    fn fix_lines_wrap_instead_of_scrolling_sideways() {
+        // A 20-node gap's address list is longer than any window: it must wrap in its block,
+        // where a reader (and a screenshot) sees all of it.
+        let html = render(&fixture::report(20, Some("n3")), 0);
+        assert!(html.contains("<pre class=\"fix\">"), "{html}");
+        let rule = STYLE
+            .lines()
+            .find(|l| l.starts_with("pre.fix{"))
+            .unwrap_or_else(|| panic!("no rule for the fix block in {STYLE}"));
+        assert!(
+            rule.contains("white-space:pre-wrap") && rule.contains("overflow-wrap:anywhere"),
+            "{rule}"
+        );
     }
 
     #[test]
