@@ -569,4 +569,85 @@ mod tests {
         let err = read_kubeconfig(&file).unwrap_err().to_string();
         assert!(err.starts_with(&file.display().to_string()), "{err}");
     }
+
+    /// Issue 26, item 2: a kubeconfig's referenced files are read like the kubeconfig itself:
+    /// a device, a FIFO or a huge file fails at once, naming the entry and the field, instead of
+    /// reading until memory runs out (or, for a FIFO, waiting for a writer forever).
+    #[test]
+    fn files_a_kubeconfig_points_to_are_read_capped_and_never_block() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let fifo = dir.join("key-fifo");
+        nix::unistd::mkfifo(
+            &fifo,
+            nix::sys::stat::Mode::S_IRUSR | nix::sys::stat::Mode::S_IWUSR,
+        )
+        .unwrap();
+        let huge = dir.join("huge-token");
+        std::fs::File::create(&huge)
+            .unwrap()
+            .set_len(MAX_REFERENCED_BYTES + 1)
+            .unwrap();
+        let fifo = fifo.display().to_string();
+        let huge = huge.display().to_string();
+        let cases = [
+            (
+                "certificate-authority: /dev/zero",
+                "",
+                "certificate-authority",
+                "/dev/zero",
+            ),
+            (
+                "",
+                "client-certificate: /dev/zero",
+                "client-certificate",
+                "/dev/zero",
+            ),
+            (
+                "",
+                &format!("client-key: {fifo}"),
+                "client-key",
+                fifo.as_str(),
+            ),
+            (
+                "",
+                &format!("tokenFile: {huge}"),
+                "tokenFile",
+                huge.as_str(),
+            ),
+        ];
+        for (cluster, user, field, path) in cases {
+            let file = dir.join("config");
+            let cluster = if cluster.is_empty() {
+                "insecure-skip-tls-verify: true"
+            } else {
+                cluster
+            };
+            let user = if user.is_empty() { "token: t" } else { user };
+            std::fs::write(
+                &file,
+                format!(
+                    "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:6443\n    {cluster}\n\
+                     users:\n- name: u\n  user:\n    {user}\n\
+                     contexts:\n- name: x\n  context: {{cluster: c, user: u}}\ncurrent-context: x\n"
+                ),
+            )
+            .unwrap();
+            let mut kc = read_kubeconfig(&file).unwrap();
+            // A FIFO that blocked the read would hang here: wait in a thread, and call a
+            // minute without an answer a hang (not a speed target: the answer is immediate).
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                let _ = tx.send(inline_files(&mut kc, None, "K").map_err(|e| e.to_string()));
+            });
+            let err = rx
+                .recv_timeout(std::time::Duration::from_secs(60))
+                .unwrap_or_else(|_| panic!("{field}: reading {path} blocked"))
+                .unwrap_err();
+            assert!(
+                err.contains(field) && err.contains(path),
+                "{field}: the error names the field and the file: {err}"
+            );
+        }
+    }
 }
