@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use super::Report;
+use super::safe;
 use crate::diagnose::Kind;
 use crate::model::{PathClass, Record};
 
@@ -26,10 +27,14 @@ fn what(r: &Record<'_>) -> String {
 /// How one node did on one line: `n1 ok` or `n2 TIMEOUT (why)`.
 fn cell(peer: &str, r: &Record<'_>) -> String {
     if r.result.outcome.is_ok() {
-        format!("{peer} ok")
+        format!("{} ok", safe::name(peer))
     } else {
         let outcome = r.result.outcome.as_str().to_uppercase();
-        format!("{peer} {outcome} ({})", r.result.detail)
+        format!(
+            "{} {outcome} ({})",
+            safe::name(peer),
+            safe::text(r.result.detail)
+        )
     }
 }
 
@@ -59,22 +64,29 @@ pub fn render(report: &Report) -> String {
         e.0 &= r.result.outcome.is_ok();
         e.1.push(cell(peer, &r));
     }
+    // Names and messages come from the cluster and the agents: shown through the sanitiser.
+    let shown = safe::name(c);
     let mut out = String::new();
-    let _ = writeln!(out, "preflight checklist for {c} ({}):", pf.role);
+    let _ = writeln!(
+        out,
+        "preflight checklist for {shown} ({}):",
+        safe::name(&pf.role)
+    );
     for f in report
         .findings
         .iter()
         .filter(|f| f.kind == Kind::PortConflict)
     {
-        let _ = writeln!(out, "  [FAIL] on {c}: {}", f.summary);
+        let _ = writeln!(out, "  [FAIL] on {shown}: {}", safe::text(&f.summary));
     }
     for ((dir, what), (ok, cells)) in &lines {
         let arrow = if *dir == 0 {
-            format!("{c} -> nodes")
+            format!("{shown} -> nodes")
         } else {
-            format!("nodes -> {c}")
+            format!("nodes -> {shown}")
         };
         let mark = if *ok { "[ok]  " } else { "[FAIL]" };
+        let what = safe::name(what);
         let _ = writeln!(out, "  {mark} {arrow:<14} {what:<20} {}", cells.join(", "));
     }
     // An encapsulation probed from the candidate only: say why the other way is not.
@@ -83,10 +95,10 @@ pub fn render(report: &Report) -> String {
             && (w.ends_with("(geneve)") || w.ends_with("(ipip)"))
             && !lines.contains_key(&(1, w.clone()))
     }) {
-        let arrow = format!("nodes -> {c}");
+        let arrow = format!("nodes -> {shown}");
         let _ = writeln!(
             out,
-            "  [--]   {arrow:<14} {what:<20} not probed: nothing on {c} can decapsulate it before the join"
+            "  [--]   {arrow:<14} {what:<20} not probed: nothing on {shown} can decapsulate it before the join"
         );
     }
     out.push('\n');
@@ -204,5 +216,40 @@ mod tests {
                 && lines[2].contains("not probed"),
             "{text}"
         );
+    }
+
+    /// Issue 26, item 8: the checklist shows outside text (the candidate's and peers' names, an
+    /// agent's detail) escaped, never as escape sequences or line breaks a terminal obeys.
+    #[test]
+    fn outside_text_in_the_checklist_is_shown_escaped() {
+        let evil = "new\u{1b}[2J\u{202e}";
+        let mut bad = rec(
+            "n1\nFAKE",
+            evil,
+            &format!("overlay:n1/host->{evil}/host:vxlan/8472"),
+            Outcome::Timeout,
+        );
+        bad.result.detail = "boom\u{1b}]0;title\u{7}\r\n[ok] forged".into();
+        let run = crate::run::RunOutput {
+            results: Results::from(vec![bad]),
+            agents: Vec::new(),
+            interrupted: false,
+            elapsed: std::time::Duration::ZERO,
+        };
+        let inv = crate::testutil::inventory(2, 1, "flannel");
+        let mut report = Report::new(run, &inv);
+        report.preflight = Some(super::super::Preflight {
+            candidate: evil.into(),
+            role: "worker".into(),
+        });
+        let text = render(&report);
+        assert!(
+            !text
+                .chars()
+                .any(|c| c.is_control() && c != '\n' || c == '\u{202e}'),
+            "{text:?}"
+        );
+        assert_eq!(text.lines().count(), 3, "no forged lines: {text}");
+        assert!(text.contains("\\u{1b}"), "{text}");
     }
 }
