@@ -251,6 +251,15 @@ pub enum ConnectError {
         source_name: String,
         source: discover::DiscoverError,
     },
+    /// Discovery read values the agents would refuse (the same limits as an inventory file).
+    #[error(
+        "the cluster at {server} (from {source_name}) describes itself in values prober cannot probe: {source}"
+    )]
+    Invalid {
+        server: String,
+        source_name: String,
+        source: crate::inventory::InvalidInventory,
+    },
 }
 
 /// A client from `--kubeconfig`/`--context`, `KUBECONFIG`, `~/.kube/config`, or the in-cluster
@@ -414,6 +423,16 @@ pub async fn discover(
     };
     let raw = discover::read(&client).await.map_err(read)?;
     let inventory = discover::build(&raw).map_err(read)?;
+    // A discovered cluster is held to the limits of an inventory file: a VNI or MTU read from a
+    // CNI's configuration, or a name past the agents' limits, is refused here in words instead
+    // of becoming probes the agents refuse.
+    inventory
+        .validate()
+        .map_err(|source| ConnectError::Invalid {
+            server: server.clone(),
+            source_name: source_name.clone(),
+            source,
+        })?;
     Ok(Discovered {
         client,
         warnings: discover::warnings::warnings(&inventory),
