@@ -398,7 +398,7 @@ fn discover_and_matrix_through_the_standin_match_the_labs_inventory_and_leave_no
             text(&out)
         );
     }
-    eventually(15, "the run left objects or processes behind", || {
+    eventually(60, "the run left objects or processes behind", || {
         leftovers(&k)
     });
     assert!(
@@ -689,6 +689,73 @@ fn https_proxy_with_no_proxy_covering_the_api_server_reaches_it() {
     assert!(out.status.success(), "{}", text(&out));
 }
 
+/// The Events prober wrote (labelled as its own), by reason.
+fn prober_events(s: &StandIn) -> Vec<String> {
+    s.list("events")
+        .iter()
+        .filter(|e| e["metadata"]["labels"]["app.kubernetes.io/name"] == "prober")
+        .map(|e| e["reason"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+/// The scheduled mode (the `CronJob`'s own arguments) against deploy/base's agents, twice: the
+/// API server accepts its Events, the memory is written, the second run announces nothing new.
+#[test]
+fn the_scheduled_flow_twice_announces_each_change_once_and_remembers_it() {
+    let Some(k) = KubeLab::up(
+        "ke2s",
+        "tests/scenarios/flannel-8472.yaml",
+        Some("prober-scheduled"),
+    ) else {
+        return;
+    };
+    // deploy/scheduled: the base, its own RBAC (the CronJob's service account), and the
+    // optional bindings for the CNI namespace this cluster has.
+    k.standin.create_all(deploy_base(|_| true)).unwrap();
+    k.standin
+        .create_all(deploy_file("deploy/scheduled/rbac.yaml"))
+        .unwrap();
+    k.standin
+        .create_all(deploy_file("deploy/base/optional/kube-flannel.yaml"))
+        .unwrap();
+    agents_ready(&k, k.lab.layout.nodes.len() * 2);
+    let args = ["matrix", "--use-existing", "--remember", "-o", "json"];
+    let first = run(&args, k.kubeconfig());
+    assert_eq!(first.status.code(), Some(1), "{}", text(&first));
+    let refused = refused(&k.standin, 0);
+    assert!(refused.is_empty(), "refused: {refused:?}\n{}", text(&first));
+    let announced = prober_events(&k.standin);
+    assert!(
+        announced.iter().any(|r| r == "FirewallGap"),
+        "{announced:?}\n{}",
+        text(&first)
+    );
+    assert!(
+        k.standin
+            .get("configmaps", "prober-system", "prober-last-report")
+            .is_some(),
+        "no memory written:\n{}",
+        text(&first)
+    );
+    let second = run(&args, k.kubeconfig());
+    assert_eq!(second.status.code(), Some(1), "{}", text(&second));
+    assert_eq!(
+        prober_events(&k.standin),
+        announced,
+        "the second run announced again:\n{}",
+        text(&second)
+    );
+    // A permanent install is used as it is: nothing created, nothing removed.
+    assert_eq!(
+        k.standin
+            .list("daemonsets")
+            .iter()
+            .filter(|d| d["metadata"]["namespace"] == "prober-system")
+            .count(),
+        2
+    );
+}
+
 /// A run right after another that created (and deleted) its own namespace: the namespace is
 /// still Terminating, and the second run must neither fail with a raw 403 nor leave anything.
 #[test]
@@ -712,7 +779,7 @@ fn a_rerun_while_the_last_namespace_terminates_runs() {
         "{}",
         text(&second)
     );
-    eventually(20, "the runs left objects or processes behind", || {
+    eventually(60, "the runs left objects or processes behind", || {
         leftovers(&k)
     });
 }
@@ -767,7 +834,7 @@ fn an_exec_stream_cut_mid_run_is_reported_with_its_cause_and_the_rest_kept() {
                     .any(|w| d.contains(w))),
         "n2's agent should be reported with the broken stream as its cause: {n2_failed:?}"
     );
-    eventually(15, "the run left objects or processes behind", || {
+    eventually(60, "the run left objects or processes behind", || {
         leftovers(&k)
     });
 }
@@ -795,7 +862,7 @@ fn agents_pending_for_40_seconds_are_waited_for() {
         "agents missing: {missing:?}\n{}",
         text(&out)
     );
-    eventually(15, "the run left objects or processes behind", || {
+    eventually(60, "the run left objects or processes behind", || {
         leftovers(&k)
     });
 }
@@ -885,4 +952,85 @@ fn ctrl_c_in_each_phase_leaves_nothing_behind() {
     k.standin
         .faults(|f| f.slow_writes = Some(Duration::from_secs(1)));
     interrupt("cleanup", &|seen| seen.iter().any(|r| r.method == "DELETE"));
+}
+
+/// Two runs at once in one namespace: the first gets every agent; the second either does too or
+/// refuses, naming the run in its way (never wiping it); nothing is left behind.
+#[test]
+fn two_concurrent_runs_each_get_their_agents_and_leave_nothing() {
+    // A namespace goes within a second of its deletion (one with few objects often does).
+    let Some(k) = KubeLab::up_with("ke2k", "tests/scenarios/healthy.yaml", None, |s, c| {
+        s.pods_per_node = 2;
+        c.terminating = Duration::from_secs(1);
+    }) else {
+        return;
+    };
+    // B starts while A probes: A's agents hold their nodes' host port, A's cleanup comes first.
+    let a = spawn_matrix(&k, "60s");
+    eventually(60, "the first run never probed", || {
+        (!k.standin.seen().iter().any(|r| r.path.ends_with("/exec"))).then(String::new)
+    });
+    let b = spawn_matrix(&k, "60s");
+    let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+    let all_agents = |out: &Output| {
+        let r = report(out);
+        let missing: Vec<Value> = r["agents"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|a| a["ran"] == false)
+            .cloned()
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "agents missing: {missing:?}\n{}",
+            text(out)
+        );
+    };
+    all_agents(&a);
+    if b.status.code() == Some(2) {
+        assert!(text(&b).contains("another prober run"), "{}", text(&b));
+    } else {
+        all_agents(&b);
+    }
+    eventually(60, "the runs left objects or processes behind", || {
+        leftovers(&k)
+    });
+}
+
+/// Why an agent is missing, per node, in the cluster's own words: a `NotReady` node says so, a
+/// pod sandbox the CNI could not make says `FailedCreatePodSandBox` (the broken-CNI case prober
+/// exists for), not `ContainerCreating`.
+#[test]
+fn missing_agents_are_explained_by_their_nodes_and_pods_events() {
+    let Some(k) = KubeLab::up("ke2w", "tests/scenarios/healthy.yaml", None) else {
+        return;
+    };
+    k.standin.faults(|f| {
+        f.not_ready.insert("n2".into());
+        f.sandbox.insert("n3".into());
+    });
+    let out = matrix_through(&k, "20s");
+    let r = report(&out);
+    let detail = |node: &str, agent: &str| {
+        r["agents"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|a| a["node"] == node && a["agent"] == agent && a["ran"] == false)
+            .and_then(|a| a["detail"].as_str())
+            .unwrap_or_default()
+            .to_string()
+    };
+    let n2 = detail("n2", "host");
+    assert!(n2.contains("NotReady"), "n2: {n2:?}\n{}", text(&out));
+    let n3 = detail("n3", "pod");
+    assert!(
+        n3.contains("FailedCreatePodSandBox"),
+        "n3: {n3:?}\n{}",
+        text(&out)
+    );
+    eventually(60, "the run left objects or processes behind", || {
+        leftovers(&k)
+    });
 }

@@ -268,13 +268,15 @@ pub fn agents_from_pods(
             if ready.contains_key(&agent) {
                 continue;
             }
-            let detail = seen.remove(&agent).unwrap_or_else(|| {
-                why.nodes
-                    .get(node)
+            let detail = match (seen.remove(&agent), why.nodes.get(node)) {
+                // The node's own state first: its agent pod waits because of it.
+                (Some(pod), Some(down)) => format!("{down} (its agent pod: {pod})"),
+                (Some(pod), None) => pod,
+                (None, down) => down
                     .or_else(|| why.refused.get(&kind))
                     .cloned()
-                    .unwrap_or_else(|| NOT_SCHEDULED.into())
-            });
+                    .unwrap_or_else(|| NOT_SCHEDULED.into()),
+            };
             missing.push(AgentStatus {
                 node: node.clone(),
                 agent: kind,

@@ -162,15 +162,16 @@ pub async fn wait(
         let current: Vec<Pod> = pods.values().cloned().collect();
         let (ready, missing) = agents_from_pods(&current, nodes, &why);
         on_progress(ready.len(), nodes.len() * 2);
-        if missing.is_empty()
-            || all_refused(&current, &why.refused, &missing)
-            || Instant::now() >= deadline
-        {
+        let refused = all_refused(&current, &why.refused, &missing);
+        if missing.is_empty() || refused || Instant::now() >= deadline {
             if missing.is_empty() {
                 return Ok((ready, missing));
             }
-            // Nodes without any agent pod: a NotReady node says so itself.
-            why.nodes = nodes_down(client, &current, &missing).await;
+            // A NotReady node says so itself, whether or not its agent pod exists (a refusal by
+            // the DaemonSet needs no node to explain it).
+            if !refused {
+                why.nodes = nodes_down(client, &missing).await;
+            }
             return Ok(agents_from_pods(&current, nodes, &why));
         }
         if let Some(message) = all_stuck_pulling(&current, nodes.len() * 2) {
@@ -248,19 +249,13 @@ async fn warnings(
     Ok((why, version))
 }
 
-/// Why each node with a missing agent and no agent pod at all cannot run one: its `Ready`
+/// Why each node with a missing agent (an agent pod there or not) cannot run one: its `Ready`
 /// condition, from one list of the nodes (under its deadline). Nothing when the list fails:
 /// the reasons then fall back to the `DaemonSet`'s words.
-async fn nodes_down(
-    client: &Client,
-    pods: &[Pod],
-    missing: &[AgentStatus],
-) -> BTreeMap<String, String> {
-    let has_pod = |node: &str| {
-        pods.iter()
-            .any(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
-    };
-    if missing.iter().all(|m| has_pod(&m.node)) {
+async fn nodes_down(client: &Client, missing: &[AgentStatus]) -> BTreeMap<String, String> {
+    // Read for every node with a missing agent, pod or not: the DaemonSet controller does
+    // create a pod on a NotReady node, and that pod's Pending says less than the node does.
+    if missing.is_empty() {
         return BTreeMap::new();
     }
     let api: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
@@ -270,7 +265,7 @@ async fn nodes_down(
     listed
         .iter()
         .filter_map(|n| Some((n.metadata.name.clone()?, node_down(n)?)))
-        .filter(|(name, _)| !has_pod(name))
+        .filter(|(name, _)| missing.iter().any(|m| &m.node == name))
         .collect()
 }
 
