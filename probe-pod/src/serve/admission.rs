@@ -51,6 +51,9 @@ pub struct Admission {
     counts: Arc<Mutex<Counts>>,
     max_total: usize,
     max_per_source: usize,
+    /// The per-source cap only once the table is half full: a lone source (a flood and its own
+    /// health check) keeps the whole table, several flooding sources are held to their share.
+    soft: bool,
 }
 
 /// A held slot; dropping it frees the slot.
@@ -87,6 +90,16 @@ impl Admission {
             counts: Arc::default(),
             max_total,
             max_per_source,
+            soft: false,
+        }
+    }
+
+    /// A table whose per-source cap applies only under contention (half full or more).
+    #[must_use]
+    pub fn soft(max_total: usize, max_per_source: usize) -> Self {
+        Self {
+            soft: true,
+            ..Self::new(max_total, max_per_source)
         }
     }
 
@@ -103,7 +116,8 @@ impl Admission {
         } else {
             LOOPBACK_RESERVE
         };
-        if c.total + reserve >= self.max_total || mine >= self.max_per_source {
+        let contended = !self.soft || 2 * c.total >= self.max_total;
+        if c.total + reserve >= self.max_total || (contended && mine >= self.max_per_source) {
             return None;
         }
         c.total += 1;
@@ -126,6 +140,18 @@ impl Admission {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_soft_table_caps_a_source_only_once_half_full() {
+        let a: IpAddr = "10.0.0.1".parse().unwrap();
+        let b: IpAddr = "10.0.0.2".parse().unwrap();
+        let adm = Admission::soft(8, 2);
+        let held: Vec<Slot> = (0..4).map(|_| adm.admit(a).unwrap()).collect();
+        assert!(adm.admit(a).is_none(), "half full: the cap applies");
+        assert!(adm.admit(b).is_some(), "another source still has its share");
+        drop(held);
+        assert!(adm.admit(a).is_some());
+    }
 
     #[test]
     fn caps_per_source_and_in_total() {

@@ -22,7 +22,8 @@ pub const TRIAGE_DEADLINE: Duration = Duration::from_millis(300);
 
 pub async fn serve(listener: TcpListener, state: Arc<http::State>, admission: Admission) {
     // Per source too: peers that reconnect as fast as they are closed cannot hold them all.
-    let triage = Admission::new(TRIAGE_SLOTS, TRIAGE_PER_SOURCE);
+    // Soft: a lone flooding source keeps room for its own health check.
+    let triage = Admission::soft(TRIAGE_SLOTS, TRIAGE_PER_SOURCE);
     loop {
         let Ok((stream, peer)) = listener.accept().await else {
             // EMFILE and friends: back off instead of spinning.
