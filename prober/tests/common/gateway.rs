@@ -9,19 +9,7 @@ use std::time::{Duration, Instant};
 /// An external tool, or `None` after one SKIP line; with `PROBER_REQUIRE_TOOLS` set a missing
 /// tool fails the test instead (`scripts/install-sched-test-deps` installs them).
 pub fn tool(name: &str) -> Option<PathBuf> {
-    let found = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|d| d.join(name))
-            .find(|p| p.is_file())
-    });
-    if found.is_none() {
-        assert!(
-            std::env::var_os("PROBER_REQUIRE_TOOLS").is_none(),
-            "PROBER_REQUIRE_TOOLS is set but {name} is not installed (scripts/install-sched-test-deps)"
-        );
-        eprintln!("SKIP: {name} is not installed (scripts/install-sched-test-deps installs it)");
-    }
-    found
+    super::require_tool(name, "scripts/install-sched-test-deps")
 }
 
 /// A Pushgateway on a free loopback port with its own persistence file, stopped on drop.
