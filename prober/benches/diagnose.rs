@@ -85,6 +85,7 @@ fn inventory() -> Inventory {
             dns: None,
             bgp: None,
             node_files: None,
+            policies: Vec::new(),
         },
         nodes,
         components: Vec::new(),

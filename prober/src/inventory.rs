@@ -43,6 +43,34 @@ pub struct Cluster {
     /// means the kubeadm layout (`/etc/cni/net.d`, `/etc/kubernetes/kubelet.conf`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_files: Option<NodeFiles>,
+    /// The network policies that can select the agents, as the API returned them (Kubernetes
+    /// NetworkPolicy, AdminNetworkPolicy, Calico's and Cilium's): read by discovery, written by
+    /// the lab, evaluated by diagnosis. Empty when none exist or none were readable.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub policies: Vec<PolicyObject>,
+}
+
+/// One policy object as the API serves it: only its identity is typed here; `spec` is kept as
+/// read so every policy language is carried whole and evaluated where its rules live.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PolicyObject {
+    pub api_version: String,
+    pub kind: String,
+    pub metadata: PolicyMeta,
+    #[serde(default)]
+    pub spec: serde_json::Value,
+}
+
+/// The part of a policy's `metadata` diagnosis uses; everything else the API returns is dropped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyMeta {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub labels: std::collections::BTreeMap<String, String>,
 }
 
 /// Calico's BGP: with the node-to-node mesh every BGP node peers with every other one on TCP

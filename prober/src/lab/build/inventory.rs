@@ -40,6 +40,7 @@ pub fn inventory(s: &Scenario, l: &Layout) -> crate::inventory::Inventory {
             }),
             bgp: None,
             node_files: None,
+            policies: Vec::new(),
         },
         nodes: l
             .nodes

@@ -673,6 +673,7 @@ pub fn build(raw: &Raw) -> Result<Inventory, DiscoverError> {
             dns,
             bgp: dp.bgp.clone(),
             node_files: distribution.map(|d| nodefiles::node_files(d, cni)),
+            policies: Vec::new(),
         },
         nodes,
         components,
