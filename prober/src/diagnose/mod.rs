@@ -23,6 +23,7 @@ mod node_config;
 mod not_listening;
 mod overlay;
 mod overlay_unprobed;
+pub mod policy;
 pub mod preflight;
 mod prober_port;
 pub mod sampled;
