@@ -7,6 +7,7 @@
 //! a rule claims the failed results it explains, and later rules see only what is left.
 
 mod agents;
+mod api_address;
 mod bootstrap;
 pub mod cidr;
 mod context;
