@@ -75,7 +75,7 @@ pub fn render(report: &Report) -> String {
     for f in report
         .findings
         .iter()
-        .filter(|f| f.kind == Kind::PortConflict)
+        .filter(|f| f.kind() == Kind::PortConflict)
     {
         let _ = writeln!(out, "  [FAIL] on {shown}: {}", safe::text(&f.summary));
     }

@@ -169,7 +169,7 @@ fn finding(out: &mut String, f: &Finding) {
         Severity::Error => "error",
         Severity::Warning => "warning",
     };
-    let kind = super::kebab(f.kind);
+    let kind = super::kebab(f.kind());
     let _ = write!(
         out,
         "<article class=\"finding {sev}\" data-kind=\"{kind}\"><h3><span class=\"sev\">{sev}</span> \
