@@ -1,6 +1,6 @@
 //! Findings (docs/design.md, section 3): what the diagnosis concludes, with the results that prove it
 //! and the failed results it explains. The shared part (severity, summary, evidence, consequences,
-//! fix) wraps the kind's [`Detail`], one variant per kind with exactly its fields; the report
+//! fix, notes) wraps the kind's [`Detail`], one variant per kind with exactly its fields; the report
 //! writes it flat, `kind` first, as it always has.
 
 mod detail;
@@ -118,6 +118,10 @@ pub struct Finding {
     /// What to do, one step per line.
     #[serde(default)]
     pub fix: Vec<String>,
+    /// What the operator should know that is not a step to take ("the hosts' own firewalls are
+    /// not the cause"), one per line: kept apart from `fix` so that every fix line can be run.
+    #[serde(default)]
+    pub notes: Vec<String>,
 }
 
 /// The report's order: `kind`, the shared part, then the kind's fields.
@@ -132,6 +136,8 @@ impl Serialize for Finding {
             consequences: &'a [String],
             #[serde(skip_serializing_if = "<[String]>::is_empty")]
             fix: &'a [String],
+            #[serde(skip_serializing_if = "<[String]>::is_empty")]
+            notes: &'a [String],
             #[serde(flatten)]
             fields: Fields<'a>,
         }
@@ -142,6 +148,7 @@ impl Serialize for Finding {
             evidence: &self.evidence,
             consequences: &self.consequences,
             fix: &self.fix,
+            notes: &self.notes,
             fields: Fields(&self.detail),
         }
         .serialize(s)
@@ -158,6 +165,7 @@ impl Finding {
             evidence: Vec::new(),
             consequences: Vec::new(),
             fix: Vec::new(),
+            notes: Vec::new(),
         }
     }
 
@@ -196,6 +204,7 @@ mod tests {
         );
         f.evidence = vec!["e1".into()];
         f.fix = vec!["open it".into()];
+        f.notes = vec!["mind this".into()];
         f
     }
 
@@ -203,7 +212,7 @@ mod tests {
     fn the_report_writes_kind_then_the_shared_part_then_the_kinds_fields() {
         assert_eq!(
             serde_json::to_string(&gap()).unwrap(),
-            r#"{"kind":"firewall-gap","severity":"error","summary":"x","evidence":["e1"],"consequences":[],"fix":["open it"],"protocol":"udp","port":8472,"from":["n3"],"to":["n1","n2"],"direction":"both","where":"network"}"#
+            r#"{"kind":"firewall-gap","severity":"error","summary":"x","evidence":["e1"],"consequences":[],"fix":["open it"],"notes":["mind this"],"protocol":"udp","port":8472,"from":["n3"],"to":["n1","n2"],"direction":"both","where":"network"}"#
         );
         let mut cycle = Finding::new(
             BootstrapCycle {

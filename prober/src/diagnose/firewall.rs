@@ -446,6 +446,7 @@ pub(super) fn gap_finding(
     let where_ = gap_where(ctx, ev);
     // Written once `where` is known: the lines go where the packets died.
     let fix = fix::lines(ctx.inv, proto, port, (from, to), both, &where_);
+    let notes = fix::notes(ctx.inv, (from, to), both, &where_);
     let mut f = Finding::new(
         FirewallGap {
             protocol: proto,
@@ -465,6 +466,7 @@ pub(super) fn gap_finding(
         summary,
     );
     f.fix = fix;
+    f.notes = notes;
     f
 }
 

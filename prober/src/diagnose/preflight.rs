@@ -319,7 +319,7 @@ mod tests {
     fn full_size_df_packets_from_the_candidate_vanishing_is_an_mtu_finding_naming_it() {
         let inv = crate::testutil::inventory(3, 1, "flannel");
         let mtu = |p: &crate::plan::PlannedProbe| {
-            matches!(p.probe, probe_proto::Probe::Mtu { .. }).then_some(Outcome::Timeout)
+            matches!(p.probe, probe_proto::Probe::Mtu(_)).then_some(Outcome::Timeout)
         };
         let f = diagnosed(&inv, &mtu);
         assert_eq!(f.len(), 1, "{f:#?}");
@@ -334,9 +334,8 @@ mod tests {
         );
         // One node's path only: the pair is named, both ends.
         let one = |p: &crate::plan::PlannedProbe| {
-            (matches!(p.probe, probe_proto::Probe::Mtu { .. })
-                && p.to.node.as_deref() == Some("n2"))
-            .then_some(Outcome::Timeout)
+            (matches!(p.probe, probe_proto::Probe::Mtu(_)) && p.to.node.as_deref() == Some("n2"))
+                .then_some(Outcome::Timeout)
         };
         let f = diagnosed(&inv, &one);
         assert_eq!((f.len(), f[0].kind()), (1, Kind::Mtu), "{f:#?}");

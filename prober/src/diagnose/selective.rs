@@ -130,6 +130,7 @@ fn finding(
         names_text(&from),
         names_text(&ok)
     );
+    let notes = fix::notes(ctx.inv, (senders, &[to]), false, &places);
     let mut f = Finding::new(
         FirewallGap {
             protocol: Protocol::Tcp,
@@ -145,5 +146,6 @@ fn finding(
         summary,
     );
     f.fix = lines;
+    f.notes = notes;
     f
 }
