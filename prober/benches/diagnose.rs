@@ -213,7 +213,7 @@ fn main() {
     for f in &findings {
         println!(
             "  {:?} {:?}: {} (evidence {}, consequences {})",
-            f.kind,
+            f.kind(),
             f.severity,
             f.summary.chars().take(90).collect::<String>(),
             f.evidence.len(),

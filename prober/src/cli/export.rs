@@ -238,7 +238,7 @@ fn log_line(
     let mut kinds: Vec<String> = report
         .findings
         .iter()
-        .map(|f| prober::report::kebab(f.kind))
+        .map(|f| prober::report::kebab(f.kind()))
         .collect();
     kinds.dedup();
     let level = if exit_code == EXIT_OK {

@@ -248,7 +248,7 @@ fn finish(
     let named = report
         .findings
         .iter()
-        .any(|f| f.kind == Kind::Dns && f.nodes.iter().any(|n| n == c));
+        .any(|f| f.kind() == Kind::Dns && f.facts().nodes().iter().any(|n| n == c));
     if !named {
         found.extend(candidate_resolver(c, full, &report.results));
     }

@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 use crate::model::{AgentKind, AgentStatus};
 
 use super::context::{Ctx, failed};
-use super::finding::{Finding, Kind, Severity};
+use super::finding::{AgentMissing, Finding, Severity};
 
 pub(super) fn agent_missing(
     ctx: &mut Ctx<'_>,
@@ -39,8 +39,10 @@ pub(super) fn agent_missing(
         let idx = touched
             .remove(&(a.node.as_str(), a.agent))
             .unwrap_or_default();
-        let mut f = Finding::new(
-            Kind::AgentMissing,
+        let f = Finding::new(
+            AgentMissing {
+                nodes: vec![a.node.clone()],
+            },
             Severity::Warning,
             format!(
                 "no {} agent could run on {}: its paths are unknown, not failed ({})",
@@ -49,7 +51,6 @@ pub(super) fn agent_missing(
                 a.detail
             ),
         );
-        f.nodes = vec![a.node.clone()];
         ctx.emit(findings, f, &[], &idx);
     }
 }

@@ -8,7 +8,7 @@ use crate::model::{PathClass, Record};
 
 use super::api_address::{ApiAddress, api_address};
 use super::context::{Ctx, failed, list, names_text};
-use super::finding::{Finding, Kind, Severity, State};
+use super::finding::{BootstrapCycle, CycleState, Finding, ServiceProxy, Severity};
 
 fn is_service_path(r: &Record<'_>) -> bool {
     matches!(r.path, PathClass::PodToService | PathClass::NodeToService)
@@ -136,26 +136,20 @@ pub(super) fn bootstrap_cycles(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
     for c in &on_service {
         fix.extend(api.iter().flat_map(|a| env_fix(a, c)));
     }
-    let (mut f, ev, cons) = if active.is_empty() {
-        let mut f = Finding::new(
-            Kind::BootstrapCycle,
-            Severity::Warning,
-            format!(
-                "latent bootstrap cycle: {} reaches the API server through the kubernetes Service, which needs the network {} builds; it works now, but cannot recover if that path ever breaks",
-                cni.name, cni.name
-            ),
+    let (state, severity, summary, on, ev, cons) = if active.is_empty() {
+        let summary = format!(
+            "latent bootstrap cycle: {} reaches the API server through the kubernetes Service, which needs the network {} builds; it works now, but cannot recover if that path ever breaks",
+            cni.name, cni.name
         );
-        f.state = Some(State::Latent);
-        let ev: Vec<usize> = ctx
-            .results
-            .iter()
-            .enumerate()
-            .filter(|(_, r)| {
-                is_service_path(r) && r.result.outcome.is_ok() && r.path != PathClass::Dns
-            })
-            .map(|(i, _)| i)
-            .collect();
-        (f, ev, Vec::new())
+        let ev = working_service_paths(ctx);
+        (
+            CycleState::Latent,
+            Severity::Warning,
+            summary,
+            Vec::new(),
+            ev,
+            Vec::new(),
+        )
     } else {
         let mut ev: Vec<usize> = active.iter().flat_map(|n| broken[n].clone()).collect();
         ev.extend(direct_evidence(ctx, &active));
@@ -173,35 +167,64 @@ pub(super) fn bootstrap_cycles(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
             fix = first;
             notes.insert(0, "bring the service proxy (kube-proxy) back first; the `set env` lines then keep the CNI from locking itself out again".into());
         }
-        let mut f = Finding::new(
-            Kind::BootstrapCycle,
+        let summary = active_summary(ctx, &names, &components, everywhere);
+        (
+            CycleState::Active,
             Severity::Error,
-            format!(
-                "active bootstrap cycle on {}: the API server answers directly, but the kubernetes Service {} does not, and {} {} the API server through it{}",
-                names_text(&names),
-                ctx.inv.cluster.api.service,
-                components.join(", "),
-                if components.len() == 1 {
-                    "reaches"
-                } else {
-                    "reach"
-                },
-                if everywhere {
-                    "; it fails on every node, so the service proxy (kube-proxy) is the first suspect"
-                } else {
-                    ""
-                }
-            ),
-        );
-        f.state = Some(State::Active);
-        f.nodes = names;
-        (f, ev, cons)
+            summary,
+            names,
+            ev,
+            cons,
+        )
     };
-    f.cycle = cycle;
-    f.components = components;
+    let mut f = Finding::new(
+        BootstrapCycle {
+            state,
+            cycle,
+            components,
+            nodes: on,
+        },
+        severity,
+        summary,
+    );
     f.fix = fix;
     f.notes = notes;
     ctx.emit(findings, f, &ev, &cons);
+}
+
+/// What an active cycle on `names` is, in one sentence.
+fn active_summary(
+    ctx: &Ctx<'_>,
+    names: &[String],
+    components: &[String],
+    everywhere: bool,
+) -> String {
+    format!(
+        "active bootstrap cycle on {}: the API server answers directly, but the kubernetes Service {} does not, and {} {} the API server through it{}",
+        names_text(names),
+        ctx.inv.cluster.api.service,
+        components.join(", "),
+        if components.len() == 1 {
+            "reaches"
+        } else {
+            "reach"
+        },
+        if everywhere {
+            "; it fails on every node, so the service proxy (kube-proxy) is the first suspect"
+        } else {
+            ""
+        }
+    )
+}
+
+/// The Service paths that work, DNS aside: a latent cycle's evidence.
+fn working_service_paths(ctx: &Ctx<'_>) -> Vec<usize> {
+    ctx.results
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| is_service_path(r) && r.result.outcome.is_ok() && r.path != PathClass::Dns)
+        .map(|(i, _)| i)
+        .collect()
 }
 
 pub(super) fn service_proxy(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
@@ -215,7 +238,9 @@ pub(super) fn service_proxy(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
     let cons = service_consequences(ctx, &nodes, &ev);
     let names = list(ctx, &nodes.iter().copied().collect::<Vec<_>>());
     let mut f = Finding::new(
-        Kind::ServiceProxy,
+        ServiceProxy {
+            nodes: names.clone(),
+        },
         Severity::Error,
         format!(
             "the kubernetes Service {} fails on {} while the API server answers directly: the Service rules (kube-proxy) are missing or stale there",
@@ -227,6 +252,5 @@ pub(super) fn service_proxy(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
         f.fix.push(format!("check kube-proxy on {n}: kubectl -n kube-system get pods -l k8s-app=kube-proxy --field-selector spec.nodeName={n}"));
     }
     f.fix.push("on the node: nft list ruleset | grep -c 10.96 (or iptables-save -t nat | grep KUBE-SERVICES); restart kube-proxy there if the rules are missing".into());
-    f.nodes = names;
     ctx.emit(findings, f, &ev, &cons);
 }

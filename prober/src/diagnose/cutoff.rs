@@ -8,7 +8,7 @@ use std::collections::HashSet;
 use crate::model::{PathClass, Protocol};
 
 use super::context::{Ctx, failed};
-use super::finding::{Finding, Kind, Severity, State};
+use super::finding::{Finding, Partition, PartitionState, Severity};
 
 /// A node that nothing reaches and that reaches nothing (beyond itself) is down or cut off: one
 /// finding for all of its paths, not a gap per port.
@@ -57,14 +57,15 @@ pub(super) fn unreachable_nodes(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) 
             ""
         };
         let mut f = Finding::new(
-            Kind::Partition,
+            Partition {
+                state: PartitionState::Unreachable,
+                nodes: vec![name.clone()],
+            },
             Severity::Error,
             format!(
                 "{name} is cut off{peers}: no probe to or from it gets through on any port (the node is down, partitioned, or dropping everything)"
             ),
         );
-        f.state = Some(State::Unreachable);
-        f.nodes = vec![name.clone()];
         f.fix.push(format!("check that {name} is up and that its uplink and the network around it pass traffic at all (ping {})", ctx.inv.nodes[x].address));
         ctx.emit(findings, f, &ev, &cons);
     }

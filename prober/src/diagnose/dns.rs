@@ -7,7 +7,7 @@ use probe_proto::Outcome;
 use crate::model::PathClass;
 
 use super::context::{Ctx, failed};
-use super::finding::{Finding, Kind, Severity, State};
+use super::finding::{Dns, DnsState, Finding, Severity};
 
 pub(super) fn dns(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
     let mut by_rcode: BTreeMap<String, Vec<usize>> = BTreeMap::new();
@@ -45,24 +45,28 @@ pub(super) fn dns(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
             })
             .collect();
         let mut f = Finding::new(
-            Kind::Dns,
+            Dns {
+                state: DnsState::from(rcode.to_lowercase().as_str()),
+                nodes: Vec::new(),
+            },
             Severity::Error,
             format!(
                 "cluster DNS answers {rcode} for {}: the server is reachable but its records or upstreams are wrong",
                 names.into_iter().collect::<Vec<_>>().join(", ")
             ),
         );
-        f.state = Some(State::from(rcode.to_lowercase().as_str()));
         f.fix.push("check the DNS pods' logs and configuration (kubectl -n kube-system logs -l k8s-app=kube-dns; the coredns ConfigMap)".into());
         ctx.emit(findings, f, &idx, &[]);
     }
     if !silent.is_empty() {
         let mut f = Finding::new(
-            Kind::Dns,
+            Dns {
+                state: DnsState::NoAnswer,
+                nodes: Vec::new(),
+            },
             Severity::Error,
             "cluster DNS does not answer although the paths to it are not known to be blocked: the DNS pods may be down or not listening",
         );
-        f.state = Some(State::NoAnswer);
         f.fix.push("kubectl -n kube-system get pods -l k8s-app=kube-dns -o wide; kubectl -n kube-system logs -l k8s-app=kube-dns".into());
         ctx.emit(findings, f, &silent, &[]);
     }

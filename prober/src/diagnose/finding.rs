@@ -1,13 +1,80 @@
 //! Findings (docs/design.md, section 3): what the diagnosis concludes, with the results that prove it
-//! and the failed results it explains.
+//! and the failed results it explains. The shared part (severity, summary, evidence, consequences,
+//! fix, notes) wraps the kind's [`Detail`], one variant per kind with exactly its fields; the report
+//! writes it flat, `kind` first, as it always has.
 
-use serde::{Deserialize, Serialize};
+mod detail;
+mod place;
+mod state;
 
-use crate::model::{Direction, Protocol};
+use serde::{Deserialize, Serialize, Serializer};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Kind {
+pub use detail::{
+    AgentMissing, BootstrapCycle, Credential, Dns, Facts, FirewallGap, Hop, Loss, Misconfiguration,
+    Mtu, NotListening, Overlay, Partition, PortConflict, ProberPort, ServiceProxy, Unexplained,
+};
+pub use place::{BadWhere, Where, places_text};
+pub use state::{
+    CredentialState, CycleState, DnsState, LossState, MisconfigurationState, PartitionState, State,
+    is_known as is_known_state,
+};
+
+/// Declares the kinds: [`Kind`] (the name alone) and [`Detail`] (the name with its fields),
+/// variant for variant, so that neither can gain a kind the other lacks.
+macro_rules! kinds {
+    ($($(#[$doc:meta])* $variant:ident,)*) => {
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[serde(rename_all = "kebab-case")]
+        pub enum Kind {
+            $($(#[$doc])* $variant,)*
+        }
+
+        /// A finding's kind with what that kind says: `kind` and its fields in the report.
+        #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+        #[serde(tag = "kind", rename_all = "kebab-case")]
+        pub enum Detail {
+            $($(#[$doc])* $variant($variant),)*
+        }
+
+        impl Detail {
+            #[must_use]
+            pub fn kind(&self) -> Kind {
+                match self {
+                    $(Self::$variant(_) => Kind::$variant,)*
+                }
+            }
+
+            /// The kind's fields, read without knowing the kind.
+            #[must_use]
+            pub fn facts(&self) -> &dyn Facts {
+                match self {
+                    $(Self::$variant(d) => d,)*
+                }
+            }
+        }
+
+        /// The kind's fields without its tag, for the report to write after the shared part.
+        struct Fields<'a>(&'a Detail);
+
+        impl Serialize for Fields<'_> {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                match self.0 {
+                    $(Detail::$variant(d) => d.serialize(s),)*
+                }
+            }
+        }
+
+        $(
+            impl From<$variant> for Detail {
+                fn from(d: $variant) -> Self {
+                    Self::$variant(d)
+                }
+            }
+        )*
+    };
+}
+
+kinds! {
     FirewallGap,
     BootstrapCycle,
     ServiceProxy,
@@ -37,10 +104,11 @@ pub enum Severity {
     Warning,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct Finding {
-    pub kind: Kind,
+    /// The kind and its fields.
+    #[serde(flatten)]
+    pub detail: Detail,
     pub severity: Severity,
     pub summary: String,
     /// Ids of the results that prove it.
@@ -48,417 +116,281 @@ pub struct Finding {
     /// Ids of the failed results it explains.
     pub consequences: Vec<String>,
     /// What to do, one step per line.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     pub fix: Vec<String>,
     /// What the operator should know that is not a step to take ("the hosts' own firewalls are
     /// not the cause"), one per line: kept apart from `fix` so that every fix line can be run.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     pub notes: Vec<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub protocol: Option<Protocol>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub port: Option<u16>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub from: Vec<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub to: Vec<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub direction: Option<Direction>,
-    /// Where the packets died; empty when unknown. One JSON string, comma-separated when the
-    /// evidence names several places (`host:n1,network`).
-    #[serde(
-        default,
-        rename = "where",
-        skip_serializing_if = "Vec::is_empty",
-        with = "places"
-    )]
-    pub where_: Vec<Where>,
-    /// Which variety of its kind: `active`/`latent` for cycles, `expired`/`stale`/... for
-    /// credentials, `loop`/`servfail`/... for DNS.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub state: Option<State>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub cycle: Vec<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub components: Vec<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub nodes: Vec<String>,
-    /// The cause was read from the pattern of the failures, not probed directly (a tunnel no
-    /// crafted packet could be sent through).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub inferred: bool,
-    /// The hop where a path placed on the network died, from TTL-limited probes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub hop: Option<Hop>,
 }
 
-/// Where on the way a blocked path died: the last router that answered a TTL-limited probe, and
-/// how many hops from the sender that is; the packets die just after it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Hop {
-    /// The last hop that answered (ICMP time exceeded).
-    pub after: std::net::IpAddr,
-    /// Its distance from the sender, in hops.
-    pub hops: u8,
-}
-
-/// Which variety of its kind a finding is, written in kebab-case as the report always has.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum State {
-    /// `bootstrap-cycle`: the cycle is broken now.
-    Active,
-    /// `bootstrap-cycle`: it works now but cannot recover if it breaks.
-    Latent,
-    /// `credential`: the token's expiry has passed.
-    Expired,
-    /// `credential`: a bound token older than an hour, never refreshed.
-    Stale,
-    /// `credential`: the API server answers 401 to it.
-    Rejected,
-    /// `credential`: a legacy token without an expiry.
-    NonExpiring,
-    /// `credential`: `insecure-skip-tls-verify`.
-    Insecure,
-    /// `credential`: the server is not the one the kubeconfig's CA vouches for.
-    UntrustedServer,
-    /// `credential`: nothing usable to verify the server against.
-    UnverifiableServer,
-    /// `credential` (a CNI kubeconfig) or `misconfiguration` (another node file): the host agent
-    /// could not read or parse it.
-    Unreadable,
-    /// `dns`: a forward loop.
-    Loop,
-    /// `dns`: the cluster DNS does not answer.
-    NoAnswer,
-    /// `dns`: the server answered FORMERR.
-    Formerr,
-    /// `dns`: the server answered SERVFAIL.
-    Servfail,
-    /// `dns`: the server answered NXDOMAIN.
-    Nxdomain,
-    /// `dns`: the server answered NOTIMP.
-    Notimp,
-    /// `dns`: the server answered REFUSED.
-    Refused,
-    /// `partition`: a node nothing reaches.
-    Unreachable,
-    /// `misconfiguration` (preflight): the joining node's clock is off.
-    ClockSkew,
-    /// `loss`: paths that got through on some attempts only.
-    Intermittent,
-    /// Any other state, as written: a DNS response code without a name here (`rcode9`), or a
-    /// state a newer prober wrote into a report this one reads.
-    #[serde(untagged)]
-    Other(String),
-}
-
-impl State {
-    /// The state as the report writes it.
-    #[must_use]
-    pub fn as_str(&self) -> &str {
-        match self {
-            Self::Active => "active",
-            Self::Latent => "latent",
-            Self::Expired => "expired",
-            Self::Stale => "stale",
-            Self::Rejected => "rejected",
-            Self::NonExpiring => "non-expiring",
-            Self::Insecure => "insecure",
-            Self::UntrustedServer => "untrusted-server",
-            Self::UnverifiableServer => "unverifiable-server",
-            Self::Unreadable => "unreadable",
-            Self::Loop => "loop",
-            Self::NoAnswer => "no-answer",
-            Self::Formerr => "formerr",
-            Self::Servfail => "servfail",
-            Self::Nxdomain => "nxdomain",
-            Self::Notimp => "notimp",
-            Self::Refused => "refused",
-            Self::Unreachable => "unreachable",
-            Self::ClockSkew => "clock-skew",
-            Self::Intermittent => "intermittent",
-            Self::Other(s) => s,
+/// The report's order: `kind`, the shared part, then the kind's fields.
+impl Serialize for Finding {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Wire<'a> {
+            kind: Kind,
+            severity: Severity,
+            summary: &'a str,
+            evidence: &'a [String],
+            consequences: &'a [String],
+            #[serde(skip_serializing_if = "<[String]>::is_empty")]
+            fix: &'a [String],
+            #[serde(skip_serializing_if = "<[String]>::is_empty")]
+            notes: &'a [String],
+            #[serde(flatten)]
+            fields: Fields<'a>,
         }
-    }
-}
-
-/// A state from its report name: a known one as its variant, anything else as `Other`.
-impl From<&str> for State {
-    fn from(s: &str) -> Self {
-        use serde::de::IntoDeserializer as _;
-        let d: serde::de::value::StrDeserializer<'_, serde::de::value::Error> =
-            s.into_deserializer();
-        Self::deserialize(d).unwrap_or_else(|_| Self::Other(s.to_string()))
-    }
-}
-
-impl std::fmt::Display for State {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// Where a firewall gap's packets died. Written `network` or `host:NODE`, as the report's
-/// `where` has always been.
-///
-/// `Host` is declared first so that sorting places sorts them as their strings sort
-/// (`host:n1,host:n2,network`), the order the report lists them in.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
-pub enum Where {
-    /// The receiver's NIC saw the packet but its stack did not: the host's own firewall.
-    Host(String),
-    /// The packet never reached the receiver, or a router answered for it.
-    Network,
-}
-
-/// A `where` that is neither `network` nor `host:NODE` with a node name.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("finding field `where`: {0:?} is neither `network` nor `host:NODE`")]
-pub struct BadWhere(pub String);
-
-impl TryFrom<String> for Where {
-    type Error = BadWhere;
-
-    fn try_from(s: String) -> Result<Self, BadWhere> {
-        if s == "network" {
-            return Ok(Self::Network);
+        Wire {
+            kind: self.kind(),
+            severity: self.severity,
+            summary: &self.summary,
+            evidence: &self.evidence,
+            consequences: &self.consequences,
+            fix: &self.fix,
+            notes: &self.notes,
+            fields: Fields(&self.detail),
         }
-        // A comma would not survive the comma-separated list the report writes.
-        match s.strip_prefix("host:") {
-            Some(node) if !node.is_empty() && !node.contains(',') => Ok(Self::Host(node.into())),
-            _ => Err(BadWhere(s)),
-        }
-    }
-}
-
-impl From<Where> for String {
-    fn from(w: Where) -> Self {
-        w.to_string()
-    }
-}
-
-impl std::fmt::Display for Where {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Network => f.write_str("network"),
-            Self::Host(node) => write!(f, "host:{node}"),
-        }
-    }
-}
-
-/// The places as the report writes them: one string, comma-separated.
-#[must_use]
-pub fn places_text(places: &[Where]) -> String {
-    places
-        .iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join(",")
-}
-
-/// `where` on the wire: a list of places as one comma-separated string.
-mod places {
-    use serde::de::Error as _;
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    use super::Where;
-
-    pub fn serialize<S: Serializer>(places: &[Where], s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&super::places_text(places))
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Where>, D::Error> {
-        String::deserialize(d)?
-            .split(',')
-            .map(|p| Where::try_from(p.to_string()).map_err(D::Error::custom))
-            .collect()
+        .serialize(s)
     }
 }
 
 impl Finding {
     #[must_use]
-    pub fn new(kind: Kind, severity: Severity, summary: impl Into<String>) -> Self {
+    pub fn new(detail: impl Into<Detail>, severity: Severity, summary: impl Into<String>) -> Self {
         Self {
-            kind,
+            detail: detail.into(),
             severity,
             summary: summary.into(),
             evidence: Vec::new(),
             consequences: Vec::new(),
             fix: Vec::new(),
             notes: Vec::new(),
-            protocol: None,
-            port: None,
-            from: Vec::new(),
-            to: Vec::new(),
-            direction: None,
-            where_: Vec::new(),
-            state: None,
-            cycle: Vec::new(),
-            components: Vec::new(),
-            nodes: Vec::new(),
-            inferred: false,
-            hop: None,
         }
     }
 
-    /// Whether this finding has every field `want` names with the same value (arrays as sets): the
-    /// diagnosis tests' shorthand (scenarios match through the lab's typed `FindingPattern`).
-    #[cfg(test)]
     #[must_use]
-    pub fn matches(&self, want: &serde_json::Value) -> bool {
-        let Ok(have) = serde_json::to_value(self) else {
-            return false;
-        };
-        let Some(want) = want.as_object() else {
-            return false;
-        };
-        want.iter().all(|(k, w)| {
-            let h = have.get(k).cloned().unwrap_or(serde_json::Value::Null);
-            match (w, &h) {
-                (serde_json::Value::Array(w), serde_json::Value::Array(h)) => {
-                    w.len() == h.len() && w.iter().all(|x| h.contains(x))
-                }
-                (serde_json::Value::Array(w), serde_json::Value::Null) => w.is_empty(),
-                _ => *w == h,
-            }
-        })
+    pub fn kind(&self) -> Kind {
+        self.detail.kind()
+    }
+
+    /// The kind's fields, read without knowing the kind.
+    #[must_use]
+    pub fn facts(&self) -> &dyn Facts {
+        self.detail.facts()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::{Direction, Protocol};
     use serde_json::json;
 
-    #[test]
-    fn expectation_matching() {
-        let mut f = Finding::new(Kind::FirewallGap, Severity::Error, "x");
-        f.protocol = Some(Protocol::Udp);
-        f.port = Some(8472);
-        f.from = vec!["n3".into()];
-        f.to = vec!["n1".into(), "n2".into()];
-        f.direction = Some(Direction::Both);
-        assert!(f.matches(&json!({"kind": "firewall-gap"})));
-        assert!(f.matches(
-            &json!({"kind": "firewall-gap", "port": 8472, "to": ["n2", "n1"], "direction": "both"})
-        ));
-        assert!(!f.matches(&json!({"kind": "firewall-gap", "port": 6443})));
-        assert!(!f.matches(&json!({"kind": "firewall-gap", "to": ["n1"]})));
-        assert!(!f.matches(&json!({"kind": "bootstrap-cycle"})));
-        assert!(!f.matches(&json!({"kind": "firewall-gap", "state": "active"})));
-        let json = serde_json::to_value(&f).unwrap();
-        assert_eq!(json["kind"], "firewall-gap");
-        assert!(json.get("where").is_none() && json.get("cycle").is_none());
-        assert_eq!(json["protocol"], "udp");
+    fn gap() -> Finding {
+        let mut f = Finding::new(
+            FirewallGap {
+                protocol: Protocol::Udp,
+                port: Some(8472),
+                from: vec!["n3".into()],
+                to: vec!["n1".into(), "n2".into()],
+                direction: Direction::Both,
+                where_: vec![Where::Network],
+                inferred: false,
+                hop: None,
+            },
+            Severity::Error,
+            "x",
+        );
+        f.evidence = vec!["e1".into()];
+        f.fix = vec!["open it".into()];
+        f.notes = vec!["mind this".into()];
+        f
     }
 
     #[test]
-    fn a_state_is_written_as_the_report_always_wrote_it() {
-        let named = [
-            ("active", State::Active),
-            ("latent", State::Latent),
-            ("expired", State::Expired),
-            ("stale", State::Stale),
-            ("rejected", State::Rejected),
-            ("non-expiring", State::NonExpiring),
-            ("insecure", State::Insecure),
-            ("untrusted-server", State::UntrustedServer),
-            ("unverifiable-server", State::UnverifiableServer),
-            ("unreadable", State::Unreadable),
-            ("loop", State::Loop),
-            ("no-answer", State::NoAnswer),
-            ("formerr", State::Formerr),
-            ("servfail", State::Servfail),
-            ("nxdomain", State::Nxdomain),
-            ("notimp", State::Notimp),
-            ("refused", State::Refused),
-            ("unreachable", State::Unreachable),
-            ("clock-skew", State::ClockSkew),
-            ("intermittent", State::Intermittent),
-            ("rcode9", State::Other("rcode9".into())),
-        ];
-        for (text, state) in named {
-            assert_eq!(serde_json::to_value(&state).unwrap(), json!(text));
-            assert_eq!(state.as_str(), text);
-            assert_eq!(State::from(text), state, "{text}");
-            let back: State = serde_json::from_value(json!(text)).unwrap();
-            assert_eq!(back, state, "{text}");
-        }
-        let mut f = Finding::new(Kind::Dns, Severity::Error, "x");
-        f.state = Some(State::NoAnswer);
+    fn the_report_writes_kind_then_the_shared_part_then_the_kinds_fields() {
         assert_eq!(
-            serde_json::to_value(&f).unwrap()["state"],
-            json!("no-answer")
+            serde_json::to_string(&gap()).unwrap(),
+            r#"{"kind":"firewall-gap","severity":"error","summary":"x","evidence":["e1"],"consequences":[],"fix":["open it"],"notes":["mind this"],"protocol":"udp","port":8472,"from":["n3"],"to":["n1","n2"],"direction":"both","where":"network"}"#
+        );
+        let mut cycle = Finding::new(
+            BootstrapCycle {
+                state: CycleState::Active,
+                cycle: vec!["a".into(), "b".into()],
+                components: vec!["calico-node".into()],
+                nodes: vec!["n1".into()],
+            },
+            Severity::Error,
+            "y",
+        );
+        cycle.consequences = vec!["c1".into()];
+        assert_eq!(
+            serde_json::to_string(&cycle).unwrap(),
+            r#"{"kind":"bootstrap-cycle","severity":"error","summary":"y","evidence":[],"consequences":["c1"],"state":"active","cycle":["a","b"],"components":["calico-node"],"nodes":["n1"]}"#
+        );
+        let dns = Finding::new(
+            Dns {
+                state: DnsState::NoAnswer,
+                nodes: Vec::new(),
+            },
+            Severity::Warning,
+            "z",
+        );
+        assert_eq!(
+            serde_json::to_string(&dns).unwrap(),
+            r#"{"kind":"dns","severity":"warning","summary":"z","evidence":[],"consequences":[],"state":"no-answer"}"#
         );
     }
 
     #[test]
-    fn where_round_trips_as_its_string() {
-        let cases: &[(&str, Option<Where>)] = &[
-            ("network", Some(Where::Network)),
-            ("host:n3", Some(Where::Host("n3".into()))),
-            (
-                "host:worker-1.example",
-                Some(Where::Host("worker-1.example".into())),
+    fn a_finding_reads_back_as_written() {
+        for f in [
+            gap(),
+            Finding::new(Overlay::default(), Severity::Error, "o"),
+            Finding::new(
+                Misconfiguration {
+                    state: None,
+                    nodes: vec!["n2".into()],
+                },
+                Severity::Error,
+                "m",
             ),
-            ("host:", None),
-            ("host", None),
-            ("Network", None),
-            ("", None),
-            ("host:n1,network", None),
-        ];
-        for (text, want) in cases {
-            let got: Result<Where, _> = serde_json::from_value(json!(text));
-            assert_eq!(got.as_ref().ok(), want.as_ref(), "{text:?}: {got:?}");
-            if let Some(w) = want {
-                assert_eq!(serde_json::to_value(w).unwrap(), json!(text), "{text:?}");
-                assert_eq!(Where::try_from(text.to_string()).as_ref(), Ok(w));
-            } else {
-                assert_eq!(
-                    Where::try_from(text.to_string()),
-                    Err(BadWhere(text.to_string()))
-                );
-            }
+            Finding::new(
+                Dns {
+                    state: DnsState::Other("rcode9".into()),
+                    nodes: Vec::new(),
+                },
+                Severity::Error,
+                "d",
+            ),
+        ] {
+            let text = serde_json::to_string(&f).unwrap();
+            let back: Finding = serde_json::from_str(&text).unwrap();
+            assert_eq!(back, f, "{text}");
+        }
+        // A field of another kind is not this kind's: a reader ignores it, as it ignores any
+        // field a newer prober wrote.
+        let back: Finding = serde_json::from_value(json!({"kind": "overlay", "severity": "error",
+            "summary": "x", "evidence": [], "consequences": [], "port": 8472}))
+        .unwrap();
+        assert_eq!(back.detail, Detail::Overlay(Overlay::default()));
+        // A kind without the field that makes it is refused, as an unknown kind is.
+        for bad in [
+            json!({"kind": "firewall-gap", "severity": "error", "summary": "x", "evidence": [],
+                "consequences": [], "port": 1}),
+            json!({"kind": "warp-drive", "severity": "error", "summary": "x", "evidence": [],
+                "consequences": []}),
+        ] {
+            assert!(
+                serde_json::from_value::<Finding>(bad.clone()).is_err(),
+                "{bad}"
+            );
         }
     }
 
     #[test]
-    fn where_in_a_finding_is_one_comma_separated_string() {
-        let cases: &[(&str, Vec<Where>)] = &[
-            ("network", vec![Where::Network]),
-            ("host:n2", vec![Where::Host("n2".into())]),
-            (
-                "host:n1,host:n2,network",
-                vec![
-                    Where::Host("n1".into()),
-                    Where::Host("n2".into()),
-                    Where::Network,
-                ],
-            ),
+    fn kind_and_detail_name_every_kind_alike() {
+        let each: Vec<Detail> = vec![
+            gap().detail,
+            BootstrapCycle {
+                state: CycleState::Latent,
+                cycle: Vec::new(),
+                components: Vec::new(),
+                nodes: Vec::new(),
+            }
+            .into(),
+            ServiceProxy::default().into(),
+            Overlay::default().into(),
+            Mtu::default().into(),
+            Dns {
+                state: DnsState::Loop,
+                nodes: Vec::new(),
+            }
+            .into(),
+            Credential {
+                state: CredentialState::Stale,
+                nodes: Vec::new(),
+            }
+            .into(),
+            Misconfiguration {
+                state: None,
+                nodes: Vec::new(),
+            }
+            .into(),
+            AgentMissing::default().into(),
+            PortConflict {
+                protocol: Protocol::Tcp,
+                port: 10250,
+                from: Vec::new(),
+                to: Vec::new(),
+                nodes: Vec::new(),
+            }
+            .into(),
+            Loss {
+                state: LossState::Intermittent,
+                nodes: Vec::new(),
+            }
+            .into(),
+            NotListening {
+                protocol: Protocol::Tcp,
+                port: 1,
+                from: Vec::new(),
+                to: Vec::new(),
+                nodes: Vec::new(),
+            }
+            .into(),
+            Partition {
+                state: PartitionState::Unreachable,
+                nodes: Vec::new(),
+            }
+            .into(),
+            ProberPort {
+                protocol: Protocol::Tcp,
+                port: 9917,
+                from: Vec::new(),
+                to: Vec::new(),
+                nodes: Vec::new(),
+            }
+            .into(),
+            Unexplained::default().into(),
         ];
-        for (text, places) in cases {
-            let mut f = Finding::new(Kind::FirewallGap, Severity::Error, "x");
-            f.where_.clone_from(places);
-            let json = serde_json::to_value(&f).unwrap();
-            assert_eq!(json["where"], json!(text));
-            let back: Finding = serde_json::from_value(json).unwrap();
-            assert_eq!(&back.where_, places, "{text:?}");
+        let mut kinds = std::collections::BTreeSet::new();
+        for d in each {
+            let json = serde_json::to_value(&d).unwrap();
+            assert_eq!(
+                json["kind"],
+                serde_json::to_value(d.kind()).unwrap(),
+                "{json}"
+            );
+            kinds.insert(d.kind());
         }
-        // The sorted order is the order of the strings.
-        let mut sorted = vec![
-            Where::Network,
-            Where::Host("n2".into()),
-            Where::Host("n1".into()),
-        ];
-        sorted.sort();
-        assert_eq!(places_text(&sorted), "host:n1,host:n2,network");
-        // A malformed place anywhere in the list rejects the finding.
-        let bad = json!({"kind": "firewall-gap", "severity": "error", "summary": "x",
-            "evidence": [], "consequences": [], "where": "network,host:"});
-        let err = serde_json::from_value::<Finding>(bad).unwrap_err();
-        assert!(err.to_string().contains("host:"), "{err}");
+        assert_eq!(kinds.len(), 15, "every kind once");
+    }
+
+    #[test]
+    fn facts_read_what_the_kind_has_and_nothing_else() {
+        let f = gap();
+        let facts = f.facts();
+        assert_eq!(
+            (facts.protocol(), facts.port(), facts.direction()),
+            (Some(Protocol::Udp), Some(8472), Some(Direction::Both))
+        );
+        assert_eq!(
+            (facts.from(), facts.places()),
+            (&["n3".to_string()][..], &[Where::Network][..])
+        );
+        assert!(facts.state().is_none() && facts.nodes().is_empty());
+        let c = Finding::new(
+            Credential {
+                state: CredentialState::Expired,
+                nodes: vec!["n1".into()],
+            },
+            Severity::Error,
+            "c",
+        );
+        assert_eq!(c.facts().state().map(State::as_str), Some("expired"));
+        assert_eq!(c.facts().nodes(), ["n1"]);
+        assert!(c.facts().port().is_none() && c.facts().to().is_empty());
     }
 }

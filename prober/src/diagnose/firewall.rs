@@ -8,7 +8,7 @@ use probe_proto::{Outcome, Receipt};
 use crate::model::{Direction, PathClass, Protocol};
 
 use super::context::{Ctx, Link, failed, list, names_text};
-use super::finding::{Finding, Kind, Severity, Where};
+use super::finding::{Finding, FirewallGap, Severity, Where};
 use super::fix;
 
 /// Finds the blocked ports, groups them into findings, and claims their consequences. Returns
@@ -443,20 +443,30 @@ pub(super) fn gap_finding(
         Some(by) => format!("{summary} (rejected by {by}: ICMP administratively prohibited)"),
         None => summary,
     };
-    let mut f = Finding::new(Kind::FirewallGap, Severity::Error, summary);
-    f.protocol = Some(proto);
-    f.port = (proto != Protocol::Ipip).then_some(port);
-    f.from = fn_;
-    f.to = tn;
-    f.direction = Some(if both {
-        Direction::Both
-    } else {
-        Direction::One
-    });
-    f.where_ = gap_where(ctx, ev);
+    let where_ = gap_where(ctx, ev);
     // Written once `where` is known: the lines go where the packets died.
-    f.fix = fix::lines(ctx.inv, proto, port, (from, to), both, &f.where_);
-    f.notes = fix::notes(ctx.inv, (from, to), both, &f.where_);
+    let fix = fix::lines(ctx.inv, proto, port, (from, to), both, &where_);
+    let notes = fix::notes(ctx.inv, (from, to), both, &where_);
+    let mut f = Finding::new(
+        FirewallGap {
+            protocol: proto,
+            port: (proto != Protocol::Ipip).then_some(port),
+            from: fn_,
+            to: tn,
+            direction: if both {
+                Direction::Both
+            } else {
+                Direction::One
+            },
+            where_,
+            inferred: false,
+            hop: None,
+        },
+        Severity::Error,
+        summary,
+    );
+    f.fix = fix;
+    f.notes = notes;
     f
 }
 

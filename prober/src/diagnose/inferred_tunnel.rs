@@ -12,7 +12,7 @@ use probe_proto::Outcome;
 use crate::model::PathClass;
 
 use super::context::{Ctx, IPIP_PORT, Link, failed};
-use super::finding::Finding;
+use super::finding::{Detail, Finding};
 use super::firewall::{gap_finding, zone_blocks};
 
 pub(super) fn inferred_tunnels(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
@@ -71,7 +71,9 @@ pub(super) fn inferred_tunnels(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
             "{} — inferred, not probed: no crafted {} packet could be sent between these nodes; the hosts reach each other, every pod path between them fails and the pods on each side work, so {what} is what is blocked",
             f.summary, ctx.overlay_name
         );
-        f.inferred = true;
+        if let Detail::FirewallGap(gap) = &mut f.detail {
+            gap.inferred = true;
+        }
         // The rest that rides those tunnels (DNS to a pod there, the Service's pods) follows.
         let mut all: Vec<usize> = cons;
         for (i, r) in ctx.results.iter().enumerate() {

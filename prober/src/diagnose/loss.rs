@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use super::context::{Ctx, failed, names_text};
-use super::finding::{Finding, Kind, Severity};
+use super::finding::{Finding, Loss, LossState, Severity};
 use crate::model::Record;
 
 /// A node is named when the loss on its paths is at least this many times the loss elsewhere.
@@ -113,12 +113,18 @@ pub(super) fn loss(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
         .filter(|(_, r)| ctx.from(r).is_some() && worked.contains(&ctx.ends(r)))
         .map(|(i, _)| i)
         .collect();
-    let mut f = Finding::new(Kind::Loss, Severity::Warning, summary);
-    f.state = Some(super::finding::State::Intermittent);
-    f.fix.push(format!(
+    let fix = format!(
         "look for drops and errors on the links of {} (ip -s link; the switch ports; a saturated uplink): nothing is blocked, so open no firewall port for this",
         names_text(&nodes)
-    ));
-    f.nodes = nodes;
+    );
+    let mut f = Finding::new(
+        Loss {
+            state: LossState::Intermittent,
+            nodes,
+        },
+        Severity::Warning,
+        summary,
+    );
+    f.fix.push(fix);
     ctx.emit(findings, f, &lossy, &stray);
 }

@@ -23,6 +23,7 @@ mod node_config;
 mod not_listening;
 mod overlay;
 mod overlay_unprobed;
+pub mod pattern;
 pub mod policy;
 pub mod preflight;
 mod prober_port;
@@ -31,7 +32,8 @@ mod selective;
 mod unexplained;
 mod unmounted;
 
-pub use finding::{Finding, Hop, Kind, Severity, State, Where};
+pub use finding::{Detail, Facts, Finding, Hop, Kind, Severity, State, Where};
+pub use pattern::FindingPattern;
 
 use crate::inventory::Inventory;
 use crate::model::{AgentStatus, Results};

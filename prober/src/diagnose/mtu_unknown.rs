@@ -4,7 +4,7 @@
 use crate::plan::pod_mtu;
 
 use super::context::Ctx;
-use super::finding::{Finding, Kind, Severity};
+use super::finding::{Finding, Mtu, Severity};
 
 pub(super) fn mtu_unknown(ctx: &Ctx<'_>, findings: &mut Vec<Finding>) {
     let Some(ov) = &ctx.inv.cluster.overlay else {
@@ -20,7 +20,7 @@ pub(super) fn mtu_unknown(ctx: &Ctx<'_>, findings: &mut Vec<Finding>) {
         return;
     }
     let mut f = Finding::new(
-        Kind::Mtu,
+        Mtu::default(),
         Severity::Warning,
         format!(
             "MTU not probed: the inventory gives the overlay ({}) no mtu and its encapsulation implies none, so an MTU black hole between pods would go unnoticed",

@@ -10,7 +10,10 @@ use crate::model::PathClass;
 use crate::model::time::{age, utc};
 
 use super::context::{Ctx, failed};
-use super::finding::{Finding, Kind, Severity, State};
+use super::finding::{
+    Credential, CredentialState, Dns, DnsState, Finding, Misconfiguration, MisconfigurationState,
+    Severity,
+};
 
 /// One hour: a bound service-account token older than this was not refreshed (docs/incidents.md, incident 4).
 const STALE_AFTER: u64 = 3600;
@@ -109,7 +112,7 @@ impl Owner {
 /// The fix for one CNI kubeconfig in `state` on `node`, addressed to its owner.
 fn credential_fix(
     ctx: &Ctx<'_>,
-    state: &State,
+    state: &CredentialState,
     node: &str,
     kc: &probe_proto::KubeconfigFacts,
 ) -> Vec<String> {
@@ -121,8 +124,8 @@ fn credential_fix(
     );
     let renew = "for good, run a version that renews its token with the TokenRequest API (projectcalico/calico#5910; Multus: the thick plugin)";
     match state {
-        State::Expired | State::Stale => vec![format!("{restart}; {renew}")],
-        State::Rejected => vec![
+        CredentialState::Expired | CredentialState::Stale => vec![format!("{restart}; {renew}")],
+        CredentialState::Rejected => vec![
             format!(
                 "the API server no longer accepts this token: check that its service account still exists ({}) — a deleted and recreated account or a rotated service-account signing key invalidates every token it had",
                 o.account.as_deref().map_or_else(
@@ -135,10 +138,10 @@ fn credential_fix(
             ),
             restart,
         ],
-        State::NonExpiring => vec![format!(
+        CredentialState::NonExpiring => vec![format!(
             "{path} on {node} holds a legacy Secret token that never expires: move {who} to a bound token from the TokenRequest API (a projected service-account token) and delete the old token Secret"
         )],
-        State::Insecure => vec![
+        CredentialState::Insecure => vec![
             format!(
                 "give {path} on {node} the cluster's CA in certificate-authority-data and remove insecure-skip-tls-verify: kubectl -n kube-system get configmap kube-root-ca.crt -o jsonpath='{{.data.ca\\.crt}}' | base64 -w0"
             ),
@@ -146,10 +149,10 @@ fn credential_fix(
                 "if {who} writes that file, set the CA in its configuration instead, or its next restart undoes the fix"
             ),
         ],
-        State::UntrustedServer => vec![format!(
+        CredentialState::UntrustedServer => vec![format!(
             "compare the CA in {path} on {node} with the cluster's (kubectl -n kube-system get configmap kube-root-ca.crt -o yaml): if the cluster's CA was rotated, restart {who} so it writes a new kubeconfig ({pods}); if not, find out what answers at that address before anything sends it a credential"
         )],
-        State::UnverifiableServer => vec![format!(
+        CredentialState::UnverifiableServer => vec![format!(
             "give {path} on {node} a readable CA (certificate-authority-data, or certificate-authority pointing at a file that exists): {who} writes it"
         )],
         _ => vec![restart],
@@ -157,7 +160,10 @@ fn credential_fix(
 }
 
 /// What a CNI token's facts say: (state, sentence), or `None` when it is fine.
-fn credential_state(kc: &probe_proto::KubeconfigFacts, node: &str) -> Option<(State, String)> {
+fn credential_state(
+    kc: &probe_proto::KubeconfigFacts,
+    node: &str,
+) -> Option<(CredentialState, String)> {
     let path = &kc.path;
     // A kubeconfig the agent could not read or parse is one the CNI cannot use either. The
     // agent's error names the file and the field, never a value, so it may be quoted.
@@ -168,7 +174,7 @@ fn credential_state(kc: &probe_proto::KubeconfigFacts, node: &str) -> Option<(St
             .map_or(e.as_str(), |rest| rest.trim_start_matches(':').trim_start());
         let sep = if why.starts_with("is ") { " " } else { ": " };
         return Some((
-            State::Unreadable,
+            CredentialState::Unreadable,
             format!("{path} on {node}{sep}{why}; the CNI cannot reach the API server with it"),
         ));
     }
@@ -176,7 +182,7 @@ fn credential_state(kc: &probe_proto::KubeconfigFacts, node: &str) -> Option<(St
     match kc.server_trust {
         Some(probe_proto::ServerTrust::Untrusted) => {
             return Some((
-                State::UntrustedServer,
+                CredentialState::UntrustedServer,
                 format!(
                     "the API server at {server} named in {path} on {node} is not signed by the CA this kubeconfig trusts: a rotated CA or an impostor (the credential was not sent)"
                 ),
@@ -184,7 +190,7 @@ fn credential_state(kc: &probe_proto::KubeconfigFacts, node: &str) -> Option<(St
         }
         Some(probe_proto::ServerTrust::Unverifiable) => {
             return Some((
-                State::UnverifiableServer,
+                CredentialState::UnverifiableServer,
                 format!(
                     "{path} on {node} gives no usable CA for {server}, so the credential was not sent and not checked"
                 ),
@@ -194,7 +200,7 @@ fn credential_state(kc: &probe_proto::KubeconfigFacts, node: &str) -> Option<(St
     }
     let insecure = kc.insecure_skip_tls_verify.then(|| {
         (
-            State::Insecure,
+            CredentialState::Insecure,
             format!(
                 "{path} on {node} says insecure-skip-tls-verify: its credential goes to whoever answers at {server}"
             ),
@@ -219,7 +225,7 @@ fn credential_state(kc: &probe_proto::KubeconfigFacts, node: &str) -> Option<(St
         };
         let ago = age(t.checked_at.saturating_sub(exp));
         return Some((
-            State::Expired,
+            CredentialState::Expired,
             format!(
                 "the token in {path} on {node} ({who}) expired {} ({ago} ago){api}",
                 utc(exp)
@@ -228,7 +234,7 @@ fn credential_state(kc: &probe_proto::KubeconfigFacts, node: &str) -> Option<(St
     }
     if rejected {
         return Some((
-            State::Rejected,
+            CredentialState::Rejected,
             format!("the API server rejects the token in {path} on {node} ({who}) with 401"),
         ));
     }
@@ -238,7 +244,7 @@ fn credential_state(kc: &probe_proto::KubeconfigFacts, node: &str) -> Option<(St
     {
         let ago = age(t.checked_at.saturating_sub(iat));
         return Some((
-            State::Stale,
+            CredentialState::Stale,
             format!(
                 "the token in {path} on {node} ({who}) was issued {ago} ago ({}) and never refreshed",
                 utc(iat)
@@ -247,7 +253,7 @@ fn credential_state(kc: &probe_proto::KubeconfigFacts, node: &str) -> Option<(St
     }
     if t.format == "jwt" && t.expires_at.is_none() {
         return Some((
-            State::NonExpiring,
+            CredentialState::NonExpiring,
             format!("the token in {path} on {node} ({who}) never expires: a legacy secret token"),
         ));
     }
@@ -267,7 +273,7 @@ struct CredentialGroup {
 /// What the node checks gathered before they become findings.
 #[derive(Default)]
 struct NodeFindings {
-    credentials: BTreeMap<State, CredentialGroup>,
+    credentials: BTreeMap<CredentialState, CredentialGroup>,
     /// (node, result, sentence)
     localhost: Vec<(String, usize, String)>,
     /// (node, result, looping nameservers)
@@ -375,24 +381,29 @@ pub(super) fn node_checks(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
 fn credential_findings(
     ctx: &mut Ctx<'_>,
     findings: &mut Vec<Finding>,
-    groups: BTreeMap<State, CredentialGroup>,
+    groups: BTreeMap<CredentialState, CredentialGroup>,
 ) {
     for (state, g) in groups {
         let severity = if matches!(
             state,
-            State::Expired | State::Rejected | State::UntrustedServer | State::Unreadable
+            CredentialState::Expired
+                | CredentialState::Rejected
+                | CredentialState::UntrustedServer
+                | CredentialState::Unreadable
         ) {
             Severity::Error
         } else {
             Severity::Warning
         };
+        let summary = format!("CNI credential {state}: {}", g.sentences.join("; "));
         let mut f = Finding::new(
-            Kind::Credential,
+            Credential {
+                state,
+                nodes: g.nodes.into_iter().collect(),
+            },
             severity,
-            format!("CNI credential {state}: {}", g.sentences.join("; ")),
+            summary,
         );
-        f.state = Some(state);
-        f.nodes = g.nodes.into_iter().collect();
         f.fix = g.fix;
         ctx.emit(findings, f, &g.evidence, &[]);
     }
@@ -412,16 +423,19 @@ fn localhost_finding(
         ToString::to_string,
     );
     let said: Vec<String> = localhost.iter().map(|l| l.2.clone()).collect();
+    let nodes: Vec<String> = localhost.iter().map(|l| l.0.clone()).collect();
     let mut f = Finding::new(
-        Kind::Misconfiguration,
+        Misconfiguration {
+            state: None,
+            nodes: nodes.clone(),
+        },
         Severity::Error,
         format!(
             "the kubelet points at an API server on its own host: {}",
             said.join("; ")
         ),
     );
-    f.nodes = localhost.iter().map(|l| l.0.clone()).collect();
-    for n in &f.nodes {
+    for n in &nodes {
         f.fix.push(format!("on {n}: set server: https://{cp} in /etc/kubernetes/kubelet.conf, then systemctl restart kubelet"));
     }
     f.notes.extend(api.and_then(|a| a.note));
@@ -464,7 +478,10 @@ fn loop_finding(
     let servers: BTreeSet<String> = relevant.iter().flat_map(|l| l.2.iter().cloned()).collect();
     let nodes: Vec<&str> = relevant.iter().map(|l| l.0.as_str()).collect();
     let mut f = Finding::new(
-        Kind::Dns,
+        Dns {
+            state: DnsState::Loop,
+            nodes: nodes.iter().map(ToString::to_string).collect(),
+        },
         Severity::Error,
         format!(
             "DNS forward loop: the Corefile forwards to /etc/resolv.conf, and resolv.conf on {} names {} — the cluster DNS forwards to itself (CoreDNS: plugin/loop: Loop detected)",
@@ -472,8 +489,6 @@ fn loop_finding(
             servers.into_iter().collect::<Vec<_>>().join(", ")
         ),
     );
-    f.state = Some(State::Loop);
-    f.nodes = nodes.iter().map(ToString::to_string).collect();
     f.fix.push("in the coredns ConfigMap, replace `forward . /etc/resolv.conf` with `forward . <your real upstream resolvers>`".into());
     f.fix.push("or give the kubelet a resolv.conf with real upstreams (resolvConf: /run/systemd/resolve/resolv.conf) and restart the DNS pods".into());
     let evidence: Vec<usize> = relevant.iter().map(|l| l.1).collect();
@@ -494,17 +509,18 @@ fn unreadable_finding(
         .iter()
         .map(|(node, _, e)| format!("on {node}: {e}"))
         .collect();
+    let nodes: BTreeSet<String> = unreadable.iter().map(|l| l.0.clone()).collect();
     let mut f = Finding::new(
-        Kind::Misconfiguration,
+        Misconfiguration {
+            state: Some(MisconfigurationState::Unreadable),
+            nodes: nodes.into_iter().collect(),
+        },
         Severity::Warning,
         format!(
             "the host agent could not read a node file, so the node checks could not judge it: {}",
             said.join("; ")
         ),
     );
-    f.state = Some(State::Unreadable);
-    let nodes: BTreeSet<String> = unreadable.iter().map(|l| l.0.clone()).collect();
-    f.nodes = nodes.into_iter().collect();
     f.fix.push(
         "fix or restore the file named (kubeadm writes /etc/kubernetes/kubelet.conf; the kubelet reads /etc/resolv.conf), then run prober again".into(),
     );

@@ -12,7 +12,7 @@ use crate::model::{PathClass, Protocol};
 use crate::plan::optional_cni_ports;
 
 use super::context::{Ctx, failed, list, names_text};
-use super::finding::{Finding, Kind, Severity};
+use super::finding::{Finding, NotListening, Severity};
 
 pub(super) fn not_listening(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
     // Hosts that reach each other: any working exchange between them.
@@ -81,18 +81,19 @@ pub(super) fn not_listening(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
         from.dedup();
         let from = list(ctx, &from);
         let mut f = Finding::new(
-            Kind::NotListening,
+            NotListening {
+                protocol: Protocol::Tcp,
+                port,
+                from: from.clone(),
+                to: vec![name.clone()],
+                nodes: vec![name.clone()],
+            },
             Severity::Error,
             format!(
                 "nothing listens on tcp/{port}{what} on {name}: refused to {} although {name} answers them otherwise — the service is down, not blocked",
                 names_text(&from)
             ),
         );
-        f.protocol = Some(Protocol::Tcp);
-        f.port = Some(port);
-        f.from = from;
-        f.to = vec![name.clone()];
-        f.nodes = vec![name.clone()];
         f.fix.push(format!(
             "on {name}: check what should listen on tcp/{port}{what} (ss -ltnp 'sport = :{port}'; its unit or pod logs), or a firewall rule that rejects with a TCP reset"
         ));
@@ -143,17 +144,19 @@ fn optional_notes(
     for (port, (nodes, ev)) in notes {
         let names = list(ctx, &nodes);
         let mut f = Finding::new(
-            Kind::NotListening,
+            NotListening {
+                protocol: Protocol::Tcp,
+                port,
+                from: Vec::new(),
+                to: names.clone(),
+                nodes: names.clone(),
+            },
             Severity::Warning,
             format!(
                 "note: nothing listens on tcp/{port} (Typha) on {}; Typha runs on a few nodes only and the inventory does not say which (`serves`), so this is no fault by itself",
                 names_text(&names)
             ),
         );
-        f.protocol = Some(Protocol::Tcp);
-        f.port = Some(port);
-        f.to.clone_from(&names);
-        f.nodes = names;
         f.fix.push(format!("to check: kubectl -n calico-system get pods -o wide -l k8s-app=calico-typha; give the inventory each node's `serves` so only Typha's nodes are probed on tcp/{port}"));
         ctx.emit(findings, f, &ev, &[]);
     }

@@ -9,7 +9,7 @@ use probe_proto::Outcome;
 use crate::model::{AgentKind, PathClass, Protocol, Record};
 
 use super::context::{Ctx, Link, failed, list, names_text};
-use super::finding::{Finding, Kind, Severity};
+use super::finding::{Finding, Mtu, Overlay, Severity};
 
 /// What got through, per direction (from, to).
 struct Seen {
@@ -115,7 +115,9 @@ pub(super) fn overlay_and_mtu(
             .collect();
         let names = list(ctx, &common_nodes(&pairs));
         let mut f = Finding::new(
-            Kind::Overlay,
+            Overlay {
+                nodes: names.clone(),
+            },
             Severity::Error,
             format!(
                 "overlay traffic fails although {} is open both ways ({} receipts confirmed){}: routes, fdb or neighbour entries for the {} device are missing or wrong",
@@ -134,7 +136,6 @@ pub(super) fn overlay_and_mtu(
             ),
         );
         f.fix.push("compare `ip route`, `bridge fdb show dev flannel.1` and `ip neigh show dev flannel.1` on the nodes involved with the other nodes; restart the CNI agent there".into());
-        f.nodes = names;
         ctx.emit(findings, f, &overlay, &[]);
     }
 }
@@ -162,7 +163,9 @@ fn pod_mtu(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>, mtu: &[usize]) {
         .map(|(a, b)| format!("{}->{}", ctx.name(*a), ctx.name(*b)))
         .collect();
     let mut f = Finding::new(
-        Kind::Mtu,
+        Mtu {
+            nodes: names.clone(),
+        },
         Severity::Error,
         format!(
             "full-size packets ({size} bytes) between pods vanish while small ones pass ({}): the underlay path MTU{} is below what the overlay needs",
@@ -187,7 +190,6 @@ fn pod_mtu(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>, mtu: &[usize]) {
         u32::from(size) + 50
     ));
     f.notes.push(PING_NOTE.into());
-    f.nodes = names;
     ctx.emit(findings, f, mtu, &[]);
 }
 
@@ -222,7 +224,9 @@ fn underlay_mtu(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>, failed: &[usize]
         format!(" (the kernel reports a path MTU of {m})")
     });
     let mut f = Finding::new(
-        Kind::Mtu,
+        Mtu {
+            nodes: names.clone(),
+        },
         Severity::Error,
         format!(
             "{needed}-byte packets with DF set vanish between hosts while smaller ones pass ({}): the underlay path MTU{}{path} is below the {needed} bytes the overlay needs ({pod_mtu} for pods + {} for {mode})",
@@ -244,7 +248,6 @@ fn underlay_mtu(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>, failed: &[usize]
         needed.saturating_sub(pod_mtu)
     ));
     f.notes.push(PING_NOTE.into());
-    f.nodes = names;
     ctx.emit(findings, f, failed, &[]);
 }
 

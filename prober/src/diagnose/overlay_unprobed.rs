@@ -4,7 +4,7 @@
 use crate::plan::overlay::unprobed;
 
 use super::context::{Ctx, names_text};
-use super::finding::{Finding, Kind, Severity};
+use super::finding::{Finding, Overlay, Severity};
 
 /// One warning naming the nodes whose overlay was not probed for want of a tunnel endpoint.
 pub fn overlay_unprobed(ctx: &Ctx<'_>, findings: &mut Vec<Finding>) {
@@ -19,7 +19,9 @@ pub fn overlay_unprobed(ctx: &Ctx<'_>, findings: &mut Vec<Finding>) {
         .as_ref()
         .map_or("overlay", |o| o.mode.as_str());
     let mut f = Finding::new(
-        Kind::Overlay,
+        Overlay {
+            nodes: names.clone(),
+        },
         Severity::Warning,
         format!(
             "overlay not probed on {}: no tunnel endpoint known ({mode}: the CNI publishes none \
@@ -29,7 +31,6 @@ pub fn overlay_unprobed(ctx: &Ctx<'_>, findings: &mut Vec<Finding>) {
             if names.len() == 1 { "it" } else { "them" },
         ),
     );
-    f.nodes.clone_from(&names);
     f.fix.push(
         "give the inventory a vtep (address, and mac for VXLAN) for these nodes: Cilium publishes \
          it as the CiliumNode's CiliumInternalIP or the node annotation \

@@ -7,7 +7,9 @@ use std::net::IpAddr;
 use crate::inventory::Inventory;
 use crate::model::{PathClass, Protocol, Results};
 
-use super::finding::{Finding, Kind, Severity, State};
+use super::finding::{
+    self, Dns, DnsState, Finding, Misconfiguration, MisconfigurationState, Severity,
+};
 
 pub use crate::plan::preflight::PortConflict;
 
@@ -23,16 +25,19 @@ pub fn port_conflicts(candidate: &str, conflicts: &[PortConflict]) -> Vec<Findin
                 .as_deref()
                 .map_or_else(String::new, |p| format!(" by {p}"));
             let mut f = Finding::new(
-                Kind::PortConflict,
+                finding::PortConflict {
+                    protocol: c.protocol,
+                    port: c.port,
+                    from: Vec::new(),
+                    to: Vec::new(),
+                    nodes: vec![candidate.to_string()],
+                },
                 Severity::Error,
                 format!(
                     "{proto}/{} is already in use on {candidate}{holder}: the node cannot serve it once joined",
                     c.port
                 ),
             );
-            f.protocol = Some(c.protocol);
-            f.port = Some(c.port);
-            f.nodes = vec![candidate.to_string()];
             f.fix = vec![
                 format!("on {candidate}: ss -lnp{} 'sport = :{}'   # what holds it", if c.protocol == Protocol::Udp { "u" } else { "t" }, c.port),
                 "stop or move that service before joining (kubeadm's preflight would refuse too)".into(),
@@ -79,15 +84,16 @@ pub fn candidate_resolver(candidate: &str, inv: &Inventory, results: &Results) -
         ),
     };
     let mut f = Finding::new(
-        Kind::Dns,
+        Dns {
+            state: DnsState::Loop,
+            nodes: vec![candidate.to_string()],
+        },
         severity,
         format!(
             "resolv.conf on {candidate} names {}: once it joins, a CoreDNS pod scheduled there forwards to itself ({because}; CoreDNS: plugin/loop: Loop detected)",
             looping.join(", ")
         ),
     );
-    f.state = Some(State::Loop);
-    f.nodes = vec![candidate.to_string()];
     f.evidence = vec![r.result.id.to_string()];
     f.fix = vec![
         format!(
@@ -125,7 +131,10 @@ pub fn clock_skew(candidate: &str, results: &Results) -> Option<Finding> {
     let server = r.to.address;
     let secs = (off + 500) / 1000;
     let mut f = Finding::new(
-        Kind::Misconfiguration,
+        Misconfiguration {
+            state: Some(MisconfigurationState::ClockSkew),
+            nodes: vec![candidate.to_string()],
+        },
         severity,
         format!(
             "the clock of {candidate} is {secs} s {way} the API server's ({server}, by its Date header): {}",
@@ -136,8 +145,6 @@ pub fn clock_skew(candidate: &str, results: &Results) -> Option<Finding> {
             }
         ),
     );
-    f.state = Some(State::ClockSkew);
-    f.nodes = vec![candidate.to_string()];
     f.evidence = vec![r.result.id.to_string()];
     f.fix = vec![
         format!(
@@ -151,6 +158,7 @@ pub fn clock_skew(candidate: &str, results: &Results) -> Option<Finding> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::diagnose::{Kind, State};
     use crate::model::{AgentKind, AgentRef, ResultRecord, Target};
     use probe_proto::{NodeFacts, Outcome, ProbeResult, ResolvFacts};
 
@@ -205,7 +213,7 @@ mod tests {
         assert!(clock_skew("new", &Results::of(&[api_check(None)])).is_none());
         let f = clock_skew("new", &Results::of(&[api_check(Some(-8_000))])).unwrap();
         assert_eq!(
-            (f.kind, f.severity),
+            (f.kind(), f.severity),
             (Kind::Misconfiguration, Severity::Warning)
         );
         assert!(f.summary.contains("8 s ahead of"), "{}", f.summary);
@@ -215,8 +223,8 @@ mod tests {
         )
         .unwrap();
         assert_eq!(f.severity, Severity::Error);
-        assert_eq!(f.state.as_ref().map(State::as_str), Some("clock-skew"));
-        assert_eq!(f.nodes, ["new"]);
+        assert_eq!(f.facts().state().map(State::as_str), Some("clock-skew"));
+        assert_eq!(f.facts().nodes(), ["new"]);
         assert!(f.summary.contains("90 s behind"), "{}", f.summary);
         assert!(clock_skew("other", &Results::of(&[api_check(Some(90_000))])).is_none());
     }
@@ -229,9 +237,9 @@ mod tests {
         }
         let f =
             candidate_resolver("new", &inv, &Results::of(&[node_check(&["127.0.0.53"])])).unwrap();
-        assert_eq!((f.kind, f.severity), (Kind::Dns, Severity::Error));
-        assert_eq!(f.nodes, ["new"]);
-        assert_eq!(f.state.as_ref().map(State::as_str), Some("loop"));
+        assert_eq!((f.kind(), f.severity), (Kind::Dns, Severity::Error));
+        assert_eq!(f.facts().nodes(), ["new"]);
+        assert_eq!(f.facts().state().map(State::as_str), Some("loop"));
         assert!(f.summary.contains("127.0.0.53"), "{}", f.summary);
         assert!(
             candidate_resolver("new", &inv, &Results::of(&[node_check(&["192.168.56.1"])]))
@@ -270,11 +278,11 @@ mod tests {
         );
         assert_eq!(f.len(), 1);
         assert_eq!(
-            (f[0].kind, f[0].severity),
+            (f[0].kind(), f[0].severity),
             (Kind::PortConflict, Severity::Error)
         );
-        assert_eq!(f[0].port, Some(10250));
-        assert_eq!(f[0].nodes, ["new"]);
+        assert_eq!(f[0].facts().port(), Some(10250));
+        assert_eq!(f[0].facts().nodes(), ["new"]);
         assert!(f[0].summary.contains("pid=42"), "{}", f[0].summary);
     }
 
@@ -308,8 +316,8 @@ mod tests {
         };
         let f = diagnosed(&inv, &mtu);
         assert_eq!(f.len(), 1, "{f:#?}");
-        assert_eq!((f[0].kind, f[0].severity), (Kind::Mtu, Severity::Error));
-        assert_eq!(f[0].nodes, ["new"]);
+        assert_eq!((f[0].kind(), f[0].severity), (Kind::Mtu, Severity::Error));
+        assert_eq!(f[0].facts().nodes(), ["new"]);
         assert_eq!(f[0].evidence.len(), 3);
         assert!(
             f[0].summary.contains("1500-byte")
@@ -323,14 +331,14 @@ mod tests {
                 .then_some(Outcome::Timeout)
         };
         let f = diagnosed(&inv, &one);
-        assert_eq!((f.len(), f[0].kind), (1, Kind::Mtu), "{f:#?}");
-        assert_eq!(f[0].nodes, ["n2", "new"]);
+        assert_eq!((f.len(), f[0].kind()), (1, Kind::Mtu), "{f:#?}");
+        assert_eq!(f[0].facts().nodes(), ["n2", "new"]);
         // Nothing from the candidate to a node gets through: not an MTU problem.
         let cut = |p: &crate::plan::PlannedProbe| {
             (p.from.node == "new" && p.to.node.as_deref() == Some("n2")).then_some(Outcome::Timeout)
         };
         assert!(
-            diagnosed(&inv, &cut).iter().all(|f| f.kind != Kind::Mtu),
+            diagnosed(&inv, &cut).iter().all(|f| f.kind() != Kind::Mtu),
             "{:#?}",
             diagnosed(&inv, &cut)
         );

@@ -11,7 +11,7 @@ use probe_proto::Outcome;
 use crate::model::{AgentKind, PathClass, Protocol, Record};
 
 use super::context::{Ctx, failed, list, names_text};
-use super::finding::{Finding, Kind, Severity};
+use super::finding::{Finding, ProberPort, Severity};
 
 pub(super) fn prober_port(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
     // Hosts that reach each other on anything but the prober's port, and pods whose network
@@ -53,7 +53,13 @@ pub(super) fn prober_port(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
         let nodes: Vec<u32> = nodes.into_iter().collect();
         let names = list(ctx, &nodes);
         let mut f = Finding::new(
-            Kind::ProberPort,
+            ProberPort {
+                protocol: Protocol::Tcp,
+                port,
+                from: Vec::new(),
+                to: names.clone(),
+                nodes: names.clone(),
+            },
             Severity::Warning,
             format!(
                 "the prober cannot use its port tcp/{port} on {}: its agent there does not answer \
@@ -63,10 +69,6 @@ pub(super) fn prober_port(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
                 if names.len() == 1 { "it" } else { "them" },
             ),
         );
-        f.protocol = Some(Protocol::Tcp);
-        f.port = Some(port);
-        f.to.clone_from(&names);
-        f.nodes.clone_from(&names);
         f.fix.push(format!(
             "nothing to open for the cluster; to test pod-to-node to {} too, let the pod CIDR reach \
              tcp/{port} there for the prober, or run the agents on a port the nodes already open \

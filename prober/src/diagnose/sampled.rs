@@ -25,7 +25,7 @@ pub fn qualify(findings: &mut [Finding], sample: &Sampled) {
     );
     for f in findings
         .iter_mut()
-        .filter(|f| BETWEEN_NODES.contains(&f.kind))
+        .filter(|f| BETWEEN_NODES.contains(&f.kind()))
     {
         f.summary.push_str(&note);
     }
@@ -34,7 +34,7 @@ pub fn qualify(findings: &mut [Finding], sample: &Sampled) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::diagnose::finding::Severity;
+    use crate::diagnose::finding::{Dns, DnsState, FirewallGap, Severity};
     use crate::model::{AgentKind, AgentRef, PathClass, Protocol, ResultRecord, Results, Target};
     use probe_proto::{Outcome, ProbeResult};
 
@@ -51,8 +51,28 @@ mod tests {
     #[test]
     fn findings_between_nodes_say_what_was_sampled() {
         let mut f = vec![
-            Finding::new(Kind::FirewallGap, Severity::Error, "udp/8472 is blocked"),
-            Finding::new(Kind::Dns, Severity::Error, "cluster DNS does not answer"),
+            Finding::new(
+                FirewallGap {
+                    protocol: Protocol::Udp,
+                    port: Some(8472),
+                    from: Vec::new(),
+                    to: Vec::new(),
+                    direction: crate::model::Direction::Both,
+                    where_: Vec::new(),
+                    inferred: false,
+                    hop: None,
+                },
+                Severity::Error,
+                "udp/8472 is blocked",
+            ),
+            Finding::new(
+                Dns {
+                    state: DnsState::NoAnswer,
+                    nodes: Vec::new(),
+                },
+                Severity::Error,
+                "cluster DNS does not answer",
+            ),
         ];
         qualify(&mut f, &sampled());
         assert!(
@@ -105,7 +125,7 @@ mod tests {
         let full = crate::diagnose::diagnose(&inv, &Results::of(&results), &[]);
         let gap = |f: &[Finding]| {
             f.iter()
-                .find(|f| f.kind == Kind::FirewallGap)
+                .find(|f| f.kind() == Kind::FirewallGap)
                 .map(|f| f.summary.clone())
                 .unwrap_or_default()
         };

@@ -11,7 +11,7 @@ use probe_proto::{Outcome, Receipt};
 use crate::model::Protocol;
 
 use super::context::{Ctx, Link, failed, list, names_text};
-use super::finding::{Finding, Kind, Severity, Where};
+use super::finding::{Finding, FirewallGap, Severity, Where};
 use super::fix;
 
 /// A served port (receiver, port) and who it refused and who it let in.
@@ -111,26 +111,13 @@ fn finding(
     if lost {
         places.push(Where::Network);
     }
-    let mut f = Finding::new(
-        Kind::FirewallGap,
-        Severity::Error,
-        format!(
-            "tcp/{port}{what} on {name} answers {} with a TCP reset while {} connect: the service is up, a firewall rule rejects these senders",
-            names_text(&from),
-            names_text(&ok)
-        ),
-    );
-    f.protocol = Some(Protocol::Tcp);
-    f.port = Some(port);
-    f.from = from;
-    f.to = vec![name.clone()];
-    f.direction = Some(crate::model::Direction::One);
+    let mut lines = Vec::new();
     if places.contains(&Where::Host(name.clone())) {
-        f.fix.push(format!(
+        lines.push(format!(
             "on {name}: find the rule that resets these senders (nft list ruleset | grep -n 'reject with tcp reset'; iptables -S | grep tcp-reset) and remove it, or accept them before it:"
         ));
     }
-    f.fix.extend(fix::lines(
+    lines.extend(fix::lines(
         ctx.inv,
         Protocol::Tcp,
         port,
@@ -138,7 +125,27 @@ fn finding(
         false,
         &places,
     ));
-    f.notes = fix::notes(ctx.inv, (senders, &[to]), false, &places);
-    f.where_ = places;
+    let summary = format!(
+        "tcp/{port}{what} on {name} answers {} with a TCP reset while {} connect: the service is up, a firewall rule rejects these senders",
+        names_text(&from),
+        names_text(&ok)
+    );
+    let notes = fix::notes(ctx.inv, (senders, &[to]), false, &places);
+    let mut f = Finding::new(
+        FirewallGap {
+            protocol: Protocol::Tcp,
+            port: Some(port),
+            from,
+            to: vec![name],
+            direction: crate::model::Direction::One,
+            where_: places,
+            inferred: false,
+            hop: None,
+        },
+        Severity::Error,
+        summary,
+    );
+    f.fix = lines;
+    f.notes = notes;
     f
 }

@@ -8,7 +8,7 @@ use probe_proto::Outcome;
 use crate::model::PathClass;
 
 use super::context::{Ctx, failed};
-use super::finding::{Finding, Kind, Severity};
+use super::finding::{Finding, Severity, Unexplained};
 
 pub(super) fn unexplained(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
     let mut groups: BTreeMap<(PathClass, Outcome), Vec<usize>> = BTreeMap::new();
@@ -32,15 +32,16 @@ pub(super) fn unexplained(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
             })
             .flatten()
             .collect();
-        let mut f = Finding::new(
-            Kind::Unexplained,
+        let f = Finding::new(
+            Unexplained {
+                nodes: nodes.into_iter().collect(),
+            },
             Severity::Error,
             format!(
                 "{} {path} probe(s) fail with {outcome} and no finding explains them; first: {first}",
                 idx.len()
             ),
         );
-        f.nodes = nodes.into_iter().collect();
         ctx.emit(findings, f, &idx, &[]);
     }
 }

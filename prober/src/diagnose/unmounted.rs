@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use crate::model::PathClass;
 
 use super::context::Ctx;
-use super::finding::{Finding, Kind, Severity};
+use super::finding::{Finding, Misconfiguration, Severity};
 
 /// Fewer node-config results than this say too little: a `prober preflight` reads only the
 /// joining host, which has no kubelet kubeconfig before it joins.
@@ -41,14 +41,16 @@ pub(super) fn node_files_unmounted(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding
     }
     let d = &files.distribution;
     let mut f = Finding::new(
-        Kind::Misconfiguration,
+        Misconfiguration {
+            state: None,
+            nodes: nodes.iter().cloned().collect(),
+        },
         Severity::Warning,
         format!(
             "the host agents found no CNI or kubelet kubeconfig on any of {} nodes: they mount only /etc/resolv.conf, so the CNI credential checks did not run; apply deploy/components/{d} with the agents",
             nodes.len()
         ),
     );
-    f.nodes = nodes.into_iter().collect();
     f.fix.push(format!(
         "add components: [prober/deploy/components/{d}] to the kustomization that applies deploy/base or deploy/scheduled (prober manifests --distribution {d} prints the same agents), then run prober again"
     ));

@@ -540,10 +540,13 @@ mod tests {
     use crate::diagnose::Finding;
     use crate::lab::scenario::Expect;
 
+    /// A finding of `kind` on tcp/`port`, as a report writes it (a firewall gap's direction
+    /// being one way).
     fn finding(kind: &str, severity: &str, port: u16) -> Finding {
         serde_json::from_value(serde_json::json!({
             "kind": kind, "severity": severity, "summary": format!("{kind} {port}"),
             "evidence": [], "consequences": [], "port": port, "protocol": "tcp",
+            "direction": "one",
         }))
         .unwrap()
     }

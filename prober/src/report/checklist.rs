@@ -125,7 +125,7 @@ pub fn render(report: &Report, width: usize) -> String {
     for f in report
         .findings
         .iter()
-        .filter(|f| f.kind == Kind::PortConflict)
+        .filter(|f| f.kind() == Kind::PortConflict)
     {
         say(
             &mut out,

@@ -65,17 +65,24 @@ fn on_its_nodes(kind: Kind) -> bool {
 
 /// A finding's cause as one comparable value: what is wrong, not which nodes it touches.
 fn cause(f: &Finding) -> String {
-    let components: BTreeSet<&str> = f.components.iter().map(String::as_str).collect();
+    let facts = f.facts();
+    let components: BTreeSet<&str> = facts.components().iter().map(String::as_str).collect();
+    // `Debug` text, as the keys the scheduled mode remembers were always made of.
     format!(
         "{:?}|{:?}|{:?}|{:?}|{:?}|{components:?}",
-        f.kind, f.severity, f.protocol, f.port, f.state
+        f.kind(),
+        f.severity,
+        facts.protocol(),
+        facts.port(),
+        facts.state()
     )
 }
 
 /// Where the packets died, by place (the network, or hosts' own firewalls), not by host; empty
 /// when no receipt said.
 fn places(f: &Finding) -> BTreeSet<&'static str> {
-    f.where_
+    f.facts()
+        .places()
         .iter()
         .map(|w| match w {
             Where::Network => "network",
@@ -86,10 +93,12 @@ fn places(f: &Finding) -> BTreeSet<&'static str> {
 
 /// Every node a finding names.
 fn nodes(f: &Finding) -> BTreeSet<&str> {
-    f.from
+    let facts = f.facts();
+    facts
+        .from()
         .iter()
-        .chain(&f.to)
-        .chain(&f.nodes)
+        .chain(facts.to())
+        .chain(facts.nodes())
         .map(String::as_str)
         .collect()
 }
@@ -98,10 +107,11 @@ fn nodes(f: &Finding) -> BTreeSet<&str> {
 /// nodes, the hosts whose own firewalls dropped the packets. Two findings of one cause are the
 /// same only if these overlap.
 fn anchors(f: &Finding) -> BTreeSet<&str> {
-    if on_its_nodes(f.kind) {
+    if on_its_nodes(f.kind()) {
         return nodes(f);
     }
-    f.where_
+    f.facts()
+        .places()
         .iter()
         .filter_map(|w| match w {
             Where::Host(h) => Some(h.as_str()),
@@ -125,7 +135,7 @@ pub fn key(f: &Finding) -> String {
         text.push_str(n);
     }
     let digest = ring::digest::digest(&ring::digest::SHA256, text.as_bytes());
-    let mut out = crate::report::kebab(f.kind);
+    let mut out = crate::report::kebab(f.kind());
     out.push(':');
     for b in &digest.as_ref()[..8] {
         let _ = write!(out, "{b:02x}");
@@ -325,7 +335,7 @@ fn severity(s: Severity) -> &'static str {
 
 /// `firewall-gap`.
 fn kind(f: &Finding) -> String {
-    super::kebab(f.kind)
+    super::kebab(f.kind())
 }
 
 /// `firewall-gap` -> `FirewallGap`.
@@ -346,8 +356,8 @@ fn camel(s: &str) -> String {
 #[must_use]
 pub fn reason(f: &Finding) -> String {
     let mut r = camel(&kind(f));
-    if f.kind == crate::diagnose::Kind::Credential
-        && let Some(state) = &f.state
+    if f.kind() == crate::diagnose::Kind::Credential
+        && let Some(state) = f.facts().state()
     {
         r.push_str(&camel(state.as_str()));
     }
@@ -358,41 +368,53 @@ pub fn reason(f: &Finding) -> String {
 mod tests {
     use super::*;
     use crate::diagnose::Kind;
+    use crate::diagnose::finding::{BootstrapCycle, Credential, FirewallGap, Unexplained};
     use crate::model::Direction;
     use serde_json::Value;
 
+    /// A udp gap on `port` between `from` and `to`, both ways, dying where `places` says.
+    fn gap_at(port: u16, from: &[&str], to: &[&str], places: Vec<Where>) -> Finding {
+        let gap = FirewallGap {
+            protocol: crate::model::Protocol::Udp,
+            port: Some(port),
+            from: from.iter().map(ToString::to_string).collect(),
+            to: to.iter().map(ToString::to_string).collect(),
+            direction: Direction::Both,
+            where_: places,
+            inferred: false,
+            hop: None,
+        };
+        Finding::new(gap, Severity::Error, format!("udp/{port}"))
+    }
+
     fn gap(port: u16, from: &[&str], to: &[&str]) -> Finding {
-        let mut f = Finding::new(Kind::FirewallGap, Severity::Error, format!("udp/{port}"));
-        f.protocol = Some(crate::model::Protocol::Udp);
-        f.port = Some(port);
-        f.from = from.iter().map(ToString::to_string).collect();
-        f.to = to.iter().map(ToString::to_string).collect();
-        f.direction = Some(Direction::Both);
-        f
+        gap_at(port, from, to, Vec::new())
     }
 
-    fn in_network(mut f: Finding) -> Finding {
-        f.where_ = vec![crate::diagnose::Where::Network];
-        f
+    fn in_network(port: u16, from: &[&str], to: &[&str]) -> Finding {
+        gap_at(port, from, to, vec![Where::Network])
     }
 
-    fn at_host(mut f: Finding, host: &str) -> Finding {
-        f.where_ = vec![crate::diagnose::Where::Host(host.into())];
-        f
+    fn at_host(port: u16, from: &[&str], to: &[&str], host: &str) -> Finding {
+        gap_at(port, from, to, vec![Where::Host(host.into())])
     }
 
     fn cycle(state: &str, severity: Severity) -> Finding {
-        let mut f = Finding::new(Kind::BootstrapCycle, severity, format!("{state} cycle"));
-        f.state = Some(state.into());
-        f.components = vec!["kube-flannel-ds".into()];
-        f
+        let cycle = BootstrapCycle {
+            state: state.into(),
+            cycle: Vec::new(),
+            components: vec!["kube-flannel-ds".into()],
+            nodes: Vec::new(),
+        };
+        Finding::new(cycle, severity, format!("{state} cycle"))
     }
 
     fn credential(state: &str, node: &str) -> Finding {
-        let mut f = Finding::new(Kind::Credential, Severity::Error, "token");
-        f.state = Some(state.into());
-        f.nodes = vec![node.into()];
-        f
+        let credential = Credential {
+            state: state.into(),
+            nodes: vec![node.into()],
+        };
+        Finding::new(credential, Severity::Error, "token")
     }
 
     /// (case, old, new, want new, want resolved, want persisting)
@@ -416,19 +438,25 @@ mod tests {
         }
     }
 
-    fn kinds(list: &[Finding]) -> Vec<(Kind, Option<u16>, Option<crate::diagnose::State>)> {
+    fn kinds(list: &[Finding]) -> Vec<(Kind, Option<u16>, Option<String>)> {
         list.iter()
-            .map(|f| (f.kind, f.port, f.state.clone()))
+            .map(|f| {
+                let facts = f.facts();
+                (
+                    f.kind(),
+                    facts.port(),
+                    facts.state().map(|s| s.as_str().to_string()),
+                )
+            })
             .collect()
     }
 
     #[test]
     fn matches_by_kind_and_subject() {
-        let mut reworded = gap(8472, &["n3"], &["n1", "n2"]);
+        let mut reworded = in_network(8472, &["n3"], &["n1", "n2"]);
         reworded.summary = "a different summary".into();
         reworded.evidence = vec!["overlay:n1/host->n3/host:udp/8472".into()];
         reworded.consequences = vec!["x".into()];
-        reworded.where_ = vec![crate::diagnose::Where::Network];
         let cases: Vec<Row> = vec![
             ("nothing", vec![], vec![], 0, 0, 0),
             (
@@ -498,10 +526,10 @@ mod tests {
             (
                 "duplicates pair one to one",
                 vec![
-                    Finding::new(Kind::Unexplained, Severity::Error, "a"),
-                    Finding::new(Kind::Unexplained, Severity::Error, "b"),
+                    Finding::new(Unexplained::default(), Severity::Error, "a"),
+                    Finding::new(Unexplained::default(), Severity::Error, "b"),
                 ],
-                vec![Finding::new(Kind::Unexplained, Severity::Error, "c")],
+                vec![Finding::new(Unexplained::default(), Severity::Error, "c")],
                 0,
                 1,
                 1,
@@ -523,16 +551,16 @@ mod tests {
             ),
             (
                 "a host's own firewall on another host is another cause",
-                vec![at_host(gap(8472, &["n1"], &["n3"]), "n3")],
-                vec![at_host(gap(8472, &["n1"], &["n7"]), "n7")],
+                vec![at_host(8472, &["n1"], &["n3"], "n3")],
+                vec![at_host(8472, &["n1"], &["n7"], "n7")],
                 1,
                 1,
                 0,
             ),
             (
                 "a network gap is not a host's firewall",
-                vec![in_network(gap(8472, &["n1"], &["n3"]))],
-                vec![at_host(gap(8472, &["n1"], &["n3"]), "n3")],
+                vec![in_network(8472, &["n1"], &["n3"])],
+                vec![at_host(8472, &["n1"], &["n3"], "n3")],
                 1,
                 1,
                 0,
@@ -651,11 +679,7 @@ mod tests {
             kinds(&d.new),
             [
                 (Kind::FirewallGap, Some(8472), None),
-                (
-                    Kind::Credential,
-                    None,
-                    Some(crate::diagnose::State::Expired)
-                ),
+                (Kind::Credential, None, Some("expired".into())),
                 (Kind::BootstrapCycle, None, Some("active".into())),
             ]
         );

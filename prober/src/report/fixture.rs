@@ -4,6 +4,7 @@
 use probe_proto::{Outcome, ProbeResult};
 
 use super::Report;
+use crate::diagnose::finding::FirewallGap;
 use crate::diagnose::{Finding, Kind, Severity};
 use crate::model::{AgentKind, AgentStatus, Direction, PathClass, ResultRecord};
 use crate::plan::{Filter, plan};
@@ -59,23 +60,28 @@ pub fn report(nodes: usize, cut: Option<&str>) -> Report {
         elapsed: std::time::Duration::from_millis(1234),
     };
     let mut report = Report::new(run, &inv);
-    report.findings.retain(|f| f.kind != Kind::BootstrapCycle);
+    report.findings.retain(|f| f.kind() != Kind::BootstrapCycle);
     if let Some(c) = cut {
+        let gap = FirewallGap {
+            protocol: crate::model::Protocol::Udp,
+            port: Some(8472),
+            from: vec![c.to_string()],
+            to: inv
+                .nodes
+                .iter()
+                .map(|n| n.name.clone())
+                .filter(|n| n != c)
+                .collect(),
+            direction: Direction::Both,
+            where_: Vec::new(),
+            inferred: false,
+            hop: None,
+        };
         let mut f = Finding::new(
-            Kind::FirewallGap,
+            gap,
             Severity::Error,
             format!("udp/8472 (VXLAN) is blocked between {c} and every other node, both ways"),
         );
-        f.protocol = Some(crate::model::Protocol::Udp);
-        f.port = Some(8472);
-        f.from = vec![c.to_string()];
-        f.to = inv
-            .nodes
-            .iter()
-            .map(|n| n.name.clone())
-            .filter(|n| n != c)
-            .collect();
-        f.direction = Some(Direction::Both);
         f.fix = vec![format!(
             "nft add rule inet filter input udp dport 8472 accept  # on {c}"
         )];

@@ -170,7 +170,7 @@ fn finding(out: &mut String, i: usize, f: &Finding) {
         Severity::Error => "error",
         Severity::Warning => "warning",
     };
-    let kind = super::kebab(f.kind);
+    let kind = super::kebab(f.kind());
     let _ = write!(
         out,
         "<article class=\"finding {sev}\" id=\"finding-{i}\" data-kind=\"{kind}\"><h3><span class=\"sev\">{sev}</span> \
@@ -360,7 +360,7 @@ fn failures(out: &mut String, report: &Report) {
                 let word = if evidence { "evidence" } else { "consequence" };
                 format!(
                     "<td class=\"role {word}\">{word} of <a href=\"#finding-{i}\">{}</a></td>",
-                    super::kebab(report.findings[i].kind)
+                    super::kebab(report.findings[i].kind())
                 )
             }
             None => "<td class=\"role unexplained\">unexplained</td>".into(),

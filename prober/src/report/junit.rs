@@ -30,7 +30,7 @@ pub(super) fn escape(s: &str) -> String {
 
 /// The finding's test case: failing when it is an error, its probes and fix as output.
 fn finding_case(out: &mut String, f: &crate::diagnose::Finding) {
-    let kind = super::kebab(f.kind);
+    let kind = super::kebab(f.kind());
     let _ = write!(
         out,
         "    <testcase classname=\"prober.findings\" name=\"{}\" time=\"0\">",
@@ -139,7 +139,7 @@ fn probe_case(out: &mut String, r: &Record<'_>, finding: Option<&crate::diagnose
         let message = match finding {
             Some(f) => format!(
                 "{outcome}: explained by {}: {}",
-                super::kebab(f.kind),
+                super::kebab(f.kind()),
                 f.summary
             ),
             None => format!("{outcome}: no finding explains it"),

@@ -180,7 +180,7 @@ fn findings(out: &mut Out, report: &Report) {
             Severity::Error => "error",
             Severity::Warning => "warning",
         };
-        *findings.entry((super::kebab(f.kind), s)).or_default() += 1;
+        *findings.entry((super::kebab(f.kind()), s)).or_default() += 1;
     }
     out.head(
         "prober_findings",

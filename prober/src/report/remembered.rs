@@ -334,7 +334,7 @@ pub async fn remember(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::diagnose::Kind;
+    use crate::diagnose::finding::NotListening;
 
     fn report(findings: usize) -> Report {
         let mut r: Report = serde_json::from_value(serde_json::json!({
@@ -351,9 +351,8 @@ mod tests {
             } else {
                 Severity::Error
             };
-            let mut f = Finding::new(Kind::Unexplained, severity, format!("finding {i}"));
             // Node names that do not compress away, as a large cluster's would not.
-            f.nodes = (0..40)
+            let nodes = (0..40)
                 .map(|j| {
                     format!(
                         "node-{:016x}",
@@ -361,8 +360,15 @@ mod tests {
                     )
                 })
                 .collect();
-            // A cause of its own each (a finding's key is its cause, not its nodes).
-            f.port = u16::try_from(i).ok();
+            // A cause of its own each: its port.
+            let detail = NotListening {
+                protocol: crate::model::Protocol::Tcp,
+                port: u16::try_from(i).unwrap_or(u16::MAX),
+                from: Vec::new(),
+                to: Vec::new(),
+                nodes,
+            };
+            let mut f = Finding::new(detail, severity, format!("finding {i}"));
             f.evidence = vec![format!("e{i}")];
             f.consequences = vec![format!("c{i}"), format!("d{i}")];
             f.fix = vec!["do this".into()];
@@ -417,7 +423,11 @@ mod tests {
         assert_eq!((d.new.len(), d.persisting.len()), (0, 400));
         // One really new finding is still new.
         let mut next = rep.findings.clone();
-        next.push(Finding::new(Kind::Dns, Severity::Error, "new"));
+        let dns = crate::diagnose::finding::Dns {
+            state: crate::diagnose::finding::DnsState::NoAnswer,
+            nodes: Vec::new(),
+        };
+        next.push(Finding::new(dns, Severity::Error, "new"));
         let d = against(Some(&kept), &next);
         assert_eq!(d.new.len(), 1);
         assert_eq!(d.new[0].summary, "new");

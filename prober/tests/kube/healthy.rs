@@ -67,7 +67,7 @@ async fn a_healthy_cluster_of_each_distribution_gives_no_finding() {
         // the API server through the kubernetes Service (a warning about the design, true of
         // a healthy cluster) — never naming kube-proxy, which uses its own kubeconfig.
         let latent = |f: &&prober::diagnose::Finding| {
-            f.kind == prober::diagnose::Kind::BootstrapCycle
+            f.kind() == prober::diagnose::Kind::BootstrapCycle
                 && f.severity == prober::diagnose::Severity::Warning
                 && f.summary.starts_with("latent bootstrap cycle")
                 && !f.summary.contains("kube-proxy")
@@ -75,7 +75,7 @@ async fn a_healthy_cluster_of_each_distribution_gives_no_finding() {
         let unexpected: Vec<String> = findings
             .iter()
             .filter(|f| !latent(f))
-            .map(|f| format!("{:?} {:?}: {}", f.kind, f.severity, f.summary))
+            .map(|f| format!("{:?} {:?}: {}", f.kind(), f.severity, f.summary))
             .collect();
         assert!(
             unexpected.is_empty(),
@@ -115,7 +115,7 @@ async fn an_overlay_without_tunnel_endpoints_is_said_not_probed() {
     let findings = healthy_findings(&inv);
     let f = findings
         .iter()
-        .find(|f| f.kind == Kind::Overlay)
+        .find(|f| f.kind() == Kind::Overlay)
         .unwrap_or_else(|| panic!("no overlay notice in {findings:#?}"));
     assert_eq!(f.severity, Severity::Warning);
     assert!(
@@ -124,7 +124,7 @@ async fn an_overlay_without_tunnel_endpoints_is_said_not_probed() {
         "{}",
         f.summary
     );
-    assert_eq!(f.nodes, ["cp1", "w1", "w2"]);
+    assert_eq!(f.facts().nodes(), ["cp1", "w1", "w2"]);
 }
 
 #[tokio::test]

@@ -114,7 +114,7 @@ async fn first_run_announces_what_it_found_and_creates_the_memory() {
     assert_eq!(bodies[2]["metadata"]["name"], "prober-last-report");
     let kept = stored(&bodies[2]);
     assert_eq!(kept.findings.len(), 1);
-    assert_eq!(kept.findings[0].port, Some(8472));
+    assert_eq!(kept.findings[0].facts().port(), Some(8472));
     assert_eq!(kept.finished, 1_700_000_000);
     assert!(
         bodies[2]["data"]["summary.json"]

@@ -17,7 +17,7 @@ fn an_overlay_mtu_that_cannot_be_told_is_a_warning() {
         );
         let (_, f) = run(&inv, &|_| None);
         let said = f.iter().any(|f| {
-            f.kind == Kind::Mtu
+            f.kind() == Kind::Mtu
                 && f.severity == Severity::Warning
                 && f.summary.starts_with("MTU not probed")
         });

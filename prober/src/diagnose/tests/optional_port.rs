@@ -26,10 +26,13 @@ fn an_optional_port_refused_where_servers_are_unknown_is_a_note() {
             f.iter().all(|f| f.severity == Severity::Warning),
             "{on:?}: {f:#?}"
         );
-        let notes: Vec<&Finding> = f.iter().filter(|f| f.port == Some(5473)).collect();
+        let notes: Vec<&Finding> = f
+            .iter()
+            .filter(|f| f.facts().port() == Some(5473))
+            .collect();
         assert_eq!(notes.len(), 1, "one note for the port: {on:?}: {f:#?}");
         assert!(notes[0].summary.starts_with("note: "), "{notes:#?}");
-        assert_eq!(notes[0].nodes, on, "{notes:#?}");
+        assert_eq!(notes[0].facts().nodes(), on, "{notes:#?}");
     }
 }
 
@@ -37,9 +40,9 @@ fn an_optional_port_refused_where_servers_are_unknown_is_a_note() {
 fn a_port_the_inventory_says_a_node_serves_refused_is_an_error() {
     let f = typha_refused_on(&["n3"], true);
     assert!(
-        f.iter().any(|f| f.kind == Kind::NotListening
+        f.iter().any(|f| f.kind() == Kind::NotListening
             && f.severity == Severity::Error
-            && f.port == Some(5473)),
+            && f.facts().port() == Some(5473)),
         "{f:#?}"
     );
 }

@@ -55,16 +55,16 @@ fn a_rejection_with_a_named_sender_is_a_gap_at_that_sender() {
         );
         let gap = f
             .iter()
-            .find(|g| g.kind == Kind::FirewallGap && g.port == Some(10250))
+            .find(|g| g.kind() == Kind::FirewallGap && g.facts().port() == Some(10250))
             .unwrap_or_else(|| panic!("{overlay_dropped}/{sender}: {f:#?}"));
         assert!(
-            gap.matches(&json!({"protocol": "tcp", "from": [sender], "to": ["new"], "direction": "one", "where": "network"})),
+            like(json!({"protocol": "tcp", "from": [sender], "to": ["new"], "direction": "one", "where": "network"})).matches(gap),
             "{gap:#?}"
         );
         assert!(gap.summary.contains("192.168.57.1"), "{}", gap.summary);
         if overlay_dropped {
             assert!(
-                f.iter().any(|g| g.matches(&json!({"kind": "firewall-gap", "protocol": "udp", "port": 8472, "from": [sender], "to": ["new"]}))),
+                f.iter().any(|g| like(json!({"kind": "firewall-gap", "protocol": "udp", "port": 8472, "from": [sender], "to": ["new"]})).matches(g)),
                 "{f:#?}"
             );
         }

@@ -3,8 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::Scenario;
-use crate::diagnose::{Finding, Kind, Severity, State};
-use crate::model::{Direction, Protocol};
+pub use crate::diagnose::FindingPattern;
 
 /// What the scenario must show.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -19,94 +18,6 @@ pub struct Expect {
     /// Findings it must not produce.
     #[serde(default)]
     pub not_findings: Vec<FindingPattern>,
-}
-
-/// A finding expectation: the fields it names must all hold (lists as sets), the others are free.
-/// Unknown keys are an error, so a misspelled key cannot silently match nothing (or everything).
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct FindingPattern {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kind: Option<Kind>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub severity: Option<Severity>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub protocol: Option<Protocol>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub port: Option<u16>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub from: Option<Vec<String>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub to: Option<Vec<String>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub direction: Option<Direction>,
-    /// `network` or `host:NODE`.
-    #[serde(default, rename = "where", skip_serializing_if = "Option::is_none")]
-    pub where_: Option<String>,
-    /// A state this prober names: an unknown or misspelled one is an error, not a pattern that
-    /// can never match.
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        deserialize_with = "known_state"
-    )]
-    pub state: Option<State>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cycle: Option<Vec<String>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub components: Option<Vec<String>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub nodes: Option<Vec<String>>,
-    /// Whether the cause was inferred from the pattern rather than probed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub inferred: Option<bool>,
-}
-
-/// A pattern's `state`, refused unless it is one of the states the diagnosis writes.
-fn known_state<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<State>, D::Error> {
-    use serde::de::Error as _;
-    match State::deserialize(d)? {
-        State::Other(s) => Err(D::Error::custom(format!(
-            "state {s:?} is not a state any finding has (see docs/report.schema.json)"
-        ))),
-        known => Ok(Some(known)),
-    }
-}
-
-impl FindingPattern {
-    /// Whether `f` has every field this pattern names with the same value; lists match as sets
-    /// of the same length, and an absent list in the finding is an empty one.
-    #[must_use]
-    pub fn matches(&self, f: &Finding) -> bool {
-        fn same<T: PartialEq>(want: Option<&T>, have: Option<&T>) -> bool {
-            want.is_none_or(|w| have == Some(w))
-        }
-        fn set(want: Option<&Vec<String>>, have: &[String]) -> bool {
-            want.is_none_or(|w| w.len() == have.len() && w.iter().all(|x| have.contains(x)))
-        }
-        same(self.kind.as_ref(), Some(&f.kind))
-            && same(self.severity.as_ref(), Some(&f.severity))
-            && same(self.protocol.as_ref(), f.protocol.as_ref())
-            && same(self.port.as_ref(), f.port.as_ref())
-            && set(self.from.as_ref(), &f.from)
-            && set(self.to.as_ref(), &f.to)
-            && same(self.direction.as_ref(), f.direction.as_ref())
-            && self.where_.as_ref().is_none_or(|w| {
-                let have: Vec<String> = f.where_.iter().map(ToString::to_string).collect();
-                *w == have.join(",")
-            })
-            && same(self.state.as_ref(), f.state.as_ref())
-            && set(self.cycle.as_ref(), &f.cycle)
-            && set(self.components.as_ref(), &f.components)
-            && set(self.nodes.as_ref(), &f.nodes)
-            && same(self.inferred.as_ref(), Some(&f.inferred))
-    }
-
-    /// Whether the pattern names no field (it would match every finding).
-    #[must_use]
-    pub fn is_empty(&self) -> bool {
-        *self == Self::default()
-    }
 }
 
 /// One reachability check: a probe from an agent to a target, and the outcome it must have.

@@ -3,8 +3,7 @@
 use std::path::Path;
 
 use super::*;
-use crate::diagnose::{Finding, Kind, Severity};
-use crate::model::{Direction, Protocol};
+use crate::diagnose::Kind;
 
 #[test]
 fn defaults() {
@@ -159,40 +158,6 @@ fn an_empty_pattern_is_an_error() {
         matches!(&err, InvalidScenario::EmptyPattern { field } if field == "expect.notFindings[1]"),
         "{err:?}"
     );
-}
-
-#[test]
-fn finding_patterns_match_named_fields_and_lists_as_sets() {
-    let mut f = Finding::new(Kind::FirewallGap, Severity::Error, "x");
-    f.protocol = Some(Protocol::Udp);
-    f.port = Some(8472);
-    f.from = vec!["n3".into()];
-    f.to = vec!["n1".into(), "n2".into()];
-    f.direction = Some(Direction::Both);
-    f.where_ = vec![crate::diagnose::Where::Network];
-    let pattern = |yaml: &str| -> FindingPattern { serde_saphyr::from_str(yaml).unwrap() };
-    for yes in [
-        "{kind: firewall-gap}",
-        "{kind: firewall-gap, protocol: udp, port: 8472, to: [n2, n1], direction: both}",
-        "{severity: error, where: network, from: [n3]}",
-        "{nodes: []}",
-    ] {
-        assert!(pattern(yes).matches(&f), "{yes} should match {f:?}");
-    }
-    for no in [
-        "{kind: firewall-gap, port: 6443}",
-        "{kind: firewall-gap, to: [n1]}",
-        "{kind: firewall-gap, to: [n1, n2, n3]}",
-        "{kind: bootstrap-cycle}",
-        "{kind: firewall-gap, state: active}",
-        "{protocol: tcp}",
-        "{severity: warning}",
-        "{direction: one}",
-        "{where: \"host:n2\"}",
-        "{nodes: [n1]}",
-    ] {
-        assert!(!pattern(no).matches(&f), "{no} should not match {f:?}");
-    }
 }
 
 #[test]

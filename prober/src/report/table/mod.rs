@@ -107,7 +107,7 @@ fn target(r: &Record<'_>) -> String {
 
 /// The finding's kind as the report writes it (`firewall-gap`).
 fn kind_text(f: &crate::diagnose::Finding) -> String {
-    super::kebab(f.kind)
+    super::kebab(f.kind())
 }
 
 /// `[error] firewall-gap: summary`, wrapped, the tag painted.
@@ -141,12 +141,13 @@ fn findings(out: &mut String, report: &Report, style: Style) {
             format!("evidence {}", f.evidence.len()),
             format!("consequences {}", f.consequences.len()),
         ];
-        if !f.where_.is_empty() {
-            let w = crate::diagnose::finding::places_text(&f.where_);
+        let kind_facts = f.facts();
+        if !kind_facts.places().is_empty() {
+            let w = crate::diagnose::finding::places_text(kind_facts.places());
             facts.push(format!("where {w}"));
         }
-        if !f.cycle.is_empty() {
-            facts.push(format!("cycle {}", f.cycle.join(" -> ")));
+        if !kind_facts.cycle().is_empty() {
+            facts.push(format!("cycle {}", kind_facts.cycle().join(" -> ")));
         }
         let _ = writeln!(
             out,
@@ -640,7 +641,7 @@ mod tests {
         assert_eq!(v, ["n1", "n2", "n10", "svc"]);
     }
 
-    use crate::diagnose::{Finding, Kind, Severity};
+    use crate::diagnose::{Finding, Severity};
     use crate::model::Unknown;
 
     /// Lines wider than `width` that are not a single unbreakable word.
@@ -896,7 +897,11 @@ mod tests {
             .find(|x| x.path == PathClass::NodeToNode)
             .map(|x| x.result.id.to_string())
             .unwrap();
-        let mut f = Finding::new(Kind::Credential, Severity::Error, "token expired on n1");
+        let expired = crate::diagnose::finding::Credential {
+            state: crate::diagnose::finding::CredentialState::Expired,
+            nodes: vec!["n1".into()],
+        };
+        let mut f = Finding::new(expired, Severity::Error, "token expired on n1");
         f.evidence = vec![nc];
         r.findings = vec![f];
         let text = render(&r, style(100));

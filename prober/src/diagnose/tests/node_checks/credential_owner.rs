@@ -31,7 +31,7 @@ fn credential(
 fn fix_of(f: &[Finding]) -> String {
     let c = f
         .iter()
-        .find(|f| f.kind == Kind::Credential)
+        .find(|f| f.kind() == Kind::Credential)
         .unwrap_or_else(|| panic!("no credential finding: {f:#?}"));
     c.fix.join("\n")
 }

@@ -8,7 +8,7 @@ use super::*;
 
 fn cycle(f: &[Finding]) -> &Finding {
     f.iter()
-        .find(|f| f.kind == Kind::BootstrapCycle)
+        .find(|f| f.kind() == Kind::BootstrapCycle)
         .unwrap_or_else(|| panic!("no cycle: {f:#?}"))
 }
 
