@@ -206,9 +206,6 @@ mod api {
     use std::sync::{Arc, Mutex};
     use std::time::Duration;
 
-    use super::common::mock::{
-        Seen, created, discovery_answer, list_of, respond, serve, split, status,
-    };
     use http::Response;
     use kube::client::Body;
     use probe_proto::{Plan, ProbeResult};
@@ -220,6 +217,7 @@ mod api {
     use prober::runtime::kube::discover::{build, read};
     use prober::runtime::{Runtime, RuntimeError};
     use serde_json::{Value, json};
+    use test_kit::mock::{Seen, created, discovery_answer, list_of, respond, serve, split, status};
     use tokio::sync::mpsc;
 
     /// The kubeadm + flannel cluster of the discovery fixtures (cp1, w1, w2).

@@ -7,4 +7,5 @@
 #![allow(clippy::doc_markdown)]
 
 pub mod golden;
+pub mod mock;
 pub mod standin;

@@ -1,9 +1,8 @@
-//! Helpers shared by the lab and matrix tests.
+//! Helpers shared by the lab and matrix tests (the mock API and the stand-in are in test-kit).
 
 #![allow(dead_code)]
 
 pub mod gateway;
-pub mod mock;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

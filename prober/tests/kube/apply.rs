@@ -1,12 +1,12 @@
 //! The agents' objects: create exactly this run's, clean up exactly what it created, never
 //! another run's or a permanent install.
 
-use crate::common::mock::{created, list_of, respond, serve, split, status};
 use crate::discover::*;
 use prober::inventory::Inventory;
 use prober::runtime::kube::deploy::{self, Created, DeployError, Owned};
 use prober::runtime::kube::manifests::AgentSpec;
 use serde_json::{Value, json};
+use test_kit::mock::{created, list_of, respond, serve, split, status};
 
 pub(crate) fn run_spec() -> AgentSpec {
     AgentSpec {

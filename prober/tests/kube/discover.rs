@@ -1,10 +1,10 @@
 //! The requests discovery makes on each distribution, exactly as kube-rs writes them, and its
 //! edges: pagination, a forbidden namespace, refusals in words, IPv6, Windows nodes.
 
-use crate::common::mock::{discovery_answer, fixture_json, respond, serve, split, status};
 use prober::inventory::Inventory;
 use prober::runtime::kube::discover::{WORKLOAD_NAMESPACES, build, read};
 use serde_json::json;
+use test_kit::mock::{discovery_answer, fixture_json, respond, serve, split, status};
 
 pub(crate) const PAGE: &str = "limit=500";
 

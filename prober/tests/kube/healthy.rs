@@ -1,11 +1,11 @@
 //! A healthy cluster of each distribution: the matrix planned from what discovery found, every
 //! probe answered, and the diagnosis finds nothing.
 
-use crate::common::mock::{discovery_answer, fixture_json, respond, serve, split};
 use crate::discover::*;
 use prober::inventory::Inventory;
 use prober::runtime::kube::discover::{build, read};
 use serde_json::json;
+use test_kit::mock::{discovery_answer, fixture_json, respond, serve, split};
 
 /// `inv` with agents on every node: the host agent at the node's address, the pod agent inside
 /// the node's pod range (beside the node on EKS, where pods take addresses of its subnet).

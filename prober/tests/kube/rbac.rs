@@ -3,12 +3,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
-use crate::common::mock::{
-    Seen, created, discovery_answer, fixture_json, list_of, respond, serve, split, status,
-};
 use crate::discover::*;
 use prober::runtime::kube::discover::{build, read};
 use serde_json::{Value, json};
+use test_kit::mock::{
+    Seen, created, discovery_answer, fixture_json, list_of, respond, serve, split, status,
+};
 
 /// One granted (verb, group, resource, name) in one scope (a namespace, or everywhere).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]

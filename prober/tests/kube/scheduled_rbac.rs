@@ -3,11 +3,11 @@
 
 use std::path::PathBuf;
 
-use crate::common::mock::{Seen, discovery_answer, list_of, respond, serve, split, status};
 use crate::discover::*;
 use crate::rbac::*;
 use prober::runtime::kube::discover::{build, read};
 use serde_json::json;
+use test_kit::mock::{Seen, discovery_answer, list_of, respond, serve, split, status};
 
 /// A report with one error finding: a scheduled run that has something to announce.
 pub(crate) fn report_with_a_gap() -> prober::report::Report {

@@ -4,7 +4,6 @@
 use std::collections::BTreeMap;
 
 use crate::apply::*;
-use crate::common::mock::{Seen, list_of, respond, serve, split, status};
 use crate::discover::*;
 use http::Response;
 use kube::client::Body;
@@ -12,6 +11,7 @@ use prober::model::{AgentKind, AgentRef};
 use prober::runtime::kube::deploy::{self, AgentPod, DeployError, Owned, agents_from_pods};
 use prober::runtime::kube::manifests::AgentSpec;
 use serde_json::{Value, json};
+use test_kit::mock::{Seen, list_of, respond, serve, split, status};
 
 /// An agent pod on `node`; `state` is "ready", "pending", or a kubelet waiting reason.
 pub(crate) fn pod(

@@ -5,26 +5,14 @@ use std::time::Duration;
 
 use crate::common::text;
 use crate::kit::*;
-use serde_json::Value;
 
-/// Starts `prober matrix -o json` through the stand-in, not waiting for it.
-fn spawn_matrix(k: &KubeLab, wait: &str) -> std::process::Child {
-    prober_cmd(
-        &[
-            "matrix",
-            "-o",
-            "json",
-            "--image",
-            IMAGE,
-            "--agent-wait",
-            wait,
-        ],
-        k.kubeconfig(),
-    )
-    .stdout(std::process::Stdio::piped())
-    .stderr(std::process::Stdio::piped())
-    .spawn()
-    .unwrap()
+/// Starts `prober matrix -o json` through the stand-in in `namespace`, not waiting for it.
+fn spawn_matrix(k: &KubeLab, wait: &str, namespace: Option<&str>) -> std::process::Child {
+    matrix_cmd(k, wait, namespace)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
 }
 
 /// Ctrl-C in each phase of a run (creating its objects, waiting for its agents, probing through
@@ -36,7 +24,7 @@ fn ctrl_c_in_each_phase_leaves_nothing_behind() {
     };
     let interrupt = |phase: &str, ready: &dyn Fn(&[test_kit::standin::Seen]) -> bool| {
         let before = k.standin.seen().len();
-        let child = spawn_matrix(&k, "60s");
+        let child = spawn_matrix(&k, "60s", None);
         eventually(
             60,
             &format!("the run never reached the {phase} phase"),
@@ -80,46 +68,39 @@ fn ctrl_c_in_each_phase_leaves_nothing_behind() {
     interrupt("cleanup", &|seen| seen.iter().any(|r| r.method == "DELETE"));
 }
 
+/// A lab for two runs at once: pods enough for both runs' pod agents, and a namespace that goes
+/// within a second of its deletion (one with few objects often does).
+fn lab_for_two(name: &str) -> Option<KubeLab> {
+    KubeLab::up_with(name, "tests/scenarios/healthy.yaml", None, |s, c| {
+        s.pods_per_node = 2;
+        c.terminating = Duration::from_secs(1);
+    })
+}
+
+/// Runs A in `ns_a`, then B in `ns_b` once A probes (A's host agents are listening on every
+/// node by then, and A's cleanup comes first); returns both outputs.
+fn a_then_b(k: &KubeLab, ns_a: Option<&str>, ns_b: Option<&str>) -> (Output, Output) {
+    let a = spawn_matrix(k, "60s", ns_a);
+    eventually(60, "the first run never probed", || {
+        (!k.standin.seen().iter().any(|r| r.path.ends_with("/exec"))).then(String::new)
+    });
+    let b = spawn_matrix(k, "60s", ns_b);
+    (a.wait_with_output().unwrap(), b.wait_with_output().unwrap())
+}
+
 /// Two runs at once in one namespace: the first gets every agent; the second either does too or
 /// refuses, naming the run in its way (never wiping it); nothing is left behind.
 #[test]
 fn two_concurrent_runs_each_get_their_agents_and_leave_nothing() {
-    // A namespace goes within a second of its deletion (one with few objects often does).
-    let Some(k) = KubeLab::up_with("ke2k", "tests/scenarios/healthy.yaml", None, |s, c| {
-        s.pods_per_node = 2;
-        c.terminating = Duration::from_secs(1);
-    }) else {
+    let Some(k) = lab_for_two("ke2k") else {
         return;
     };
-    // B starts while A probes: A's agents hold their nodes' host port, A's cleanup comes first.
-    let a = spawn_matrix(&k, "60s");
-    eventually(60, "the first run never probed", || {
-        (!k.standin.seen().iter().any(|r| r.path.ends_with("/exec"))).then(String::new)
-    });
-    let b = spawn_matrix(&k, "60s");
-    let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
-    let all_agents = |out: &Output| {
-        let r = report(out);
-        let missing: Vec<Value> = r["agents"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|a| a["ran"] == false)
-            .cloned()
-            .collect();
-        assert!(
-            missing.is_empty(),
-            "agents missing: {missing:?}\n{}",
-            text(out)
-        );
-    };
-    all_agents(&a);
+    let (a, b) = a_then_b(&k, None, None);
+    no_agent_missing(&a);
     if b.status.code() == Some(2) {
         assert!(text(&b).contains("another prober run"), "{}", text(&b));
     } else {
-        all_agents(&b);
+        no_agent_missing(&b);
     }
-    eventually(60, "the runs left objects or processes behind", || {
-        leftovers(&k)
-    });
+    nothing_left(&k);
 }

@@ -50,9 +50,7 @@ fn discover_and_matrix_through_the_standin_match_the_labs_inventory_and_leave_no
             text(&out)
         );
     }
-    eventually(60, "the run left objects or processes behind", || {
-        leftovers(&k)
-    });
+    nothing_left(&k);
     assert!(
         !text(&out).contains(k.standin.token()),
         "the token was printed"
@@ -170,9 +168,7 @@ fn a_rerun_while_the_last_namespace_terminates_runs() {
         "{}",
         text(&second)
     );
-    eventually(60, "the runs left objects or processes behind", || {
-        leftovers(&k)
-    });
+    nothing_left(&k);
 }
 
 /// An exec stream that breaks mid-run: that agent's probes are reported with the cause within
@@ -225,9 +221,7 @@ fn an_exec_stream_cut_mid_run_is_reported_with_its_cause_and_the_rest_kept() {
                     .any(|w| d.contains(w))),
         "n2's agent should be reported with the broken stream as its cause: {n2_failed:?}"
     );
-    eventually(60, "the run left objects or processes behind", || {
-        leftovers(&k)
-    });
+    nothing_left(&k);
 }
 
 /// Agents Pending for 40 s on one node (a slow image pull): the wait keeps watching, quiet
@@ -240,23 +234,10 @@ fn agents_pending_for_40_seconds_are_waited_for() {
     k.standin.faults(|f| {
         f.pending.insert("n3".into(), Duration::from_secs(40));
     });
-    let out = matrix_through(&k, "90s");
-    let r = report(&out);
-    let missing: Vec<&Value> = r["agents"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|a| a["ran"] == false)
-        .collect();
-    assert!(
-        missing.is_empty(),
-        "agents missing: {missing:?}\n{}",
-        text(&out)
-    );
-    eventually(60, "the run left objects or processes behind", || {
-        leftovers(&k)
-    });
+    no_agent_missing(&matrix_through(&k, "90s"));
+    nothing_left(&k);
 }
+
 /// Why an agent is missing, per node, in the cluster's own words: a `NotReady` node says so, a
 /// pod sandbox the CNI could not make says `FailedCreatePodSandBox` (the broken-CNI case prober
 /// exists for), not `ContainerCreating`.
@@ -289,7 +270,5 @@ fn missing_agents_are_explained_by_their_nodes_and_pods_events() {
         "n3: {n3:?}\n{}",
         text(&out)
     );
-    eventually(60, "the run left objects or processes behind", || {
-        leftovers(&k)
-    });
+    nothing_left(&k);
 }

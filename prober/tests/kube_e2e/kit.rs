@@ -207,20 +207,50 @@ pub(crate) fn run(args: &[&str], kubeconfig: &Path) -> Output {
     prober_cmd(args, kubeconfig).output().unwrap()
 }
 
-/// `prober matrix -o json` through the stand-in, creating its own agents, waiting `wait`.
+/// `prober matrix -o json` through the stand-in, creating its own agents, waiting `wait`,
+/// its agents in `namespace` (None: the default, prober-system).
+pub(crate) fn matrix_cmd(k: &KubeLab, wait: &str, namespace: Option<&str>) -> Command {
+    let mut args = vec![
+        "matrix",
+        "-o",
+        "json",
+        "--image",
+        IMAGE,
+        "--agent-wait",
+        wait,
+    ];
+    if let Some(ns) = namespace {
+        args.extend(["--namespace", ns]);
+    }
+    prober_cmd(&args, k.kubeconfig())
+}
+
+/// `matrix_cmd` in prober-system, run to its end.
 pub(crate) fn matrix_through(k: &KubeLab, wait: &str) -> Output {
-    run(
-        &[
-            "matrix",
-            "-o",
-            "json",
-            "--image",
-            IMAGE,
-            "--agent-wait",
-            wait,
-        ],
-        k.kubeconfig(),
-    )
+    matrix_cmd(k, wait, None).output().unwrap()
+}
+
+/// Fails unless every agent of the run that printed `out` ran.
+pub(crate) fn no_agent_missing(out: &Output) {
+    let r = report(out);
+    let missing: Vec<&Value> = r["agents"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|a| a["ran"] == false)
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "agents missing: {missing:?}\n{}",
+        text(out)
+    );
+}
+
+/// Waits until the runs on `k` left no object and no process behind.
+pub(crate) fn nothing_left(k: &KubeLab) {
+    eventually(60, "the run left objects or processes behind", || {
+        leftovers(k)
+    });
 }
 
 pub(crate) fn report(out: &Output) -> Value {

@@ -5,57 +5,11 @@ use crate::common::text;
 use crate::kit::*;
 
 use base64::Engine as _;
-use http::{Method, Request, Response};
-use http_body_util::BodyExt;
-use kube::client::Body;
+use http::Method;
 use prober::report::Report;
 use prober::report::remembered::{self, Remembered};
 use serde_json::{Value, json};
-
-/// One expected request: method, URI, the answer's status and body. Returns the request bodies.
-type Exchange = (Method, &'static str, u16, Value);
-
-async fn serve(
-    mut handle: tower_test::mock::Handle<Request<Body>, Response<Body>>,
-    script: Vec<Exchange>,
-) -> Vec<Value> {
-    let mut bodies = Vec::new();
-    for (method, uri, status, answer) in script {
-        let (request, send) = handle
-            .next_request()
-            .await
-            .unwrap_or_else(|| panic!("fewer requests than expected: wanted {method} {uri}"));
-        assert_eq!(
-            (request.method().clone(), request.uri().to_string()),
-            (method, uri.to_string()),
-            "unexpected request"
-        );
-        let bytes = request.into_body().collect().await.unwrap().to_bytes();
-        let body: Value = if bytes.is_empty() {
-            Value::Null
-        } else {
-            serde_json::from_slice(&bytes).unwrap()
-        };
-        // Created objects come back as sent.
-        let answer = if answer == json!("echo") {
-            body.clone()
-        } else {
-            answer
-        };
-        bodies.push(body);
-        send.send_response(
-            Response::builder()
-                .status(status)
-                .body(Body::from(answer.to_string().into_bytes()))
-                .unwrap(),
-        );
-    }
-    assert!(
-        handle.next_request().await.is_none(),
-        "more requests than expected"
-    );
-    bodies
-}
+use test_kit::mock::scripted;
 
 fn not_found(what: &str) -> Value {
     json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
@@ -81,17 +35,12 @@ fn stored(body: &Value) -> Remembered {
 
 #[tokio::test]
 async fn first_run_announces_what_it_found_and_creates_the_memory() {
-    let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-    let client = kube::Client::new(service, "default");
-    let server = tokio::spawn(serve(
-        handle,
-        vec![
-            (Method::GET, CM, 404, not_found("prober-last-report")),
-            (Method::PUT, CM_PUT, 404, not_found("prober-last-report")),
-            (Method::POST, CMS, 201, json!("echo")),
-            (Method::POST, EVENTS, 201, json!("echo")),
-        ],
-    ));
+    let (client, server) = scripted(vec![
+        (Method::GET, CM, 404, not_found("prober-last-report")),
+        (Method::PUT, CM_PUT, 404, not_found("prober-last-report")),
+        (Method::POST, CMS, 201, json!("echo")),
+        (Method::POST, EVENTS, 201, json!("echo")),
+    ]);
     let previous = remembered::recall(&client, "prober-system").await.unwrap();
     assert!(previous.is_none(), "no ConfigMap: a first run");
     let broken = report(&synthetic(3, Some("n3")));
@@ -142,19 +91,14 @@ fn assert_legacy_namespace_rule(event: &Value) {
 
 #[tokio::test]
 async fn refused_events_are_a_warning_and_the_run_is_remembered_all_the_same() {
-    let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-    let client = kube::Client::new(service, "default");
     let invalid = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
         "message": "Event \"prober-x\" is invalid: involvedObject.namespace: Invalid value: \"\": does not match event.namespace",
         "reason": "Invalid", "code": 422});
-    let server = tokio::spawn(serve(
-        handle,
-        vec![
-            (Method::PUT, CM_PUT, 404, not_found("prober-last-report")),
-            (Method::POST, CMS, 201, json!("echo")),
-            (Method::POST, EVENTS, 422, invalid),
-        ],
-    ));
+    let (client, server) = scripted(vec![
+        (Method::PUT, CM_PUT, 404, not_found("prober-last-report")),
+        (Method::POST, CMS, 201, json!("echo")),
+        (Method::POST, EVENTS, 422, invalid),
+    ]);
     let broken = report(&synthetic(3, Some("n3")));
     let changes = remembered::remember(&client, "prober-system", None, &broken, 5)
         .await
@@ -184,16 +128,11 @@ fn remembered_configmap(report: &Report, at: u64) -> Value {
 async fn next_run_diffs_against_the_memory_and_announces_the_resolution() {
     let broken = report(&synthetic(3, Some("n3")));
     let cm = remembered_configmap(&broken, 1_700_000_000);
-    let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-    let client = kube::Client::new(service, "default");
-    let server = tokio::spawn(serve(
-        handle,
-        vec![
-            (Method::GET, CM, 200, cm),
-            (Method::PUT, CM_PUT, 200, json!("echo")),
-            (Method::POST, EVENTS, 201, json!("echo")),
-        ],
-    ));
+    let (client, server) = scripted(vec![
+        (Method::GET, CM, 200, cm),
+        (Method::PUT, CM_PUT, 200, json!("echo")),
+        (Method::POST, EVENTS, 201, json!("echo")),
+    ]);
     let previous = remembered::recall(&client, "prober-system")
         .await
         .unwrap()
@@ -232,15 +171,10 @@ async fn an_unchanged_run_emits_nothing_and_the_memory_stays_bounded() {
     // 120 nodes, one gap: a persisting finding, no event; the memory well under 1 MiB.
     let broken = report(&synthetic(120, Some("n17")));
     let cm = remembered_configmap(&broken, 1);
-    let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-    let client = kube::Client::new(service, "default");
-    let server = tokio::spawn(serve(
-        handle,
-        vec![
-            (Method::GET, CM, 200, cm),
-            (Method::PUT, CM_PUT, 200, json!("echo")),
-        ],
-    ));
+    let (client, server) = scripted(vec![
+        (Method::GET, CM, 200, cm),
+        (Method::PUT, CM_PUT, 200, json!("echo")),
+    ]);
     let previous = remembered::recall(&client, "prober-system").await.unwrap();
     let changes = remembered::remember(&client, "prober-system", previous.as_ref(), &broken, 2)
         .await
@@ -260,16 +194,11 @@ async fn a_gap_that_grew_with_the_cluster_persists_and_is_never_resolved() {
     // Remembered: 3 nodes, n3 cut off. Today: 20 nodes, the same gap now reaching n4..n20.
     let three = report(&synthetic(3, Some("n3")));
     let cm = remembered_configmap(&three, 1);
-    let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-    let client = kube::Client::new(service, "default");
-    let server = tokio::spawn(serve(
-        handle,
-        vec![
-            (Method::GET, CM, 200, cm),
-            (Method::PUT, CM_PUT, 200, json!("echo")),
-            (Method::POST, EVENTS, 201, json!("echo")),
-        ],
-    ));
+    let (client, server) = scripted(vec![
+        (Method::GET, CM, 200, cm),
+        (Method::PUT, CM_PUT, 200, json!("echo")),
+        (Method::POST, EVENTS, 201, json!("echo")),
+    ]);
     let previous = remembered::recall(&client, "prober-system").await.unwrap();
     let twenty = report(&synthetic(20, Some("n3")));
     let changes = remembered::remember(&client, "prober-system", previous.as_ref(), &twenty, 2)
@@ -296,10 +225,8 @@ async fn a_gap_that_grew_with_the_cluster_persists_and_is_never_resolved() {
 
 #[tokio::test]
 async fn an_interrupted_scheduled_run_neither_announces_nor_replaces_the_memory() {
-    let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-    let client = kube::Client::new(service, "default");
     // Not one request: no Event, no ConfigMap written.
-    let server = tokio::spawn(serve(handle, vec![]));
+    let (client, server) = scripted(vec![]);
     let broken = report(&synthetic(3, Some("n3")));
     let previous = Remembered::of(&broken, 1);
     let mut cut = synthetic(3, None);

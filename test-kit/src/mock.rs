@@ -1,14 +1,18 @@
-//! A `tower_test` mock Kubernetes API server for the kube and preflight tests: what it saw,
-//! canned answers, and the discovery fixtures under tests/fixtures/kube/FLAVOUR.
+//! The one in-process mock Kubernetes API (`tower_test`), for request-level unit tests: a
+//! client whose every request is answered by a router (what it saw is returned), or by a
+//! script of exact exchanges; canned answers; and the discovery fixtures under
+//! prober/tests/fixtures/kube/FLAVOUR. Behaviour across a real connection is the stand-in's.
 
-use std::collections::BTreeMap;
+// Test helpers: a panic is how they fail a test, and a dropped answer is harmless.
+#![allow(clippy::must_use_candidate, clippy::missing_panics_doc)]
+
+use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
 
-use http::{Request, Response};
+use http::{Method, Request, Response};
 use http_body_util::BodyExt;
 use kube::client::Body;
 use serde_json::{Value, json};
-
 /// One request the mock saw.
 #[derive(Debug, Clone)]
 pub struct Seen {
@@ -69,7 +73,7 @@ pub fn list_of(kind: &str, items: Vec<Value>, version: &str) -> Value {
 
 pub fn fixture(flavour: &str, file: &str) -> Option<Vec<u8>> {
     let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/kube")
+        .join("../prober/tests/fixtures/kube")
         .join(flavour)
         .join(file);
     std::fs::read(p).ok()
@@ -179,4 +183,43 @@ pub fn created(s: &Seen) -> Response<Body> {
         .to_string();
     b["metadata"]["uid"] = json!(format!("uid-{name}"));
     respond(201, &b)
+}
+
+/// One expected request of a script: method, URI, the answer's status and body (`"echo"`:
+/// the request's own body, as the API server returns a created object).
+pub type Exchange = (Method, &'static str, u16, Value);
+
+/// Answers the requests in the order of `script`, failing on any other request, on one more,
+/// or (when the client is dropped) on one fewer; returns the request bodies.
+pub fn scripted(script: Vec<Exchange>) -> (kube::Client, tokio::task::JoinHandle<Vec<Value>>) {
+    let expected = script.len();
+    let mut left: VecDeque<Exchange> = script.into();
+    let (client, task) = serve(Box::new(move |s| {
+        let Some((method, uri, code, answer)) = left.pop_front() else {
+            panic!("more requests than expected: {} {}", s.method, s.uri)
+        };
+        assert_eq!(
+            (s.method.as_str(), s.uri.as_str()),
+            (method.as_str(), uri),
+            "unexpected request"
+        );
+        let answer = if answer == json!("echo") {
+            s.body.clone()
+        } else {
+            answer
+        };
+        respond(code, &answer)
+    }));
+    let bodies = tokio::spawn(async move {
+        let seen = task
+            .await
+            .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+        assert_eq!(
+            seen.len(),
+            expected,
+            "fewer requests than expected: {seen:?}"
+        );
+        seen.into_iter().map(|s| s.body).collect()
+    });
+    (client, bodies)
 }
