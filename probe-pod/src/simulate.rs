@@ -5,7 +5,10 @@
 
 use std::net::Ipv4Addr;
 
-use crate::proto::{NodeFacts, Outcome, Probe, ProbeResult, ProbeSpec, Sighting};
+use crate::proto::{
+    GeneveProbe, IpipProbe, MtuProbe, NodeFacts, NodeProbe, Outcome, Probe, ProbeResult, ProbeSpec,
+    SeenProbe, Sighting, VxlanProbe, WireguardProbe,
+};
 
 /// What every simulated answer's detail begins with.
 pub const MARK: &str = "simulated";
@@ -27,26 +30,24 @@ pub fn answer(spec: &ProbeSpec, now_ms: u64) -> ProbeResult {
     let what = spec.probe.kind();
     let mut r = ProbeResult::new(id, Outcome::Ok, format!("{MARK} {what}: ok"));
     match &spec.probe {
-        Probe::Tcp { .. }
-        | Probe::Udp { .. }
-        | Probe::Icmp { .. }
-        | Probe::Vtep { .. }
-        | Probe::Dns { .. } => r.rtt_micros = Some(rtt_for(&spec.id)),
-        Probe::Mtu { size, .. } => {
+        Probe::Tcp(_) | Probe::Udp(_) | Probe::Icmp(_) | Probe::Vtep(_) | Probe::Dns(_) => {
+            r.rtt_micros = Some(rtt_for(&spec.id));
+        }
+        Probe::Mtu(MtuProbe { size, .. }) => {
             r.rtt_micros = Some(rtt_for(&spec.id));
             r.path_mtu = Some(u32::from(*size).max(1500));
         }
-        Probe::Tls { .. } => {
+        Probe::Tls(_) => {
             r.rtt_micros = Some(rtt_for(&spec.id));
             r.http_status = Some(200);
         }
         // A crafted datagram has no round trip; the receiver's sniffer confirms it.
-        Probe::Vxlan { nonce, .. }
-        | Probe::Ipip { nonce, .. }
-        | Probe::Geneve { nonce, .. }
-        | Probe::Wireguard { nonce, .. } => r.nonce = Some(nonce.unwrap_or(0)),
+        Probe::Vxlan(VxlanProbe { nonce, .. })
+        | Probe::Ipip(IpipProbe { nonce, .. })
+        | Probe::Geneve(GeneveProbe { nonce, .. })
+        | Probe::Wireguard(WireguardProbe { nonce, .. }) => r.nonce = Some(nonce.unwrap_or(0)),
         // The sniffer saw every nonce asked for, on the underlay and decapsulated.
-        Probe::Seen { nonces, .. } => {
+        Probe::Seen(SeenProbe { nonces, .. }) => {
             let seen = nonces.iter().flatten().flat_map(|&nonce| {
                 [("eth0", false), ("flannel.1", true)].map(|(interface, decapsulated)| Sighting {
                     nonce,
@@ -61,7 +62,7 @@ pub fn answer(spec: &ProbeSpec, now_ms: u64) -> ProbeResult {
             });
             r.seen = Some(seen.collect());
         }
-        Probe::Node { root, .. } => {
+        Probe::Node(NodeProbe { root, .. }) => {
             r.node = Some(Box::new(NodeFacts {
                 root: root.display().to_string(),
                 ..NodeFacts::default()
@@ -74,7 +75,7 @@ pub fn answer(spec: &ProbeSpec, now_ms: u64) -> ProbeResult {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::proto::Port;
+    use crate::proto::{Port, TcpProbe};
 
     fn spec(probe: Probe) -> ProbeSpec {
         ProbeSpec {
@@ -87,11 +88,11 @@ mod tests {
     #[test]
     fn every_answer_is_ok_and_says_it_was_simulated() {
         let tcp = answer(
-            &spec(Probe::Tcp {
+            &spec(Probe::Tcp(TcpProbe {
                 address: "10.0.0.1".parse().unwrap(),
                 port: Port::new(10250).unwrap(),
                 echo: false,
-            }),
+            })),
             1,
         );
         assert_eq!(tcp.outcome, Outcome::Ok);
@@ -103,12 +104,12 @@ mod tests {
     #[test]
     fn a_seen_question_is_answered_for_exactly_the_nonces_asked() {
         let r = answer(
-            &spec(Probe::Seen {
+            &spec(Probe::Seen(SeenProbe {
                 since_ms: 0,
                 nonces: Some(vec![7, 9]),
                 flows: None,
                 port: Port::new(9917).unwrap(),
-            }),
+            })),
             42,
         );
         let seen = r.seen.unwrap();

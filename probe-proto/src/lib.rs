@@ -167,26 +167,26 @@ mod tests {
         let v4 = |s: &str| s.parse::<Ipv4Addr>().unwrap();
         let p = |n| Port::new(n).unwrap();
         let probes = vec![
-            Probe::Tcp {
+            Probe::Tcp(TcpProbe {
                 address: ip("10.0.0.1"),
                 port: p(9917),
                 echo: true,
-            },
-            Probe::Udp {
+            }),
+            Probe::Udp(UdpProbe {
                 address: ip("10.0.0.1"),
                 port: p(9917),
-            },
-            Probe::Icmp {
+            }),
+            Probe::Icmp(IcmpProbe {
                 address: v4("10.0.0.1"),
-            },
-            Probe::Vtep {
+            }),
+            Probe::Vtep(IcmpProbe {
                 address: v4("10.244.1.0"),
-            },
-            Probe::Mtu {
+            }),
+            Probe::Mtu(MtuProbe {
                 address: v4("10.0.0.1"),
                 size: 1500,
-            },
-            Probe::Tls {
+            }),
+            Probe::Tls(TlsProbe {
                 address: ip("10.96.0.1"),
                 port: p(443),
                 server_name: Some("kubernetes.default.svc".into()),
@@ -194,15 +194,15 @@ mod tests {
                 require_verified: false,
                 path: "/livez".into(),
                 token_file: Some("/token".into()),
-            },
-            Probe::Dns {
+            }),
+            Probe::Dns(DnsProbe {
                 name: "kubernetes.default.svc.cluster.local".into(),
                 record_type: DnsRecordType::Srv,
                 protocol: Transport::Tcp,
                 server: Some("10.96.0.10:53".parse().unwrap()),
                 resolv_conf: None,
-            },
-            Probe::Vxlan {
+            }),
+            Probe::Vxlan(VxlanProbe {
                 address: v4("192.168.56.11"),
                 port: p(8472),
                 vni: Vni::new(1).unwrap(),
@@ -210,27 +210,27 @@ mod tests {
                 inner_source: Some(v4("10.244.1.0")),
                 inner_destination: Some(v4("10.244.2.0")),
                 destination_mac: Some(MacAddr([2, 0, 0, 0, 0, 1])),
-            },
-            Probe::Ipip {
+            }),
+            Probe::Ipip(IpipProbe {
                 address: v4("192.168.56.11"),
                 nonce: Some(8),
                 inner_source: Some(v4("10.244.1.0")),
                 inner_destination: Some(v4("10.244.2.0")),
-            },
-            Probe::Geneve {
+            }),
+            Probe::Geneve(GeneveProbe {
                 address: v4("192.168.56.11"),
                 port: p(6081),
                 vni: Vni::new(2).unwrap(),
                 nonce: Some(9),
                 inner_source: None,
                 inner_destination: Some(v4("10.244.2.0")),
-            },
-            Probe::Wireguard {
+            }),
+            Probe::Wireguard(WireguardProbe {
                 address: v4("192.168.56.11"),
                 port: p(51871),
                 nonce: Some(10),
-            },
-            Probe::Seen {
+            }),
+            Probe::Seen(SeenProbe {
                 since_ms: 5,
                 nonces: Some(vec![7]),
                 flows: Some(vec![Flow {
@@ -239,7 +239,7 @@ mod tests {
                     port: 10250,
                 }]),
                 port: p(9917),
-            },
+            }),
         ];
         Plan {
             deadline_ms: NonZeroU64::new(5000).unwrap(),

@@ -3,7 +3,10 @@
 
 use std::net::{IpAddr, Ipv4Addr};
 
-use crate::{Plan, PlanError, Probe, ProbeSpec};
+use crate::{
+    DnsProbe, GeneveProbe, IcmpProbe, IpipProbe, MtuProbe, NodeProbe, Plan, PlanError, Probe,
+    ProbeSpec, TcpProbe, TlsProbe, UdpProbe, VxlanProbe, WireguardProbe,
+};
 
 /// The largest plan an agent reads (about 500,000 probes).
 pub const MAX_PLAN_BYTES: usize = 64 * 1024 * 1024;
@@ -131,18 +134,18 @@ pub(crate) fn check_spec(i: usize, spec: &ProbeSpec) -> Result<(), PlanError> {
         )?;
     }
     match &spec.probe {
-        Probe::Tcp { address, .. } | Probe::Udp { address, .. } => {
+        Probe::Tcp(TcpProbe { address, .. }) | Probe::Udp(UdpProbe { address, .. }) => {
             target(i, "address", *address)?;
         }
-        Probe::Icmp { address }
-        | Probe::Vtep { address }
-        | Probe::Vxlan { address, .. }
-        | Probe::Ipip { address, .. }
-        | Probe::Geneve { address, .. }
-        | Probe::Wireguard { address, .. } => {
+        Probe::Icmp(IcmpProbe { address })
+        | Probe::Vtep(IcmpProbe { address })
+        | Probe::Vxlan(VxlanProbe { address, .. })
+        | Probe::Ipip(IpipProbe { address, .. })
+        | Probe::Geneve(GeneveProbe { address, .. })
+        | Probe::Wireguard(WireguardProbe { address, .. }) => {
             target(i, "address", IpAddr::V4(*address))?;
         }
-        Probe::Mtu { address, size } => {
+        Probe::Mtu(MtuProbe { address, size }) => {
             target(i, "address", IpAddr::V4(*address))?;
             if *size < MIN_MTU_PROBE_BYTES {
                 return Err(named(
@@ -151,12 +154,12 @@ pub(crate) fn check_spec(i: usize, spec: &ProbeSpec) -> Result<(), PlanError> {
                 ));
             }
         }
-        Probe::Tls {
+        Probe::Tls(TlsProbe {
             address,
             path,
             server_name,
             ..
-        } => {
+        }) => {
             target(i, "address", *address)?;
             if !path.starts_with('/') {
                 return Err(named("path", format!("{path:?} must start with '/'")));
@@ -183,7 +186,7 @@ pub(crate) fn check_spec(i: usize, spec: &ProbeSpec) -> Result<(), PlanError> {
                 }
             }
         }
-        Probe::Dns { name, server, .. } => {
+        Probe::Dns(DnsProbe { name, server, .. }) => {
             if name.is_empty() {
                 return Err(named("name", "must not be empty".into()));
             }
@@ -200,12 +203,12 @@ pub(crate) fn check_spec(i: usize, spec: &ProbeSpec) -> Result<(), PlanError> {
                 }
             }
         }
-        Probe::Node { root, .. } => {
+        Probe::Node(NodeProbe { root, .. }) => {
             if root.as_os_str().is_empty() {
                 return Err(named("root", "must not be empty".into()));
             }
         }
-        Probe::Seen { .. } => {}
+        Probe::Seen(_) => {}
     }
     Ok(())
 }

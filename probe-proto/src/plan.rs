@@ -50,147 +50,194 @@ pub struct ProbeSpec {
     pub probe: Probe,
 }
 
-/// The probe kinds. `kind` is the JSON tag.
+/// The probe kinds. `kind` is the JSON tag; each kind's fields are its own struct, so a
+/// function that runs one kind takes that struct and nothing else.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum Probe {
-    /// TCP connect; with `echo`, send a nonce and expect the agent's responder to echo it.
-    #[serde(rename_all = "camelCase")]
-    Tcp {
-        address: IpAddr,
-        port: Port,
-        #[serde(default)]
-        echo: bool,
-    },
-    /// A magic+nonce datagram to a `probe-pod serve` responder, which echoes it.
-    #[serde(rename_all = "camelCase")]
-    Udp { address: IpAddr, port: Port },
-    /// ICMP echo.
-    #[serde(rename_all = "camelCase")]
-    Icmp { address: Ipv4Addr },
+    Tcp(TcpProbe),
+    Udp(UdpProbe),
+    Icmp(IcmpProbe),
     /// ICMP echo to a remote VXLAN tunnel endpoint: crosses the kernel's VXLAN device both ways.
-    #[serde(rename_all = "camelCase")]
-    Vtep { address: Ipv4Addr },
-    /// ICMP echo with DF set, `size` bytes of IPv4 packet.
-    #[serde(rename_all = "camelCase")]
-    Mtu { address: Ipv4Addr, size: u16 },
-    /// TCP + TLS + one HTTP GET: the API server probe.
-    #[serde(rename_all = "camelCase")]
-    Tls {
-        address: IpAddr,
-        port: Port,
-        /// SNI and the name the certificate must match; the address when absent.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        server_name: Option<String>,
-        /// PEM bundle to verify the server certificate against: recorded, and enforced (the
-        /// handshake fails unless it verifies) with `requireVerified` or a `tokenFile`.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        ca_file: Option<PathBuf>,
-        #[serde(default)]
-        require_verified: bool,
-        #[serde(default = "default_http_path")]
-        path: String,
-        /// File holding a bearer token to send, only to a server verified against `caFile`; the
-        /// token itself never appears in results.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        token_file: Option<PathBuf>,
-    },
-    /// One DNS query, to `server` or, when absent, as the agent's own resolv.conf directs.
-    #[serde(rename_all = "camelCase")]
-    Dns {
-        name: String,
-        #[serde(default)]
-        record_type: DnsRecordType,
-        #[serde(default)]
-        protocol: Transport,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        server: Option<SocketAddr>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        resolv_conf: Option<PathBuf>,
-    },
-    /// A crafted VXLAN datagram (inner Ethernet/IPv4/ICMP carrying a nonce) sent to a peer's VXLAN
-    /// port. Receipt is confirmed by the peer agent's sniffer (`seen`).
-    #[serde(rename_all = "camelCase")]
-    Vxlan {
-        address: Ipv4Addr,
-        #[serde(default = "default_vxlan_port")]
-        port: Port,
-        #[serde(default)]
-        vni: Vni,
-        /// Chosen by the coordinator so it can ask the peer for it; random when absent.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        nonce: Option<u32>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        inner_source: Option<Ipv4Addr>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        inner_destination: Option<Ipv4Addr>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        destination_mac: Option<MacAddr>,
-    },
-    /// A crafted IP-in-IP packet (outer IP protocol 4, inner IPv4/ICMP echo carrying a nonce)
-    /// sent to a peer host, as Calico's `tunl0` sends them. Receipt is confirmed by the peer
-    /// agent's sniffer (`seen`): on its NIC, then decapsulated on its tunnel device.
-    #[serde(rename_all = "camelCase")]
-    Ipip {
-        address: Ipv4Addr,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        nonce: Option<u32>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        inner_source: Option<Ipv4Addr>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        inner_destination: Option<Ipv4Addr>,
-    },
-    /// A crafted Geneve datagram (inner Ethernet/IPv4/ICMP echo carrying a nonce) sent to a peer's
-    /// Geneve port (UDP 6081 by default, Cilium's). Receipt is confirmed by the peer agent's
-    /// sniffer, which watches the ports it is given (`probe-pod serve --geneve-port`).
-    #[serde(rename_all = "camelCase")]
-    Geneve {
-        address: Ipv4Addr,
-        #[serde(default = "default_geneve_port")]
-        port: Port,
-        #[serde(default)]
-        vni: Vni,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        nonce: Option<u32>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        inner_source: Option<Ipv4Addr>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        inner_destination: Option<Ipv4Addr>,
-    },
-    /// A datagram carrying a nonce to a peer's `WireGuard` port (51820/51821 for Calico and flannel,
-    /// 51871 for Cilium). Without the keys only its arrival on the peer's NIC can be confirmed
-    /// (by the peer agent's sniffer); `WireGuard` itself ignores it (no valid message type).
-    #[serde(rename_all = "camelCase")]
-    Wireguard {
-        address: Ipv4Addr,
-        #[serde(default = "default_wireguard_port")]
-        port: Port,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        nonce: Option<u32>,
-    },
-    /// Read the node's own configuration under `root` (its `/`, mounted read-only): CNI
-    /// kubeconfigs and their tokens (claims only, never the token), the kubelet's API server,
-    /// resolv.conf; and, with `apiCheck`, ask each kubeconfig's server whether it accepts the
-    /// kubeconfig's credential.
-    #[serde(rename_all = "camelCase")]
-    Node {
-        root: PathBuf,
-        #[serde(default = "default_true")]
-        api_check: bool,
-    },
-    /// Ask the local `probe-pod serve` which probe nonces its sniffer saw since `sinceMs`.
-    #[serde(rename_all = "camelCase")]
-    Seen {
-        #[serde(default)]
-        since_ms: u64,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        nonces: Option<Vec<u32>>,
-        /// TCP probes to ask about, by flow (a SYN carries no nonce).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        flows: Option<Vec<Flow>>,
-        #[serde(default = "default_agent_port")]
-        port: Port,
-    },
+    Vtep(IcmpProbe),
+    Mtu(MtuProbe),
+    Tls(TlsProbe),
+    Dns(DnsProbe),
+    Vxlan(VxlanProbe),
+    Ipip(IpipProbe),
+    Geneve(GeneveProbe),
+    Wireguard(WireguardProbe),
+    Node(NodeProbe),
+    Seen(SeenProbe),
+}
+
+// An unknown field is a coordinator newer than the agent or a typo: refused, never ignored (a
+// `dns` probe's misspelt server would silently ask /etc/resolv.conf instead). Hence
+// `deny_unknown_fields` on every kind.
+
+/// TCP connect; with `echo`, send a nonce and expect the agent's responder to echo it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TcpProbe {
+    pub address: IpAddr,
+    pub port: Port,
+    #[serde(default)]
+    pub echo: bool,
+}
+
+/// A magic+nonce datagram to a `probe-pod serve` responder, which echoes it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct UdpProbe {
+    pub address: IpAddr,
+    pub port: Port,
+}
+
+/// ICMP echo (kind `icmp`, or `vtep` when the address is a remote VXLAN tunnel endpoint).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct IcmpProbe {
+    pub address: Ipv4Addr,
+}
+
+/// ICMP echo with DF set, `size` bytes of IPv4 packet.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MtuProbe {
+    pub address: Ipv4Addr,
+    pub size: u16,
+}
+
+/// TCP + TLS + one HTTP GET: the API server probe.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TlsProbe {
+    pub address: IpAddr,
+    pub port: Port,
+    /// SNI and the name the certificate must match; the address when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_name: Option<String>,
+    /// PEM bundle to verify the server certificate against: recorded, and enforced (the
+    /// handshake fails unless it verifies) with `requireVerified` or a `tokenFile`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_file: Option<PathBuf>,
+    #[serde(default)]
+    pub require_verified: bool,
+    #[serde(default = "default_http_path")]
+    pub path: String,
+    /// File holding a bearer token to send, only to a server verified against `caFile`; the
+    /// token itself never appears in results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_file: Option<PathBuf>,
+}
+
+/// One DNS query, to `server` or, when absent, as the agent's own resolv.conf directs.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DnsProbe {
+    pub name: String,
+    #[serde(default)]
+    pub record_type: DnsRecordType,
+    #[serde(default)]
+    pub protocol: Transport,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<SocketAddr>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolv_conf: Option<PathBuf>,
+}
+
+/// A crafted VXLAN datagram (inner Ethernet/IPv4/ICMP carrying a nonce) sent to a peer's VXLAN
+/// port. Receipt is confirmed by the peer agent's sniffer (`seen`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct VxlanProbe {
+    pub address: Ipv4Addr,
+    #[serde(default = "default_vxlan_port")]
+    pub port: Port,
+    #[serde(default)]
+    pub vni: Vni,
+    /// Chosen by the coordinator so it can ask the peer for it; random when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nonce: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inner_source: Option<Ipv4Addr>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inner_destination: Option<Ipv4Addr>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub destination_mac: Option<MacAddr>,
+}
+
+/// A crafted IP-in-IP packet (outer IP protocol 4, inner IPv4/ICMP echo carrying a nonce) sent
+/// to a peer host, as Calico's `tunl0` sends them. Receipt is confirmed by the peer agent's
+/// sniffer (`seen`): on its NIC, then decapsulated on its tunnel device.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct IpipProbe {
+    pub address: Ipv4Addr,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nonce: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inner_source: Option<Ipv4Addr>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inner_destination: Option<Ipv4Addr>,
+}
+
+/// A crafted Geneve datagram (inner Ethernet/IPv4/ICMP echo carrying a nonce) sent to a peer's
+/// Geneve port (UDP 6081 by default, Cilium's). Receipt is confirmed by the peer agent's
+/// sniffer, which watches the ports it is given (`probe-pod serve --geneve-port`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GeneveProbe {
+    pub address: Ipv4Addr,
+    #[serde(default = "default_geneve_port")]
+    pub port: Port,
+    #[serde(default)]
+    pub vni: Vni,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nonce: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inner_source: Option<Ipv4Addr>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inner_destination: Option<Ipv4Addr>,
+}
+
+/// A datagram carrying a nonce to a peer's `WireGuard` port (51820/51821 for Calico and flannel,
+/// 51871 for Cilium). Without the keys only its arrival on the peer's NIC can be confirmed (by
+/// the peer agent's sniffer); `WireGuard` itself ignores it (no valid message type).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WireguardProbe {
+    pub address: Ipv4Addr,
+    #[serde(default = "default_wireguard_port")]
+    pub port: Port,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nonce: Option<u32>,
+}
+
+/// Read the node's own configuration under `root` (its `/`, mounted read-only): CNI kubeconfigs
+/// and their tokens (claims only, never the token), the kubelet's API server, resolv.conf; and,
+/// with `apiCheck`, ask each kubeconfig's server whether it accepts the kubeconfig's credential.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NodeProbe {
+    pub root: PathBuf,
+    #[serde(default = "default_true")]
+    pub api_check: bool,
+}
+
+/// Ask the local `probe-pod serve` which probe nonces its sniffer saw since `sinceMs`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SeenProbe {
+    #[serde(default)]
+    pub since_ms: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nonces: Option<Vec<u32>>,
+    /// TCP probes to ask about, by flow (a SYN carries no nonce).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flows: Option<Vec<Flow>>,
+    #[serde(default = "default_agent_port")]
+    pub port: Port,
 }
 
 fn default_true() -> bool {
@@ -222,19 +269,19 @@ impl Probe {
     #[must_use]
     pub fn kind(&self) -> &'static str {
         match self {
-            Self::Tcp { .. } => "tcp",
-            Self::Udp { .. } => "udp",
-            Self::Icmp { .. } => "icmp",
-            Self::Vtep { .. } => "vtep",
-            Self::Mtu { .. } => "mtu",
-            Self::Tls { .. } => "tls",
-            Self::Dns { .. } => "dns",
-            Self::Vxlan { .. } => "vxlan",
-            Self::Ipip { .. } => "ipip",
-            Self::Geneve { .. } => "geneve",
-            Self::Wireguard { .. } => "wireguard",
-            Self::Seen { .. } => "seen",
-            Self::Node { .. } => "node",
+            Self::Tcp(_) => "tcp",
+            Self::Udp(_) => "udp",
+            Self::Icmp(_) => "icmp",
+            Self::Vtep(_) => "vtep",
+            Self::Mtu(_) => "mtu",
+            Self::Tls(_) => "tls",
+            Self::Dns(_) => "dns",
+            Self::Vxlan(_) => "vxlan",
+            Self::Ipip(_) => "ipip",
+            Self::Geneve(_) => "geneve",
+            Self::Wireguard(_) => "wireguard",
+            Self::Seen(_) => "seen",
+            Self::Node(_) => "node",
         }
     }
 }

@@ -5,8 +5,9 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::num::{NonZeroU32, NonZeroU64};
 
 use probe_proto::{
-    DnsRecordType, MAX_PLAN_DEADLINE_MS, MAX_PROBE_TIMEOUT_MS, Plan, Port, Probe, ProbeSpec,
-    Transport, parse_plan, parse_plan_lazy, unusable_target,
+    DnsProbe, DnsRecordType, IcmpProbe, MAX_PLAN_DEADLINE_MS, MAX_PROBE_TIMEOUT_MS, MtuProbe, Plan,
+    Port, Probe, ProbeSpec, SeenProbe, TcpProbe, TlsProbe, Transport, UdpProbe, parse_plan,
+    parse_plan_lazy, unusable_target,
 };
 use proptest::prelude::*;
 
@@ -36,16 +37,18 @@ fn port() -> impl Strategy<Value = Port> {
 
 fn probe() -> impl Strategy<Value = Probe> {
     prop_oneof![
-        (remote_ip(), port(), any::<bool>()).prop_map(|(address, port, echo)| Probe::Tcp {
-            address,
-            port,
-            echo
-        }),
-        (remote_ip(), port()).prop_map(|(address, port)| Probe::Udp { address, port }),
-        remote_v4().prop_map(|address| Probe::Icmp { address }),
-        (remote_v4(), 28u16..).prop_map(|(address, size)| Probe::Mtu { address, size }),
+        (remote_ip(), port(), any::<bool>()).prop_map(|(address, port, echo)| Probe::Tcp(
+            TcpProbe {
+                address,
+                port,
+                echo
+            }
+        )),
+        (remote_ip(), port()).prop_map(|(address, port)| Probe::Udp(UdpProbe { address, port })),
+        remote_v4().prop_map(|address| Probe::Icmp(IcmpProbe { address })),
+        (remote_v4(), 28u16..).prop_map(|(address, size)| Probe::Mtu(MtuProbe { address, size })),
         (remote_ip(), port(), "/[a-z0-9/?=&]{0,40}").prop_map(|(address, port, path)| {
-            Probe::Tls {
+            Probe::Tls(TlsProbe {
                 address,
                 port,
                 server_name: Some("kubernetes.default.svc".into()),
@@ -53,24 +56,24 @@ fn probe() -> impl Strategy<Value = Probe> {
                 require_verified: false,
                 path,
                 token_file: None,
-            }
+            })
         }),
         ("[a-z]{1,20}(\\.[a-z]{1,10}){0,3}", remote_ip(), port()).prop_map(|(name, ip, p)| {
-            Probe::Dns {
+            Probe::Dns(DnsProbe {
                 name,
                 record_type: DnsRecordType::A,
                 protocol: Transport::Tcp,
                 server: Some((ip, p.get()).into()),
                 resolv_conf: None,
-            }
+            })
         }),
         (any::<u64>(), proptest::collection::vec(any::<u32>(), 0..8)).prop_map(
-            |(since_ms, nonces)| Probe::Seen {
+            |(since_ms, nonces)| Probe::Seen(SeenProbe {
                 since_ms,
                 nonces: Some(nonces),
                 flows: None,
                 port: Port::new(9917).expect("non-zero"),
-            }
+            })
         ),
     ]
 }

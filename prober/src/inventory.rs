@@ -44,7 +44,7 @@ pub struct Cluster {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_files: Option<NodeFiles>,
     /// The network policies that can select the agents, as the API returned them (Kubernetes
-    /// NetworkPolicy, AdminNetworkPolicy, Calico's and Cilium's): read by discovery, written by
+    /// `NetworkPolicy`, `AdminNetworkPolicy`, Calico's and Cilium's): read by discovery, written by
     /// the lab, evaluated by diagnosis. Empty when none exist or none were readable.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub policies: Vec<PolicyObject>,

@@ -13,7 +13,7 @@ use tokio::time::Instant;
 use super::{Fail, micros, tcp, udp};
 use crate::files;
 use crate::net::random_u32;
-use crate::proto::{DnsInfo, DnsRecordType, Outcome, Probe, ProbeResult, Transport};
+use crate::proto::{self, DnsInfo, DnsRecordType, Outcome, ProbeResult, Transport};
 
 const DEFAULT_RESOLV_CONF: &str = "/etc/resolv.conf";
 
@@ -245,17 +245,14 @@ fn judge(
     r
 }
 
-pub async fn probe(id: &str, probe: &Probe, deadline: Instant) -> ProbeResult {
-    let Probe::Dns {
+pub async fn probe(id: &str, probe: &proto::DnsProbe, deadline: Instant) -> ProbeResult {
+    let proto::DnsProbe {
         name,
         record_type: rt,
         protocol,
         server,
         resolv_conf,
-    } = probe
-    else {
-        unreachable!("dispatched by kind");
-    };
+    } = probe;
     let start = Instant::now();
     let rtype = record_type(*rt);
     let proto = transport_name(*protocol);

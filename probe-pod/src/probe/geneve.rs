@@ -8,20 +8,17 @@ use tokio::time::Instant;
 
 use super::crafted::Crafted;
 use crate::net::encap::{geneve_datagram, probe_ipv4};
-use crate::proto::{Probe, ProbeResult};
+use crate::proto::{self, ProbeResult};
 
-pub async fn probe(id: &str, probe: &Probe, deadline: Instant) -> ProbeResult {
-    let Probe::Geneve {
+pub async fn probe(id: &str, probe: &proto::GeneveProbe, deadline: Instant) -> ProbeResult {
+    let proto::GeneveProbe {
         address,
         port,
         vni,
         nonce,
         inner_source,
         inner_destination,
-    } = probe
-    else {
-        unreachable!("dispatched by kind");
-    };
+    } = probe;
     let addr = SocketAddr::from((*address, port.get()));
     let c = Crafted::new(id, *nonce, |nonce| {
         format!("geneve {addr} vni {} nonce {nonce}", vni.get())

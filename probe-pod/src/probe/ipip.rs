@@ -8,22 +8,19 @@ use super::Fail;
 use super::crafted::Crafted;
 use crate::net::encap::{IPPROTO_IPIP, probe_ipv4};
 use crate::net::errqueue::Failure;
-use crate::proto::{Probe, ProbeResult};
+use crate::proto::{self, ProbeResult};
 use socket2::{Domain, Protocol, Socket, Type};
 
 /// Sends at once (no waiting: ICMP errors for protocol 4 are not collected), so it needs no
 /// deadline.
 #[must_use]
-pub fn probe(id: &str, probe: &Probe) -> ProbeResult {
-    let Probe::Ipip {
+pub fn probe(id: &str, probe: &proto::IpipProbe) -> ProbeResult {
+    let proto::IpipProbe {
         address,
         nonce,
         inner_source,
         inner_destination,
-    } = probe
-    else {
-        unreachable!("dispatched by kind");
-    };
+    } = probe;
     let c = Crafted::new(id, *nonce, |nonce| format!("ipip {address} nonce {nonce}"));
     let packet = probe_ipv4(
         inner_source.unwrap_or(Ipv4Addr::UNSPECIFIED),

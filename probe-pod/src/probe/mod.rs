@@ -21,7 +21,10 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::net::errqueue::Failure;
-use crate::proto::{Outcome, Probe, ProbeResult, ProbeSpec};
+use crate::proto::{
+    IcmpProbe, MtuProbe, NodeProbe, Outcome, Probe, ProbeResult, ProbeSpec, SeenProbe, TcpProbe,
+    UdpProbe,
+};
 
 /// Why a network step did not succeed.
 #[derive(Debug)]
@@ -73,31 +76,35 @@ pub async fn run(spec: &ProbeSpec, deadline: Instant) -> ProbeResult {
     let started = Instant::now();
     let fut = async {
         match &spec.probe {
-            Probe::Tcp {
+            Probe::Tcp(TcpProbe {
                 address,
                 port,
                 echo,
-            } => tcp::probe(id, (*address, port.get()).into(), *echo, deadline).await,
-            Probe::Udp { address, port } => {
+            }) => tcp::probe(id, (*address, port.get()).into(), *echo, deadline).await,
+            Probe::Udp(UdpProbe { address, port }) => {
                 udp::probe(id, (*address, port.get()).into(), deadline).await
             }
-            Probe::Icmp { address } | Probe::Vtep { address } => {
+            Probe::Icmp(IcmpProbe { address }) | Probe::Vtep(IcmpProbe { address }) => {
                 icmp::echo(id, *address, deadline).await
             }
-            Probe::Mtu { address, size } => icmp::mtu(id, *address, *size, deadline).await,
-            Probe::Tls { .. } => tls::probe(id, &spec.probe, deadline).await,
-            Probe::Dns { .. } => dns::probe(id, &spec.probe, deadline).await,
-            Probe::Vxlan { .. } => vxlan::probe(id, &spec.probe, deadline).await,
-            Probe::Ipip { .. } => ipip::probe(id, &spec.probe),
-            Probe::Geneve { .. } => geneve::probe(id, &spec.probe, deadline).await,
-            Probe::Wireguard { .. } => wireguard::probe(id, &spec.probe, deadline).await,
-            Probe::Node { root, api_check } => node::probe(id, root, *api_check, deadline).await,
-            Probe::Seen {
+            Probe::Mtu(MtuProbe { address, size }) => {
+                icmp::mtu(id, *address, *size, deadline).await
+            }
+            Probe::Tls(p) => tls::probe(id, p, deadline).await,
+            Probe::Dns(p) => dns::probe(id, p, deadline).await,
+            Probe::Vxlan(p) => vxlan::probe(id, p, deadline).await,
+            Probe::Ipip(p) => ipip::probe(id, p),
+            Probe::Geneve(p) => geneve::probe(id, p, deadline).await,
+            Probe::Wireguard(p) => wireguard::probe(id, p, deadline).await,
+            Probe::Node(NodeProbe { root, api_check }) => {
+                node::probe(id, root, *api_check, deadline).await
+            }
+            Probe::Seen(SeenProbe {
                 since_ms,
                 nonces,
                 flows,
                 port,
-            } => {
+            }) => {
                 let ask = seen::Ask {
                     nonces: nonces.as_deref(),
                     flows: flows.as_deref(),

@@ -20,7 +20,7 @@ use tokio_rustls::TlsConnector;
 
 use super::{Fail, micros, tcp};
 use crate::files;
-use crate::proto::{Outcome, Probe, ProbeResult, TlsInfo};
+use crate::proto::{self, Outcome, ProbeResult, TlsInfo};
 
 const MAX_RESPONSE_HEAD: usize = 16 * 1024;
 
@@ -395,8 +395,8 @@ fn judge_status(status: u16, with_credential: bool) -> Outcome {
     }
 }
 
-pub async fn probe(id: &str, probe: &Probe, deadline: Instant) -> ProbeResult {
-    let Probe::Tls {
+pub async fn probe(id: &str, probe: &proto::TlsProbe, deadline: Instant) -> ProbeResult {
+    let proto::TlsProbe {
         address,
         port,
         server_name,
@@ -404,10 +404,7 @@ pub async fn probe(id: &str, probe: &Probe, deadline: Instant) -> ProbeResult {
         require_verified,
         path,
         token_file,
-    } = probe
-    else {
-        unreachable!("dispatched by kind");
-    };
+    } = probe;
     let addr = SocketAddr::new(*address, port.get());
     let what = format!("tls {addr}");
     let token = match token_file.as_deref().map(read_token).transpose() {

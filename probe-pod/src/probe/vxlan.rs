@@ -7,10 +7,10 @@ use tokio::time::Instant;
 
 use super::crafted::Crafted;
 use crate::net::packet::{VxlanProbe, vxlan_datagram};
-use crate::proto::{Probe, ProbeResult};
+use crate::proto::{self, ProbeResult};
 
-pub async fn probe(id: &str, probe: &Probe, deadline: Instant) -> ProbeResult {
-    let Probe::Vxlan {
+pub async fn probe(id: &str, probe: &proto::VxlanProbe, deadline: Instant) -> ProbeResult {
+    let proto::VxlanProbe {
         address,
         port,
         vni,
@@ -18,10 +18,7 @@ pub async fn probe(id: &str, probe: &Probe, deadline: Instant) -> ProbeResult {
         inner_source,
         inner_destination,
         destination_mac,
-    } = probe
-    else {
-        unreachable!("dispatched by kind");
-    };
+    } = probe;
     let addr = SocketAddr::from((*address, port.get()));
     let c = Crafted::new(id, *nonce, |nonce| {
         format!("vxlan {addr} vni {} nonce {nonce}", vni.get())

@@ -8,17 +8,14 @@ use tokio::time::Instant;
 
 use super::crafted::Crafted;
 use crate::net::encap::wireguard_payload;
-use crate::proto::{Probe, ProbeResult};
+use crate::proto::{self, ProbeResult};
 
-pub async fn probe(id: &str, probe: &Probe, deadline: Instant) -> ProbeResult {
-    let Probe::Wireguard {
+pub async fn probe(id: &str, probe: &proto::WireguardProbe, deadline: Instant) -> ProbeResult {
+    let proto::WireguardProbe {
         address,
         port,
         nonce,
-    } = probe
-    else {
-        unreachable!("dispatched by kind");
-    };
+    } = probe;
     let addr = SocketAddr::from((*address, port.get()));
     let c = Crafted::new(id, *nonce, |nonce| {
         format!("wireguard port {addr} nonce {nonce}")

@@ -9,14 +9,7 @@ use crate::model::{PathClass, Protocol, Results};
 
 use super::finding::{Finding, Kind, Severity, State};
 
-/// A port the candidate's stand-in could not bind.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PortConflict {
-    pub protocol: Protocol,
-    pub port: u16,
-    /// What holds it, as `ss -p` names it (`"nginx",pid=812`), when it can be read.
-    pub process: Option<String>,
-}
+pub use crate::plan::preflight::PortConflict;
 
 /// One error finding per taken port, naming the candidate and, when known, the process.
 #[must_use]
@@ -311,7 +304,7 @@ mod tests {
     fn full_size_df_packets_from_the_candidate_vanishing_is_an_mtu_finding_naming_it() {
         let inv = crate::testutil::inventory(3, 1, "flannel");
         let mtu = |p: &crate::plan::PlannedProbe| {
-            matches!(p.probe, probe_proto::Probe::Mtu { .. }).then_some(Outcome::Timeout)
+            matches!(p.probe, probe_proto::Probe::Mtu(_)).then_some(Outcome::Timeout)
         };
         let f = diagnosed(&inv, &mtu);
         assert_eq!(f.len(), 1, "{f:#?}");
@@ -326,9 +319,8 @@ mod tests {
         );
         // One node's path only: the pair is named, both ends.
         let one = |p: &crate::plan::PlannedProbe| {
-            (matches!(p.probe, probe_proto::Probe::Mtu { .. })
-                && p.to.node.as_deref() == Some("n2"))
-            .then_some(Outcome::Timeout)
+            (matches!(p.probe, probe_proto::Probe::Mtu(_)) && p.to.node.as_deref() == Some("n2"))
+                .then_some(Outcome::Timeout)
         };
         let f = diagnosed(&inv, &one);
         assert_eq!((f.len(), f[0].kind), (1, Kind::Mtu), "{f:#?}");

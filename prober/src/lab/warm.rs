@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use probe_proto::{Plan, Probe, ProbeSpec};
+use probe_proto::{IcmpProbe, Plan, Probe, ProbeSpec};
 
 use super::build::Layout;
 
@@ -63,7 +63,7 @@ fn plan(to: &[Ipv4Addr]) -> String {
             .map(|(i, &address)| ProbeSpec {
                 id: format!("warm-{i}"),
                 timeout_ms: None,
-                probe: Probe::Icmp { address },
+                probe: Probe::Icmp(IcmpProbe { address }),
             })
             .collect(),
     };

@@ -2,7 +2,7 @@
 
 use std::net::{IpAddr, SocketAddr};
 
-use probe_proto::Probe;
+use probe_proto::{Probe, TlsProbe};
 
 use super::{Builder, port};
 use crate::inventory::Inventory;
@@ -65,7 +65,7 @@ fn tls_target(addr: SocketAddr, node: Option<String>, service: &str) -> Target {
 }
 
 fn tls(addr: SocketAddr, server_name: Option<&str>) -> Probe {
-    Probe::Tls {
+    Probe::Tls(TlsProbe {
         address: addr.ip(),
         port: port(addr.port()),
         server_name: server_name.map(String::from),
@@ -73,5 +73,5 @@ fn tls(addr: SocketAddr, server_name: Option<&str>) -> Probe {
         require_verified: false,
         path: "/livez".into(),
         token_file: None,
-    }
+    })
 }

@@ -2,7 +2,7 @@
 
 use std::net::IpAddr;
 
-use probe_proto::{DnsRecordType, Probe, Transport};
+use probe_proto::{DnsProbe, DnsRecordType, Probe, Transport};
 
 use super::Builder;
 use crate::inventory::Inventory;
@@ -58,13 +58,13 @@ impl<'a> Builder<'a> {
                             port: Some(server.port()),
                             protocol: p,
                         };
-                        let probe = Probe::Dns {
+                        let probe = Probe::Dns(DnsProbe {
                             name: name.clone(),
                             record_type: DnsRecordType::A,
                             protocol: transport,
                             server: Some(*server),
                             resolv_conf: None,
-                        };
+                        });
                         self.push(
                             PathClass::Dns,
                             from.clone(),

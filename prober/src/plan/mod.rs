@@ -10,7 +10,7 @@ mod pods;
 pub mod preflight;
 pub mod sample;
 
-use probe_proto::{Port, Probe};
+use probe_proto::{Port, Probe, TcpProbe, UdpProbe};
 
 use crate::inventory::{Agent, Inventory, Node};
 use crate::model::{AgentKind, AgentRef, PathClass, Target};
@@ -158,7 +158,9 @@ fn receipts(inv: &Inventory, out: &mut Planned) {
         .enumerate()
         .filter(|(_, p)| p.receipt_port.is_none())
     {
-        let (Probe::Tcp { address, .. } | Probe::Udp { address, .. }) = *p.probe else {
+        let (Probe::Tcp(TcpProbe { address, .. }) | Probe::Udp(UdpProbe { address, .. })) =
+            *p.probe
+        else {
             continue;
         };
         let Some(node) = p.to.node.as_deref().and_then(|n| nodes.get(n)) else {

@@ -3,7 +3,7 @@
 
 use std::net::IpAddr;
 
-use probe_proto::Probe;
+use probe_proto::{NodeProbe, Probe};
 
 use super::Builder;
 use crate::model::{AgentKind, AgentRef, PathClass, Protocol, Target};
@@ -28,10 +28,10 @@ impl Builder<'_> {
                 port: None,
                 protocol: Protocol::Tcp,
             };
-            let probe = Probe::Node {
+            let probe = Probe::Node(NodeProbe {
                 root: root.clone(),
                 api_check: true,
-            };
+            });
             self.push(
                 PathClass::NodeConfig,
                 from,

@@ -3,7 +3,7 @@
 
 use std::net::IpAddr;
 
-use probe_proto::Probe;
+use probe_proto::{Probe, TcpProbe};
 
 use super::{Builder, port};
 use crate::inventory::{Cni, Inventory, Node};
@@ -130,11 +130,11 @@ impl<'a> Builder<'a> {
                         port: Some(hp.port),
                         protocol: Protocol::Tcp,
                     };
-                    let probe = Probe::Tcp {
+                    let probe = Probe::Tcp(TcpProbe {
                         address: IpAddr::V4(tnode.address),
                         port: port(hp.port),
                         echo: false,
-                    };
+                    });
                     self.push(
                         PathClass::NodeToNode,
                         from,

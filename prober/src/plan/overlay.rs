@@ -3,7 +3,10 @@
 
 use std::net::IpAddr;
 
-use probe_proto::{MacAddr, Port, Probe, Vni};
+use probe_proto::{
+    GeneveProbe, IcmpProbe, IpipProbe, MacAddr, MtuProbe, Port, Probe, Vni, VxlanProbe,
+    WireguardProbe,
+};
 
 use super::{Builder, port};
 use crate::inventory::Inventory;
@@ -44,9 +47,9 @@ impl<'a> Builder<'a> {
                     vtep_target,
                     &format!("{}/vtep", tnode.name),
                     "icmp",
-                    Probe::Vtep {
+                    Probe::Vtep(IcmpProbe {
                         address: vtep.address,
-                    },
+                    }),
                 );
                 let inner_source = fnode.vtep.as_ref().map(|v| v.address);
                 let (protocol, port, probe) =
@@ -95,10 +98,10 @@ impl<'a> Builder<'a> {
                     port: None,
                     protocol: Protocol::Icmp,
                 };
-                let probe = Probe::Mtu {
+                let probe = Probe::Mtu(MtuProbe {
                     address: tagent.address,
                     size,
-                };
+                });
                 self.push(
                     PathClass::Overlay,
                     from,
@@ -194,38 +197,38 @@ pub(super) fn crafted(
         "ipip" => (
             Protocol::Ipip,
             None,
-            Probe::Ipip {
+            Probe::Ipip(IpipProbe {
                 address,
                 nonce: None,
                 inner_source,
                 inner_destination: Some(vtep),
-            },
+            }),
         ),
         "wireguard" => (
             Protocol::Udp,
             Some(ov.port),
-            Probe::Wireguard {
+            Probe::Wireguard(WireguardProbe {
                 address,
                 port: port(ov.port),
                 nonce: None,
-            },
+            }),
         ),
         "geneve" => (
             Protocol::Udp,
             Some(ov.port),
-            Probe::Geneve {
+            Probe::Geneve(GeneveProbe {
                 address,
                 port: port(ov.port),
                 vni: Vni::new(ov.vni).unwrap_or_default(),
                 nonce: None,
                 inner_source,
                 inner_destination: Some(vtep),
-            },
+            }),
         ),
         _ => (
             Protocol::Udp,
             Some(ov.port),
-            Probe::Vxlan {
+            Probe::Vxlan(VxlanProbe {
                 address,
                 port: port(ov.port),
                 vni: Vni::new(ov.vni).unwrap_or_default(),
@@ -233,7 +236,7 @@ pub(super) fn crafted(
                 inner_source,
                 inner_destination: Some(vtep),
                 destination_mac: mac.map(|m| MacAddr(m.0)),
-            },
+            }),
         ),
     }
 }
@@ -259,7 +262,7 @@ mod tests {
             .collect();
         assert_eq!(crafted.len(), 6, "one per ordered pair");
         for p in &crafted {
-            assert!(matches!(p.probe, Probe::Ipip { .. }), "{p:?}");
+            assert!(matches!(p.probe, Probe::Ipip(_)), "{p:?}");
             assert_eq!((p.to.protocol, p.to.port), (Protocol::Ipip, None));
             assert!(
                 p.id.ends_with(":ipip") && p.receipt_port.is_some(),
@@ -268,7 +271,7 @@ mod tests {
             );
         }
         assert!(
-            !probes.iter().any(|p| matches!(p.probe, Probe::Vxlan { .. })
+            !probes.iter().any(|p| matches!(p.probe, Probe::Vxlan(_))
                 || (p.path == PathClass::Overlay && p.to.port == Some(0))),
             "no VXLAN or port-0 probe for IP-in-IP"
         );
@@ -283,7 +286,7 @@ mod tests {
             .find(|p| p.id == "overlay:n1/host->n2/host:geneve/6081")
             .unwrap();
         assert!(
-            matches!(g.probe, Probe::Geneve { port, vni, .. } if port.get() == 6081 && vni.get() == 2),
+            matches!(g.probe, Probe::Geneve(GeneveProbe { port, vni, .. }) if port.get() == 6081 && vni.get() == 2),
             "{g:?}"
         );
         // WireGuard: a datagram to its port, confirmed at the NIC.
@@ -296,14 +299,16 @@ mod tests {
             probes
                 .iter()
                 .any(|p| p.id == "overlay:n1/host->n2/host:wireguard/51871"
-                    && matches!(p.probe, Probe::Wireguard { .. }))
+                    && matches!(p.probe, Probe::Wireguard(_)))
         );
         // No crafted probe without an encapsulation: the pods' MTU probes remain.
         if let Some(ov) = inv.cluster.overlay.as_mut() {
             ov.mode = "none".into();
         }
         let probes = plan(&inv, &Filter::default()).to_vec();
-        assert!(probes.iter().all(|p| p.path != PathClass::Overlay
-            || matches!(p.probe, Probe::Mtu { .. } | Probe::Vtep { .. })));
+        assert!(
+            probes.iter().all(|p| p.path != PathClass::Overlay
+                || matches!(p.probe, Probe::Mtu(_) | Probe::Vtep(_)))
+        );
     }
 }

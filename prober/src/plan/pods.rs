@@ -2,7 +2,7 @@
 
 use std::net::IpAddr;
 
-use probe_proto::Probe;
+use probe_proto::{Probe, TcpProbe};
 
 use super::{Builder, port};
 use crate::model::{AgentKind, AgentRef, PathClass, Protocol, Target};
@@ -30,11 +30,11 @@ impl Builder<'_> {
                     protocol: Protocol::Tcp,
                 };
                 let label = format!("{}/{}", tnode.name, to_kind.as_str());
-                let probe = Probe::Tcp {
+                let probe = Probe::Tcp(TcpProbe {
                     address: IpAddr::V4(tagent.address),
                     port: port(tagent.port),
                     echo: true,
-                };
+                });
                 self.push(
                     path,
                     from,

@@ -5,7 +5,9 @@
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
 
-use probe_proto::{Port, Probe, Vni};
+use probe_proto::{
+    MtuProbe, NodeProbe, Port, Probe, TcpProbe, TlsProbe, Vni, VxlanProbe, WireguardProbe,
+};
 
 #[cfg(test)]
 use super::PlannedProbe;
@@ -35,6 +37,15 @@ pub struct Candidate {
     pub agent_port: u16,
     /// The candidate's `/`, for its node checks; `None` skips them.
     pub host_root: Option<PathBuf>,
+}
+
+/// A port the candidate's stand-in could not bind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortConflict {
+    pub protocol: Protocol,
+    pub port: u16,
+    /// What holds it, as `ss -p` names it (`"nginx",pid=812`), when it can be read.
+    pub process: Option<String>,
 }
 
 /// The etcd ports, between control planes only.
@@ -148,11 +159,11 @@ impl Builder<'_> {
             tcp_target(to, address, p),
             &format!("{to}/host"),
             &format!("tcp/{p}"),
-            Probe::Tcp {
+            Probe::Tcp(TcpProbe {
                 address: IpAddr::V4(address),
                 port: port(p),
                 echo: false,
-            },
+            }),
         );
     }
 }
@@ -187,7 +198,7 @@ pub fn preflight(inv: &Inventory, c: &Candidate) -> Planned {
             },
             &label,
             &format!("tls/{}", ep.port()),
-            Probe::Tls {
+            Probe::Tls(TlsProbe {
                 address: ep.ip(),
                 port: port(ep.port()),
                 server_name: None,
@@ -195,7 +206,7 @@ pub fn preflight(inv: &Inventory, c: &Candidate) -> Planned {
                 require_verified: false,
                 path: "/livez".into(),
                 token_file: None,
-            },
+            }),
         );
     }
     let cni = cni_tcp_ports(inv.cluster.cni);
@@ -244,11 +255,11 @@ pub fn preflight(inv: &Inventory, c: &Candidate) -> Planned {
             },
             &format!("{}/host", c.name),
             "files",
-            Probe::Node {
+            Probe::Node(NodeProbe {
                 root: root.clone(),
                 // No credentials on a machine that has not joined.
                 api_check: false,
-            },
+            }),
         );
     }
     let mut planned = out.out;
@@ -300,7 +311,7 @@ fn overlay(inv: &Inventory, c: &Candidate, others: &[&Node], out: &mut Builder<'
             continue;
         }
         let probe = match ov.mode.as_str() {
-            "vxlan" => Probe::Vxlan {
+            "vxlan" => Probe::Vxlan(VxlanProbe {
                 address: c.address,
                 port: port(ov.port),
                 vni: Vni::new(ov.vni).unwrap_or_default(),
@@ -308,12 +319,12 @@ fn overlay(inv: &Inventory, c: &Candidate, others: &[&Node], out: &mut Builder<'
                 inner_source: Some(vtep.address),
                 inner_destination: None,
                 destination_mac: None,
-            },
-            "wireguard" => Probe::Wireguard {
+            }),
+            "wireguard" => Probe::Wireguard(WireguardProbe {
                 address: c.address,
                 port: port(ov.port),
                 nonce: None,
-            },
+            }),
             _ => continue,
         };
         let to_candidate = Target {
@@ -358,10 +369,10 @@ fn underlay_mtu(inv: &Inventory, c: &Candidate, others: &[&Node], out: &mut Buil
             },
             &format!("{}/host", n.name),
             &format!("mtu/{size}"),
-            Probe::Mtu {
+            Probe::Mtu(MtuProbe {
                 address: n.address,
                 size,
-            },
+            }),
         );
     }
 }
@@ -475,7 +486,7 @@ mod tests {
         let v = preflight(&inv, &candidate(Role::Worker)).to_vec();
         let tcp: Vec<&PlannedProbe> = v
             .iter()
-            .filter(|p| matches!(p.probe, Probe::Tcp { .. }))
+            .filter(|p| matches!(p.probe, Probe::Tcp(_)))
             .collect();
         assert_eq!(tcp.len(), 4);
         assert!(
@@ -490,11 +501,11 @@ mod tests {
         let v = preflight(&inv, &candidate(Role::Worker)).to_vec();
         let mtu: Vec<&PlannedProbe> = v
             .iter()
-            .filter(|p| matches!(p.probe, Probe::Mtu { .. }))
+            .filter(|p| matches!(p.probe, Probe::Mtu(_)))
             .collect();
         assert_eq!(mtu.len(), 3, "one per node");
         assert!(mtu.iter().all(|p| p.from.node == "new"
-            && matches!(p.probe, Probe::Mtu { size: 1500, .. })
+            && matches!(p.probe, Probe::Mtu(MtuProbe { size: 1500, .. }))
             && p.id.ends_with("mtu/1500")
             && p.to.protocol == Protocol::Icmp));
         // IP-in-IP adds 20 bytes; an unknown overlay MTU plans nothing.
@@ -507,13 +518,13 @@ mod tests {
             ov.mtu = None;
         }
         let v = preflight(&inv, &candidate(Role::Worker)).to_vec();
-        assert!(!v.iter().any(|p| matches!(p.probe, Probe::Mtu { .. })));
+        assert!(!v.iter().any(|p| matches!(p.probe, Probe::Mtu(_))));
         // Native routing encapsulates nothing: no overlay need to check the underlay against.
         if let Some(ov) = inv.cluster.overlay.as_mut() {
             (ov.mode, ov.mtu) = ("none".into(), Some(1500));
         }
         let v = preflight(&inv, &candidate(Role::Worker)).to_vec();
-        assert!(!v.iter().any(|p| matches!(p.probe, Probe::Mtu { .. })));
+        assert!(!v.iter().any(|p| matches!(p.probe, Probe::Mtu(_))));
     }
 
     #[test]
@@ -529,7 +540,7 @@ mod tests {
             0,
             "no tunnel device on the candidate yet to decapsulate it"
         );
-        assert!(!v.iter().any(|p| matches!(p.probe, Probe::Vxlan { .. })));
+        assert!(!v.iter().any(|p| matches!(p.probe, Probe::Vxlan(_))));
         assert_eq!(standin_udp_ports(&inv), [6081]);
         if let Some(ov) = inv.cluster.overlay.as_mut() {
             (ov.mode, ov.port) = ("wireguard".into(), 51871);

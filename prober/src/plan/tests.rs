@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::testutil::inventory;
+use probe_proto::VxlanProbe;
 
 fn count(probes: &[PlannedProbe], path: PathClass) -> usize {
     probes.iter().filter(|p| p.path == path).count()
@@ -114,13 +115,13 @@ fn vxlan_probes_carry_the_peer_vtep() {
         .find(|p| p.id == "overlay:n1/host->n2/host:vxlan/8472")
         .unwrap();
     match &vx.probe {
-        Probe::Vxlan {
+        Probe::Vxlan(VxlanProbe {
             address,
             inner_source,
             inner_destination,
             destination_mac,
             ..
-        } => {
+        }) => {
             assert_eq!(address.to_string(), "192.168.56.11");
             assert_eq!(inner_source.unwrap().to_string(), "10.244.1.0");
             assert_eq!(inner_destination.unwrap().to_string(), "10.244.2.0");

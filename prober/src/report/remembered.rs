@@ -109,6 +109,7 @@ impl Remembered {
                     evidence: Vec::new(),
                     consequences: Vec::new(),
                     fix: Vec::new(),
+                    notes: Vec::new(),
                     ..f.clone()
                 }
             })

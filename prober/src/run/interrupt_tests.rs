@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use probe_proto::{Outcome, Plan, Probe, ProbeResult, Sighting, SightingKind};
+use probe_proto::{Outcome, Plan, Probe, ProbeResult, SeenProbe, Sighting, SightingKind};
 use tokio::sync::{Notify, mpsc};
 
 use super::{RunConfig, RunOutput, run};
@@ -41,7 +41,7 @@ impl Runtime for Gap {
         }
         for spec in plan.probes {
             let r = match &spec.probe {
-                Probe::Seen { nonces, .. } => {
+                Probe::Seen(SeenProbe { nonces, .. }) => {
                     let mut r = ProbeResult::new(&spec.id, Outcome::Ok, "seen");
                     let arrived = agent.node != "n3";
                     r.seen = Some(
@@ -65,7 +65,7 @@ impl Runtime for Gap {
                     );
                     r
                 }
-                Probe::Vxlan { .. } => ProbeResult::new(&spec.id, Outcome::Ok, "sent"),
+                Probe::Vxlan(_) => ProbeResult::new(&spec.id, Outcome::Ok, "sent"),
                 _ if cut(&spec.id) => ProbeResult::new(&spec.id, Outcome::Timeout, "timeout"),
                 _ => ProbeResult::new(&spec.id, Outcome::Ok, "answered"),
             };

@@ -381,7 +381,7 @@ mod tests {
     use super::*;
     use crate::plan::PlannedProbe;
     use probe_proto::Sighting;
-    use probe_proto::{Outcome, Probe};
+    use probe_proto::{IcmpProbe, Outcome, Probe};
 
     fn sent() -> ProbeResult {
         ProbeResult::new("vx", Outcome::Ok, "sent")
@@ -404,9 +404,9 @@ mod tests {
                 port: Some(8472),
                 protocol: crate::model::Protocol::Udp,
             },
-            probe: Probe::Icmp {
+            probe: Probe::Icmp(IcmpProbe {
                 address: "10.0.0.2".parse().unwrap(),
-            },
+            }),
             receipt_port: probe_proto::Port::new(9917),
         };
         let mut r = sent();

@@ -8,7 +8,10 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use probe_proto::{Outcome, Plan, Port, Probe, ProbeResult, ProbeSpec, Receipt};
+use probe_proto::{
+    GeneveProbe, IpipProbe, Outcome, Plan, Port, Probe, ProbeResult, ProbeSpec, Receipt, SeenProbe,
+    TcpProbe, VxlanProbe, WireguardProbe,
+};
 use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinSet;
 
@@ -380,10 +383,10 @@ impl<R: Runtime + 'static> Pass<'_, R> {
                     .map(|&i| {
                         let p = self.planned.at(i as usize);
                         let mut probe = p.probe.clone();
-                        if let Probe::Vxlan { nonce, .. }
-                        | Probe::Ipip { nonce, .. }
-                        | Probe::Geneve { nonce, .. }
-                        | Probe::Wireguard { nonce, .. } = &mut probe
+                        if let Probe::Vxlan(VxlanProbe { nonce, .. })
+                        | Probe::Ipip(IpipProbe { nonce, .. })
+                        | Probe::Geneve(GeneveProbe { nonce, .. })
+                        | Probe::Wireguard(WireguardProbe { nonce, .. }) = &mut probe
                         {
                             *nonce = Some(nonce_for(salt, &p.id));
                         }
@@ -401,11 +404,11 @@ impl<R: Runtime + 'static> Pass<'_, R> {
                     specs.push(ProbeSpec {
                         id: format!("{RESPONDER_CHECK}{agent}"),
                         timeout_ms: None,
-                        probe: Probe::Tcp {
+                        probe: Probe::Tcp(TcpProbe {
                             address: addr.ip(),
                             port,
                             echo: true,
-                        },
+                        }),
                     });
                 }
                 (agent.clone(), plan_for(specs, cfg))
@@ -469,12 +472,12 @@ impl<R: Runtime + 'static> Pass<'_, R> {
             let spec = ProbeSpec {
                 id: format!("seen:{agent}"),
                 timeout_ms: None,
-                probe: Probe::Seen {
+                probe: Probe::Seen(SeenProbe {
                     since_ms: self.since,
                     nonces: Some(ask.nonces),
                     flows: ask.flows,
                     port: ask.port,
-                },
+                }),
             };
             (agent, plan_for(vec![spec], self.cfg))
         });
@@ -556,17 +559,17 @@ impl<R: Runtime + 'static> Pass<'_, R> {
 pub(super) fn crafted(p: &Probe) -> bool {
     matches!(
         p,
-        Probe::Vxlan { .. } | Probe::Ipip { .. } | Probe::Geneve { .. } | Probe::Wireguard { .. }
+        Probe::Vxlan(_) | Probe::Ipip(_) | Probe::Geneve(_) | Probe::Wireguard(_)
     )
 }
 
 /// The receiver's device a crafted probe must reach to count as decapsulated, for messages.
 pub(super) fn device_of(p: &Probe) -> &'static str {
     match p {
-        Probe::Ipip { .. } => "tunnel device (IP-in-IP)",
-        Probe::Geneve { .. } => "tunnel device (Geneve)",
+        Probe::Ipip(_) => "tunnel device (IP-in-IP)",
+        Probe::Geneve(_) => "tunnel device (Geneve)",
         // Without the keys nothing is decapsulated: arrival on the NIC is the receipt.
-        Probe::Wireguard { .. } => "",
+        Probe::Wireguard(_) => "",
         _ => "VXLAN device",
     }
 }
@@ -669,11 +672,11 @@ mod tests {
                 port: Some(10250),
                 protocol: Protocol::Tcp,
             },
-            probe: Probe::Tcp {
+            probe: Probe::Tcp(TcpProbe {
                 address: "10.0.0.9".parse().unwrap(),
                 port: probe_proto::Port::new(10250).unwrap(),
                 echo: false,
-            },
+            }),
             receipt_port: None,
         }
     }

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::net::SocketAddr;
 
-use probe_proto::{Flow, Outcome, Probe, ProbeResult, Receipt, SightingKind};
+use probe_proto::{Flow, Outcome, Probe, ProbeResult, Receipt, SightingKind, TcpProbe};
 
 use super::{Ask, Pass, Progress, Store};
 use crate::model::{AgentKind, AgentRef};
@@ -38,12 +38,12 @@ fn question(p: &PlannedRef<'_>, r: &ProbeResult) -> Option<Question> {
         return None;
     };
     match *p.probe {
-        Probe::Tcp { port, .. } => Some(Question::Tcp(Flow {
+        Probe::Tcp(TcpProbe { port, .. }) => Some(Question::Tcp(Flow {
             from: *source.ip(),
             source_port: source.port(),
             port: port.get(),
         })),
-        Probe::Udp { .. } => r.nonce.map(Question::Udp),
+        Probe::Udp(_) => r.nonce.map(Question::Udp),
         _ => None,
     }
 }

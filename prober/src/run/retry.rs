@@ -9,7 +9,7 @@ use std::future::Future;
 use std::net::IpAddr;
 use std::time::Duration;
 
-use probe_proto::{Probe, ProbeResult};
+use probe_proto::{Probe, ProbeResult, UdpProbe};
 use tokio::time::Instant;
 
 use super::{Pass, Phase, Progress, Store};
@@ -60,7 +60,7 @@ impl IcmpBudget {
 /// The destination of a probe whose "closed" answer is a rate-limited ICMP error.
 fn icmp_paced(p: &PlannedRef<'_>) -> Option<IpAddr> {
     match *p.probe {
-        Probe::Udp { address, .. } => Some(address),
+        Probe::Udp(UdpProbe { address, .. }) => Some(address),
         _ => None,
     }
 }
@@ -192,7 +192,7 @@ mod tests {
     use super::*;
     use std::sync::{Arc, Mutex};
 
-    use probe_proto::{Outcome, Plan};
+    use probe_proto::{Outcome, Plan, TcpProbe};
     use tokio::sync::mpsc;
 
     use crate::model::{AgentKind, AgentRef, PathClass, Protocol, Target};
@@ -249,11 +249,11 @@ mod tests {
                 port: Some(10250),
                 protocol: Protocol::Tcp,
             },
-            probe: Probe::Tcp {
+            probe: Probe::Tcp(TcpProbe {
                 address: "10.0.0.2".parse().unwrap(),
                 port: probe_proto::Port::new(10250).unwrap(),
                 echo: false,
-            },
+            }),
             receipt_port: None,
         }
     }

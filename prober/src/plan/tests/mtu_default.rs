@@ -22,7 +22,7 @@ fn an_overlay_without_mtu_is_probed_at_its_encapsulations_default() {
             .to_vec()
             .iter()
             .filter_map(|p| match p.probe {
-                probe_proto::Probe::Mtu { size, .. } => Some(size),
+                probe_proto::Probe::Mtu(probe_proto::MtuProbe { size, .. }) => Some(size),
                 _ => None,
             })
             .collect();

@@ -178,6 +178,14 @@ fn findings(out: &mut String, report: &Report, style: Style) {
                 )
             );
         }
+        // Notes are to read, not to run: apart from the fix lines, after them.
+        for note in &f.notes {
+            let _ = writeln!(
+                out,
+                "{}",
+                wrap(&safe::text(&format!("  note: {note}")), style.width, 8)
+            );
+        }
     }
 }
 
@@ -457,7 +465,7 @@ pub fn render(report: &Report, style: Style) -> String {
     let s = &report.summary;
     let c = &s.counts;
     // A preflight report leads with its checklist (empty for other reports).
-    let mut out = super::checklist::render(report);
+    let mut out = super::checklist::render(report, style.width);
     #[allow(clippy::cast_precision_loss)]
     let secs = s.duration_millis as f64 / 1000.0;
     // Wrapped before it is painted, so that colour codes do not count as columns.
@@ -582,6 +590,39 @@ mod tests {
         let t = render(&one, style(100));
         assert!(!t.contains("1 probes"), "{t}");
         assert!(t.contains("1 probe in"), "{t}");
+    }
+
+    /// Issue 25, item 8: a long kubectl fix wraps with shell continuations (pasted, it runs as
+    /// one command), and notes are shown as notes after the fix lines, never as `fix:`.
+    #[test]
+    fn kubectl_fixes_wrap_as_commands_and_notes_are_not_fixes() {
+        let mut r = gap_report(3);
+        let cmd = "kubectl -n kube-system set env ds/calico-node -c install-cni KUBERNETES_SERVICE_HOST=k8s-api.example.com KUBERNETES_SERVICE_PORT=6443";
+        r.findings[0].fix = vec![format!(
+            "calico-node (DaemonSet kube-system/calico-node), container install-cni: {cmd}"
+        )];
+        r.findings[0].notes = vec![
+            "the hosts' own firewalls are not the cause: the packets never reached them".into(),
+        ];
+        let text = render(&r, style(80));
+        assert!(too_wide(&text, 80).is_empty(), "{:#?}", too_wide(&text, 80));
+        let start = text.find("  fix: calico-node").expect("the fix");
+        let mut pasted = String::new();
+        for l in text[start..].lines().skip(1) {
+            if let Some(part) = l.trim().strip_suffix(" \\") {
+                pasted.push_str(part);
+                pasted.push(' ');
+            } else {
+                pasted.push_str(l.trim());
+                break;
+            }
+        }
+        assert_eq!(pasted, cmd, "{text}");
+        assert!(!text.contains("fix: the hosts' own"), "{text}");
+        let note = text
+            .find("  note: the hosts' own firewalls")
+            .expect("the note");
+        assert!(start < note, "{text}");
     }
 
     #[test]

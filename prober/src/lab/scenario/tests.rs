@@ -1,0 +1,237 @@
+//! Scenario parsing, validation and finding patterns.
+
+use std::path::Path;
+
+use super::*;
+use crate::diagnose::{Finding, Kind, Severity};
+use crate::model::{Direction, Protocol};
+
+#[test]
+fn defaults() {
+    let s = Scenario::parse("{}").unwrap();
+    assert_eq!((s.nodes, s.control_planes, s.pods_per_node), (3, 1, 1));
+    assert_eq!(s.node_names(), ["n1", "n2", "n3"]);
+}
+
+#[test]
+fn full_scenario_parses() {
+    let s = Scenario::parse(
+        r#"
+name: flannel-8472
+nodes: 3
+zones:
+  - {name: office, nodes: [n1, n2]}
+  - {name: dmz, nodes: [n3]}
+faults:
+  - {kind: firewall, action: drop, protocol: udp, port: 8472, from: [n3], direction: both}
+  - {kind: firewall, action: reject, protocol: tcp, port: "2379-2380", to: [n1], place: host}
+  - {kind: mtu, node: n2, mtu: 1400}
+  - {kind: dns-loop}
+expect:
+  reachability:
+    - {from: n1/pod, to: n3/pod, probe: tcp, outcome: timeout}
+  findings:
+    - {kind: firewall-gap, protocol: udp, port: 8472}
+"#,
+    )
+    .unwrap();
+    assert_eq!(s.zones.len(), 2);
+    assert_eq!(s.faults.len(), 4);
+    match &s.faults[1] {
+        Fault::Firewall {
+            port: Some(Ports::Range((2379, 2380))),
+            place: Place::Host,
+            ..
+        } => {}
+        f => panic!("unexpected {f:?}"),
+    }
+    assert_eq!(s.expect.findings[0].port, Some(8472));
+    assert_eq!(s.expect.findings[0].kind, Some(Kind::FirewallGap));
+}
+
+#[test]
+fn bad_scenarios_name_the_field() {
+    let cases = [
+        ("nodes: 0", "nodes"),
+        ("controlPlanes: 4", "controlPlanes"),
+        (
+            "faults: [{kind: mtu, node: n9, mtu: 1400}]",
+            "faults[0].node",
+        ),
+        (
+            "faults: [{kind: firewall, action: drop, protocol: icmp, port: 1, from: [n1]}]",
+            "faults[0].port",
+        ),
+        (
+            "faults: [{kind: firewall, action: drop, protocol: udp, port: \"9-1\", from: [n1]}]",
+            "range",
+        ),
+        ("faults: [{kind: teleport}]", "teleport"),
+        ("nodez: 3", "nodez"),
+        (
+            "zones: [{name: a, nodes: [n1]}, {name: b, nodes: [n1]}]",
+            "two zones",
+        ),
+        (
+            "expect: {reachability: [{from: n1, to: n2/pod, probe: tcp, outcome: ok}]}",
+            "NODE/host",
+        ),
+    ];
+    for (text, want) in cases {
+        let err = Scenario::parse(text).unwrap_err().to_string();
+        assert!(err.contains(want), "{text}: {err} should mention {want}");
+    }
+}
+
+#[test]
+fn misspelled_keys_are_errors_naming_the_key() {
+    // (scenario, the key or value the error names, the field path it names)
+    let cases = [
+        (
+            "expect: {findings: [{kimd: firewall-gap}]}",
+            "kimd",
+            "expect.findings[0]",
+        ),
+        (
+            "expect: {notFindings: [{kimd: firewall-gap}]}",
+            "kimd",
+            "expect.notFindings[0]",
+        ),
+        (
+            "expect: {notFindings: [{kind: dns}, {kind: bootstrap-cycle, sate: active}]}",
+            "sate",
+            "expect.notFindings[1]",
+        ),
+        (
+            "expect: {notFindngs: [{kind: firewall-gap}]}",
+            "notFindngs",
+            "expect",
+        ),
+        (
+            "expect: {reachability: [{from: n1/pod, to: n2/pod, probe: tcp, outcome: ok, icmpFrm: router}]}",
+            "icmpFrm",
+            "expect.reachability[0]",
+        ),
+        (
+            "faults: [{kind: mtu, node: n2, mtu: 1400, mut: 1}]",
+            "mut",
+            "faults[0]",
+        ),
+        (
+            "faults: [{kind: firewall, action: drop, protocol: udp, from: [n1], plase: host}]",
+            "plase",
+            "faults[0]",
+        ),
+        ("zones: [{name: a, nodez: [n1]}]", "nodez", "zones[0]"),
+        // A misspelled value is as silent as a misspelled key.
+        (
+            "expect: {findings: [{kind: firewall-gapp}]}",
+            "firewall-gapp",
+            "expect.findings[0].kind",
+        ),
+        (
+            "expect: {findings: [{kind: dns, protocol: udpp}]}",
+            "udpp",
+            "expect.findings[0].protocol",
+        ),
+        (
+            "expect: {notFindings: [{kind: bootstrap-cycle, state: actve}]}",
+            "actve",
+            "expect.notFindings[0].state",
+        ),
+    ];
+    for (text, key, path) in cases {
+        match Scenario::parse(text) {
+            Err(InvalidScenario::Shape(e)) => {
+                assert!(e.field.starts_with(path), "{text}: {e} should be at {path}");
+                let e = e.to_string();
+                assert!(e.contains(key), "{text}: {e} should name {key}");
+            }
+            other => panic!("{text}: want a shape error naming {key}, got {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn an_empty_pattern_is_an_error() {
+    let err = Scenario::parse("expect: {notFindings: [{kind: dns}, {}]}").unwrap_err();
+    assert!(
+        matches!(&err, InvalidScenario::EmptyPattern { field } if field == "expect.notFindings[1]"),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn finding_patterns_match_named_fields_and_lists_as_sets() {
+    let mut f = Finding::new(Kind::FirewallGap, Severity::Error, "x");
+    f.protocol = Some(Protocol::Udp);
+    f.port = Some(8472);
+    f.from = vec!["n3".into()];
+    f.to = vec!["n1".into(), "n2".into()];
+    f.direction = Some(Direction::Both);
+    f.where_ = vec![crate::diagnose::Where::Network];
+    let pattern = |yaml: &str| -> FindingPattern { serde_saphyr::from_str(yaml).unwrap() };
+    for yes in [
+        "{kind: firewall-gap}",
+        "{kind: firewall-gap, protocol: udp, port: 8472, to: [n2, n1], direction: both}",
+        "{severity: error, where: network, from: [n3]}",
+        "{nodes: []}",
+    ] {
+        assert!(pattern(yes).matches(&f), "{yes} should match {f:?}");
+    }
+    for no in [
+        "{kind: firewall-gap, port: 6443}",
+        "{kind: firewall-gap, to: [n1]}",
+        "{kind: firewall-gap, to: [n1, n2, n3]}",
+        "{kind: bootstrap-cycle}",
+        "{kind: firewall-gap, state: active}",
+        "{protocol: tcp}",
+        "{severity: warning}",
+        "{direction: one}",
+        "{where: \"host:n2\"}",
+        "{nodes: [n1]}",
+    ] {
+        assert!(!pattern(no).matches(&f), "{no} should not match {f:?}");
+    }
+}
+
+#[test]
+fn every_checked_in_scenario_parses() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/scenarios");
+    let mut files = Vec::new();
+    for dir in [root.clone(), root.join("faults")] {
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.extension().is_some_and(|x| x == "yaml") {
+                files.push(p);
+            }
+        }
+    }
+    assert!(files.len() >= 14, "the scenarios are checked in: {files:?}");
+    for p in &files {
+        let s = Scenario::load(p).unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            !s.expect.reachability.is_empty(),
+            "{}: expects nothing",
+            p.display()
+        );
+        // The lab saves the scenario it built; the copy must read back as the same scenario.
+        let saved = serde_saphyr::to_string(&s).unwrap();
+        assert_eq!(Scenario::parse(&saved).unwrap(), s, "{saved}");
+    }
+}
+
+#[test]
+fn others_means_every_node_not_in_from() {
+    let mut s = Scenario::load(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/scenarios/flannel-8472.yaml"),
+    )
+    .unwrap();
+    s.nodes = 6;
+    let e = s.expanded_expect();
+    assert_eq!(
+        e.findings[0].to.as_deref(),
+        Some(&["n1", "n2", "n4", "n5", "n6"].map(String::from)[..])
+    );
+}
