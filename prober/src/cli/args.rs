@@ -313,11 +313,37 @@ pub struct ProbeArgs {
     pub no_progress: bool,
     /// For very large clusters: probe between nodes only a sample, every node to and from at
     /// least K peers, with every pair of zones (`topology.kubernetes.io/zone`, else the /24
-    /// subnet) covered; every node still probes every API and DNS endpoint. The report says what
-    /// was sampled.
-    #[arg(long, env = "PROBER_SAMPLE", value_name = "K",
-          value_parser = clap::value_parser!(u16).range(1..))]
-    pub sample: Option<u16>,
+    /// subnet) covered; every node still probes every API and DNS endpoint. `auto`: as many
+    /// peers as --memory-budget allows (the whole matrix when it fits). The report says what was
+    /// sampled; with --remember, successive runs rotate through every node pair.
+    #[arg(long, env = "PROBER_SAMPLE", value_name = "K|auto", value_parser = sample_size)]
+    pub sample: Option<SampleSize>,
+    /// The memory `--sample auto` sizes the run to, in MiB (the scheduled `CronJob` passes its
+    /// own memory limit). Default: the least of this container's cgroup limit, the address-space
+    /// limit and the memory available.
+    #[arg(long, env = "PROBER_MEMORY_BUDGET", value_name = "MiB",
+          value_parser = clap::value_parser!(u32).range(32..))]
+    pub memory_budget: Option<u32>,
+}
+
+/// `--sample`: K peers per node, or as many as the memory budget allows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SampleSize {
+    Peers(u16),
+    Auto,
+}
+
+fn sample_size(s: &str) -> Result<SampleSize, String> {
+    if s == "auto" {
+        return Ok(SampleSize::Auto);
+    }
+    match s.parse::<u16>() {
+        Ok(k) if k >= 1 => Ok(SampleSize::Peers(k)),
+        _ => Err(format!(
+            "expected `auto` or a number of peers from 1 to {}, not {s:?}",
+            u16::MAX
+        )),
+    }
 }
 
 impl ProbeArgs {
@@ -332,6 +358,7 @@ impl ProbeArgs {
             save,
             no_progress: false,
             sample: None,
+            memory_budget: None,
         }
     }
 
@@ -363,7 +390,20 @@ pub fn sibling(name: &str) -> PathBuf {
 
 #[cfg(test)]
 mod tests {
-    use super::{probe_timeout, table_width};
+    use super::{SampleSize, probe_timeout, sample_size, table_width};
+
+    #[test]
+    fn sample_is_a_number_of_peers_or_auto() {
+        assert_eq!(sample_size("3"), Ok(SampleSize::Peers(3)));
+        assert_eq!(sample_size("auto"), Ok(SampleSize::Auto));
+        for bad in ["0", "-1", "Auto", "70000", ""] {
+            let e = sample_size(bad).unwrap_err();
+            assert!(
+                e.contains("expected `auto` or a number of peers"),
+                "{bad}: {e}"
+            );
+        }
+    }
 
     #[test]
     fn a_timeout_too_short_to_mean_anything_is_refused() {

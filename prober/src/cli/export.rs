@@ -259,6 +259,8 @@ fn log_line(
         "durationMillis": s.duration_millis,
         "interrupted": s.interrupted,
         "changes": changes,
+        // A sampled run's pairs and its turn of the rotation (`runs` turns cover every pair).
+        "sample": report.sample,
         "pushed": pushed,
         "exitCode": exit_code,
     })

@@ -227,7 +227,7 @@ async fn run_scenario(args: &RunArgs) -> Result<u8, CliError> {
     signals::hand_over();
     let matrix = match &join {
         Some(c) => super::preflight::run_preflight(&inv, c, &probe).await,
-        None => matrix::run_matrix(&inv, runtime, &probe, Vec::new()).await,
+        None => matrix::run_matrix(&inv, runtime, &probe, Vec::new(), 0).await,
     };
     match &matrix {
         Ok(r) => out!("{}", args.out.render(r))?,

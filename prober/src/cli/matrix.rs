@@ -14,7 +14,9 @@ use prober::runtime::kube::{deploy, exec::KubeExec};
 use prober::runtime::local::Local;
 
 use super::CliError;
-use super::args::{AgentArgs, ExportArgs, KubeArgs, OutputArgs, ProbeArgs, RememberArgs};
+use super::args::{
+    AgentArgs, ExportArgs, KubeArgs, OutputArgs, ProbeArgs, RememberArgs, SampleSize,
+};
 use super::signals;
 
 #[derive(clap::Args)]
@@ -46,7 +48,7 @@ pub async fn run(args: &Args) -> Result<u8, CliError> {
         Some(path) => {
             let inv = Inventory::load(path).map_err(|e| CliError::Usage(e.to_string()))?;
             let runtime = Arc::new(Local::new(&inv, args.probe.agent_bin(&inv)));
-            let report = run_matrix(&inv, runtime, &args.probe, Vec::new()).await?;
+            let report = run_matrix(&inv, runtime, &args.probe, Vec::new(), 0).await?;
             (report, super::export::now(), None)
         }
     };
@@ -118,13 +120,15 @@ fn responders(
     out
 }
 
-/// Plans the matrix over `inv` and runs it on `runtime`'s agents; stops on SIGINT/SIGTERM with
-/// what was gathered. Writes `--save` whatever happened.
+/// Plans the matrix over `inv` (with `--sample`, the sample's turn `turn` of its rotation) and
+/// runs it on `runtime`'s agents; stops on SIGINT/SIGTERM with what was gathered. Writes
+/// `--save` whatever happened.
 pub async fn run_matrix<R: Runtime + 'static>(
     inv: &Inventory,
     runtime: Arc<R>,
     args: &ProbeArgs,
     missing: Vec<AgentStatus>,
+    turn: usize,
 ) -> Result<Report, CliError> {
     let unknown: Vec<&str> = args
         .filter
@@ -142,18 +146,32 @@ pub async fn run_matrix<R: Runtime + 'static>(
         )));
     }
     let f = &args.filter;
-    // A full matrix (no filter narrows it) must fit in the memory this process may use.
-    if f.nodes.is_empty() && f.paths.is_empty() && f.skip_paths.is_empty() {
-        let verdict =
-            super::memory::check(inv.nodes.len(), args.sample, super::memory::available());
+    let budget = args
+        .memory_budget
+        .map(|mib| u64::from(mib) << 20)
+        .or_else(super::memory::available);
+    let fixed = match args.sample {
+        Some(SampleSize::Peers(k)) => Some(k),
+        _ => None,
+    };
+    // A full matrix (no filter narrows it) must fit in the memory this process may use; an
+    // automatic sample is sized to it.
+    let narrowed = !(f.nodes.is_empty() && f.paths.is_empty() && f.skip_paths.is_empty());
+    if args.sample != Some(SampleSize::Auto) && !narrowed {
+        let verdict = super::memory::check(inv.nodes.len(), fixed, budget);
         if let Some(warning) = verdict.map_err(CliError::Usage)? {
             eprintln!("prober: warning: {warning}");
         }
     }
     let mut filter = args.filter.filter();
-    filter.sample = args
-        .sample
-        .map(|k| prober::plan::sample::sample(inv, usize::from(k)));
+    let peers = match (args.sample, budget) {
+        (None, _) | (Some(SampleSize::Auto), None) => None,
+        (Some(SampleSize::Peers(k)), _) => Some(usize::from(k)),
+        (Some(SampleSize::Auto), Some(budget)) => {
+            prober::plan::sample::peers_within(inv, &filter, super::memory::probes_within(budget))
+        }
+    };
+    filter.sample = peers.map(|k| prober::plan::sample::sample_turn(inv, k, turn));
     let sampled = filter.sample.as_ref().map(|s| s.describe(inv.nodes.len()));
     let planned = prober::plan::plan(inv, &filter);
     drop(filter);
@@ -201,6 +219,7 @@ async fn kube_matrix(args: &Args) -> Result<(Report, u64, Option<Changes>), CliE
     let (client, mut inv) = (found.client, found.inventory);
     let session = args.agents.session("2h", signals::GRACE);
     let previous = super::remember::recall(args.memory.remember, &client, &session.namespace).await;
+    let turn = super::remember::next_turn(previous.as_ref());
     let progress = |ready: usize, wanted: usize| {
         if std::io::stderr().is_terminal() {
             eprint!("\ragents ready: {ready}/{wanted}   ");
@@ -219,7 +238,7 @@ async fn kube_matrix(args: &Args) -> Result<(Report, u64, Option<Changes>), CliE
                 &agents.namespace,
                 agents.ready,
             ));
-            run_matrix(inv, runtime, &args.probe, agents.missing).await
+            run_matrix(inv, runtime, &args.probe, agents.missing, turn).await
         },
     )
     .await;

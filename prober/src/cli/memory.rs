@@ -12,6 +12,9 @@ const PROBES_PER_NODE: u64 = 40;
 const BYTES_PER_PROBE: u64 = 110;
 /// What the coordinator takes besides the probes.
 const BASE_BYTES: u64 = 64 << 20;
+/// The share of the budget `--sample auto` plans for, in fifths: the rest is the estimate's
+/// margin (the allocator's slack, the table's grid, the report's JSON line, the memory written).
+const AUTO_SHARE_FIFTHS: u64 = 4;
 /// The sample `--sample` suggests.
 const SUGGESTED_SAMPLE: u16 = 3;
 
@@ -60,6 +63,13 @@ pub fn available() -> Option<u64> {
     [meminfo, rlimit, cgroup].into_iter().flatten().min()
 }
 
+/// `--sample auto`: the probes a run may plan within `budget` bytes.
+#[must_use]
+pub fn probes_within(budget: u64) -> usize {
+    let room = (budget / 5 * AUTO_SHARE_FIFTHS).saturating_sub(BASE_BYTES);
+    usize::try_from(room / BYTES_PER_PROBE).unwrap_or(usize::MAX)
+}
+
 fn mib(b: u64) -> u64 {
     b >> 20
 }
@@ -84,7 +94,7 @@ pub fn check(
         let (_, sampled) = estimate(nodes, Some(SUGGESTED_SAMPLE));
         let hint = if sample.is_none() && sampled <= budget {
             format!(
-                "; run it with --sample {SUGGESTED_SAMPLE} (about {} MiB): every node to and from {SUGGESTED_SAMPLE} peers, every zone pair, the API and DNS in full",
+                "; run it with --sample {SUGGESTED_SAMPLE} (about {} MiB): every node to and from {SUGGESTED_SAMPLE} peers, every zone pair, the API and DNS in full; or --sample auto: as many peers as fit, rotating through the rest run by run with --remember",
                 mib(sampled)
             )
         } else {
@@ -118,6 +128,16 @@ mod tests {
         // --sample 3 at 1,000 nodes: 38,037 results.
         let (probes, _) = estimate(1000, Some(3));
         assert!((38_000..100_000).contains(&probes), "{probes}");
+    }
+
+    #[test]
+    fn auto_plans_what_fits_the_budget_with_a_margin() {
+        let probes = probes_within(512 << 20) as u64;
+        let need = BASE_BYTES + probes * BYTES_PER_PROBE;
+        assert!(need <= (512 << 20) / 5 * 4, "{need}");
+        assert!(need > (512 << 20) / 5 * 3, "{need}");
+        // Less than the base: nothing fits; the sample then probes one peer per node.
+        assert_eq!(probes_within(BASE_BYTES), 0);
     }
 
     #[test]

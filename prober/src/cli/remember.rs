@@ -34,6 +34,16 @@ pub async fn recall(enabled: bool, client: &kube::Client, namespace: &str) -> Op
     })
 }
 
+/// The turn of `--sample`'s rotation this run takes: the one after the remembered run's (the
+/// sample reduces it modulo its runs), so that successive runs cover every node pair; the
+/// first turn without a remembered sample.
+pub fn next_turn(previous: Option<&Previous>) -> usize {
+    match previous {
+        Some(Previous::Found(Some(r))) => r.sample.as_ref().map_or(0, |s| s.turn + 1),
+        _ => 0,
+    }
+}
+
 /// Diffs, emits the Events, remembers `report`; says on stderr what went wrong, if anything.
 pub async fn remember(
     previous: Option<Previous>,
@@ -62,5 +72,42 @@ pub async fn remember(
             eprintln!("prober matrix: --remember: {e}");
             None
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn remembered(turn: Option<usize>) -> Remembered {
+        let mut report: Report = serde_json::from_value(serde_json::json!({
+            "schema": "prober.report/v1", "results": [], "findings": [], "agents": [],
+            "summary": {"total": 0, "ok": 0, "failed": 0, "unknown": 0, "nodes": 40, "agents": 80,
+                        "agentsMissing": 0, "durationMillis": 10, "interrupted": false,
+                        "byPath": {}, "exitCode": 0},
+        }))
+        .unwrap();
+        report.sample = turn.map(|t| prober::plan::sample::Sampled {
+            peers: 3,
+            pairs: 120,
+            possible_pairs: 1560,
+            zones: vec!["a".into()],
+            sampled_paths: prober::plan::sample::SAMPLED_PATHS.to_vec(),
+            turn: t,
+            runs: 13,
+        });
+        Remembered::of(&report, 1)
+    }
+
+    #[test]
+    fn each_run_takes_the_turn_after_the_remembered_one() {
+        let next = |p: Option<Previous>| next_turn(p.as_ref());
+        assert_eq!(next(Some(Previous::Found(Some(remembered(Some(4)))))), 5);
+        // The last turn's successor is reduced by the sample (turn modulo runs).
+        assert_eq!(next(Some(Previous::Found(Some(remembered(Some(12)))))), 13);
+        assert_eq!(next(Some(Previous::Found(Some(remembered(None))))), 0);
+        assert_eq!(next(Some(Previous::Found(None))), 0);
+        assert_eq!(next(Some(Previous::Unreachable)), 0);
+        assert_eq!(next(None), 0);
     }
 }

@@ -45,6 +45,8 @@ mod tests {
             possible_pairs: 999_000,
             zones: vec!["a".into(), "b".into()],
             sampled_paths: crate::plan::sample::SAMPLED_PATHS.to_vec(),
+            turn: 0,
+            runs: 1,
         }
     }
 

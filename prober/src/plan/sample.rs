@@ -2,6 +2,10 @@
 //! Every node probes at least K peers and is probed by at least K, and every ordered pair of zones
 //! (a node's `zone`, else its /24 subnet) has at least one probed node pair; API, DNS, Service
 //! and node-config probes are not sampled (every node still tries every endpoint).
+//!
+//! `--sample auto` sizes K to a number of probes ([`peers_within`]: the sampled plan's own
+//! count), and successive turns of a sample rotate through the node pairs: any
+//! [`runs_for_coverage`] consecutive turns probe every ordered pair ([`sample_turn`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -19,6 +23,10 @@ pub struct Sample {
     pub pairs: BTreeMap<String, BTreeSet<String>>,
     /// Every zone, sorted.
     pub zones: Vec<String>,
+    /// This sample's turn of the rotation ([`sample_turn`]), reduced modulo `runs`.
+    pub turn: usize,
+    /// Turns that together probe every ordered node pair: [`runs_for_coverage`].
+    pub runs: usize,
 }
 
 /// What the report says was sampled (`sample` in the JSON report).
@@ -35,6 +43,17 @@ pub struct Sampled {
     pub zones: Vec<String>,
     /// Path classes probed only between sampled pairs; the others were probed in full.
     pub sampled_paths: Vec<PathClass>,
+    /// This run's turn of the rotation, from 0; the turn after `runs - 1` is 0 again.
+    #[serde(default)]
+    pub turn: usize,
+    /// Any `runs` successive turns (scheduled runs with `--remember`) probe every ordered node
+    /// pair at least once, while the nodes and `peers` stay the same.
+    #[serde(default = "one")]
+    pub runs: usize,
+}
+
+fn one() -> usize {
+    1
 }
 
 /// The path classes between two nodes, which a sample thins out.
@@ -86,17 +105,117 @@ impl Sample {
             possible_pairs: nodes * nodes.saturating_sub(1),
             zones: self.zones.clone(),
             sampled_paths: SAMPLED_PATHS.to_vec(),
+            turn: self.turn,
+            runs: self.runs,
         }
     }
 }
 
-/// The sample of `inv` with `peers` peers per node. Deterministic: the same inventory gives the
-/// same pairs. Nodes are ordered round-robin across zones, so that the ring's neighbours are in
-/// other zones; each node probes the nodes `s` places further for `peers` strides `s` spread over
-/// the ring (so each is probed by exactly as many); a pair of zones still without a probe then
-/// gets one.
+/// Turns of the rotation that together probe every ordered pair of `nodes` nodes with `peers`
+/// strides a turn: no gap between two of [`sample_turn`]'s strides is wider than
+/// `ceil((n - 1) / K)`.
+#[must_use]
+pub fn runs_for_coverage(nodes: usize, peers: usize) -> usize {
+    let others = nodes.saturating_sub(1);
+    if peers == 0 || peers >= others {
+        1
+    } else {
+        others.div_ceil(peers)
+    }
+}
+
+/// `--sample auto`: the most peers per node whose sampled plan holds at most `max_probes`
+/// probes, or `None` when the whole matrix does. `filter` is the run's own, without a sample.
+/// Sized on the plan's real count: two small samples give the probes per sampled node pair
+/// (over every kind of node, as the ring mixes them) and so a first K; K then shrinks by the
+/// ratio of its plan's count to the limit until it fits, and grows once by the room left.
+/// One peer when even that does not fit.
+#[must_use]
+pub fn peers_within(inv: &Inventory, filter: &super::Filter, max_probes: usize) -> Option<usize> {
+    let n = inv.nodes.len();
+    if n < 3 {
+        return None;
+    }
+    let count = |k: usize| {
+        let s = sample(inv, k);
+        let pairs = s.pair_count();
+        let f = super::Filter {
+            sample: Some(s),
+            ..filter.clone()
+        };
+        (super::plan(inv, &f).len(), pairs)
+    };
+    let (low, low_pairs) = count(1);
+    if low > max_probes {
+        return Some(1);
+    }
+    let (high, high_pairs) = count(4.min(n - 2));
+    let per_pair = if high_pairs > low_pairs {
+        ratio(high - low, high_pairs - low_pairs)
+    } else {
+        1.0
+    };
+    let fixed = as_f64(low) - per_pair * as_f64(low_pairs);
+    // The whole matrix is counted for real only when the estimate says it is about to fit
+    // (within half again): a plan no larger than that is affordable to make and drop.
+    let whole = fixed + per_pair * as_f64(n * (n - 1));
+    if whole <= 1.5 * as_f64(max_probes) && super::plan(inv, filter).len() <= max_probes {
+        return None;
+    }
+    let guess = (as_f64(max_probes) - fixed) / (per_pair * as_f64(n));
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    let mut k = (guess.floor().max(1.0) as usize).min(n - 2);
+    let mut fits = None;
+    loop {
+        let (probes, _) = count(k);
+        // The peers that would fill `max_probes` at this K's probes per peer.
+        let scaled = |k: usize| {
+            usize::try_from(k as u128 * max_probes as u128 / probes.max(1) as u128)
+                .unwrap_or(usize::MAX)
+        };
+        if probes <= max_probes {
+            let grown = scaled(k).min(n - 2);
+            if fits.is_none() && grown > k {
+                fits = Some(k);
+                k = grown;
+                continue;
+            }
+            return Some(k);
+        }
+        if let Some(smaller) = fits {
+            return Some(smaller);
+        }
+        if k == 1 {
+            return Some(1);
+        }
+        k = scaled(k).clamp(1, k - 1);
+    }
+}
+
+#[allow(clippy::cast_precision_loss)]
+fn as_f64(v: usize) -> f64 {
+    v as f64
+}
+
+fn ratio(a: usize, b: usize) -> f64 {
+    as_f64(a) / as_f64(b)
+}
+
+/// The sample of `inv` with `peers` peers per node: turn 0 of [`sample_turn`].
 #[must_use]
 pub fn sample(inv: &Inventory, peers: usize) -> Sample {
+    sample_turn(inv, peers, 0)
+}
+
+/// Turn `turn` of the sample of `inv` with `peers` peers per node. Deterministic: the same
+/// inventory and turn give the same pairs. Nodes are ordered round-robin across zones, so that
+/// the ring's neighbours are in other zones; each node probes the nodes `s` places further for
+/// `peers` strides `s` spread over the ring (so each is probed by exactly as many); a pair of
+/// zones still without a probe then gets one. Turn t shifts every stride by t modulo
+/// [`runs_for_coverage`]: no gap between two strides is wider than that, so any that many
+/// successive turns take every stride from 1 to n - 1, which is every ordered pair of the ring.
+#[must_use]
+pub fn sample_turn(inv: &Inventory, peers: usize, turn: usize) -> Sample {
     let mut by_zone: BTreeMap<String, Vec<&str>> = BTreeMap::new();
     for n in &inv.nodes {
         by_zone.entry(zone_of(n)).or_default().push(&n.name);
@@ -109,6 +228,8 @@ pub fn sample(inv: &Inventory, peers: usize) -> Sample {
         .flat_map(|i| by_zone.values().filter_map(move |z| z.get(i).copied()))
         .collect();
     let n = ring.len();
+    let runs = runs_for_coverage(n, peers);
+    let shift = turn % runs;
     let mut pairs: BTreeSet<(&str, &str)> = BTreeSet::new();
     if peers >= n.saturating_sub(1) {
         // Asked for as many peers as there are: every pair.
@@ -116,8 +237,11 @@ pub fn sample(inv: &Inventory, peers: usize) -> Sample {
             pairs.extend(ring.iter().filter(|b| *b != a).map(|b| (*a, *b)));
         }
     } else if peers > 0 {
-        // Strides 1 + floor(j (n-1) / K), j < K: distinct and in 1..n, since K < n - 1.
-        let strides: Vec<usize> = (0..peers).map(|j| 1 + j * (n - 1) / peers).collect();
+        // Strides 1 + (floor(j (n-1) / K) + shift) mod (n-1), j < K: distinct and in 1..n,
+        // since K < n - 1 and the shift moves them all alike.
+        let strides: Vec<usize> = (0..peers)
+            .map(|j| 1 + (j * (n - 1) / peers + shift) % (n - 1))
+            .collect();
         for (i, a) in ring.iter().enumerate() {
             pairs.extend(strides.iter().map(|s| (*a, ring[(i + s) % n])));
         }
@@ -127,23 +251,23 @@ pub fn sample(inv: &Inventory, peers: usize) -> Sample {
         .flat_map(|(z, names)| names.iter().map(move |n| (*n, z.as_str())))
         .collect();
     let covered: BTreeSet<(&str, &str)> = pairs.iter().map(|(a, b)| (zone[a], zone[b])).collect();
-    let mut turn = 0;
+    let mut extra = 0;
     for (za, a_nodes) in &by_zone {
         for (zb, b_nodes) in &by_zone {
             if covered.contains(&(za.as_str(), zb.as_str())) {
                 continue;
             }
             // Spread the extra probes over the zones' nodes rather than always the first.
-            let a = a_nodes[turn % a_nodes.len()];
+            let a = a_nodes[extra % a_nodes.len()];
             let pick = b_nodes
                 .iter()
                 .cycle()
-                .skip(turn)
+                .skip(extra)
                 .take(b_nodes.len())
                 .find(|b| **b != a);
             if let Some(b) = pick {
                 pairs.insert((a, *b));
-                turn += 1;
+                extra += 1;
             }
         }
     }
@@ -156,6 +280,8 @@ pub fn sample(inv: &Inventory, peers: usize) -> Sample {
             m
         }),
         zones: by_zone.into_keys().collect(),
+        turn: shift,
+        runs,
     }
 }
 
@@ -309,6 +435,114 @@ mod tests {
         ] {
             let n = |v: &[crate::plan::PlannedProbe]| v.iter().filter(|p| p.path == class).count();
             assert!(n(&thin) > 0 && n(&thin) == n(&full), "{class}");
+        }
+    }
+
+    fn pairs_of(s: &Sample) -> BTreeSet<(String, String)> {
+        s.pairs
+            .iter()
+            .flat_map(|(a, t)| t.iter().map(|b| (a.clone(), b.clone())))
+            .collect()
+    }
+
+    #[test]
+    fn successive_turns_cover_every_ordered_pair_within_the_stated_runs() {
+        for (nodes, zones, k) in [(30, 3, 4), (31, 4, 2), (12, 0, 1), (50, 5, 7), (23, 2, 21)] {
+            let inv = zoned(nodes, zones);
+            let runs = runs_for_coverage(nodes, k);
+            assert_eq!(runs, (nodes - 1).div_ceil(k).max(1), "{nodes} nodes, K {k}");
+            // Simulated scheduled runs, each taking the turn after the last, from any start.
+            for start in [0, 3, runs - 1] {
+                let mut seen = BTreeSet::new();
+                for run in 0..runs {
+                    let s = sample_turn(&inv, k, start + run);
+                    assert_eq!((s.turn, s.runs), ((start + run) % runs, runs));
+                    // Every turn is a sample as good as the first.
+                    for (out, inn) in degrees(&s, &inv) {
+                        assert!(out >= k && inn >= k, "turn {}: {out} out, {inn} in", s.turn);
+                    }
+                    let before = seen.len();
+                    seen.extend(pairs_of(&s));
+                    assert!(run == 0 || seen.len() > before, "run {run} added nothing");
+                    if run + 2 == runs {
+                        assert!(seen.len() < nodes * (nodes - 1), "covered a run early");
+                    }
+                }
+                assert_eq!(seen.len(), nodes * (nodes - 1), "{nodes} nodes, K {k}");
+            }
+            // The turn after the last is the first again.
+            assert_eq!(sample_turn(&inv, k, runs), sample(&inv, k));
+        }
+        assert_eq!(runs_for_coverage(10, 9), 1);
+        assert_eq!(runs_for_coverage(10, 50), 1);
+        assert_eq!(runs_for_coverage(1000, 300), 4);
+    }
+
+    /// The plan's probe count with a sample of `k` peers (`None`: the whole matrix).
+    fn planned(inv: &Inventory, filter: &crate::plan::Filter, k: Option<usize>) -> usize {
+        let f = crate::plan::Filter {
+            sample: k.map(|k| sample(inv, k)),
+            ..filter.clone()
+        };
+        crate::plan::plan(inv, &f).len()
+    }
+
+    #[test]
+    fn auto_fits_the_sample_to_the_probes_allowed_for_every_inventory_shape() {
+        let mut calico = inventory(40, 3, "calico");
+        calico.nodes.truncate(40);
+        let shapes: Vec<(&str, Inventory, crate::plan::Filter)> = vec![
+            ("3 zones", zoned(60, 3), crate::plan::Filter::default()),
+            (
+                "no zone labels",
+                zoned(45, 0),
+                crate::plan::Filter::default(),
+            ),
+            (
+                "3 control planes, calico",
+                calico,
+                crate::plan::Filter::default(),
+            ),
+            (
+                "a quarter control planes",
+                inventory(48, 12, "flannel"),
+                crate::plan::Filter::default(),
+            ),
+            (
+                "overlay skipped",
+                zoned(50, 2),
+                crate::plan::Filter {
+                    skip_paths: vec![PathClass::Overlay],
+                    ..crate::plan::Filter::default()
+                },
+            ),
+        ];
+        for (shape, inv, filter) in &shapes {
+            let full = planned(inv, filter, None);
+            assert_eq!(
+                peers_within(inv, filter, full),
+                None,
+                "{shape}: the whole fits"
+            );
+            for share in [2, 5, 20] {
+                let max = full / share;
+                let k = peers_within(inv, filter, max).expect("a sample");
+                if planned(inv, filter, Some(1)) > max {
+                    // Not even one peer fits: one peer, the least sample there is.
+                    assert_eq!(k, 1, "{shape} 1/{share}");
+                    continue;
+                }
+                let n = planned(inv, filter, Some(k));
+                // Within the limit, and not far below it: a few more peers would not fit.
+                assert!(n <= max, "{shape} 1/{share}: K {k} plans {n} > {max}");
+                let more = planned(inv, filter, Some(k + 1 + k / 10));
+                assert!(
+                    more > max,
+                    "{shape} 1/{share}: K {k} ({n}) leaves room for more ({more} of {max})"
+                );
+            }
+            // A limit below one peer's plan still probes one peer per node.
+            assert_eq!(peers_within(inv, filter, 1), Some(1), "{shape}");
         }
     }
 }

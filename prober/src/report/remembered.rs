@@ -43,6 +43,11 @@ pub struct Remembered {
     /// stay within the budget: the next run matches them and does not announce them as new.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dropped: Vec<String>,
+    /// What a `--sample` run probed, with its turn of the rotation: the next run takes the
+    /// turn after it, so that successive runs cover every node pair. Absent in memories of
+    /// unsampled runs and of runs before rotations existed (the next run starts at turn 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sample: Option<Box<crate::plan::sample::Sampled>>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -126,6 +131,7 @@ impl Remembered {
                 keys: 0,
             },
             dropped: Vec::new(),
+            sample: report.sample.clone().map(Box::new),
         }
     }
 
@@ -375,6 +381,31 @@ mod tests {
             r.findings.push(f);
         }
         r
+    }
+
+    #[test]
+    fn a_sampled_run_remembers_its_turn_and_an_older_memory_reads_without() {
+        let mut r = report(1);
+        r.sample = Some(crate::plan::sample::Sampled {
+            peers: 40,
+            pairs: 40_000,
+            possible_pairs: 999_000,
+            zones: vec!["a".into()],
+            sampled_paths: crate::plan::sample::SAMPLED_PATHS.to_vec(),
+            turn: 7,
+            runs: 25,
+        });
+        let (gz, _) = Remembered::of(&r, 5).encode(BUDGET).unwrap();
+        let back = Remembered::decode(&gz).unwrap();
+        let s = back.sample.expect("the sample is remembered");
+        assert_eq!((s.turn, s.runs, s.peers), (7, 25, 40));
+        // A memory written before rotations existed has no sample: the next run starts at 0.
+        let (gz, _) = Remembered::of(&report(1), 5).encode(BUDGET).unwrap();
+        assert!(Remembered::decode(&gz).unwrap().sample.is_none());
+        let old = serde_json::json!({"peers": 3, "pairs": 30, "possiblePairs": 90,
+            "zones": ["a"], "sampledPaths": ["pod-to-pod"]});
+        let old: crate::plan::sample::Sampled = serde_json::from_value(old).unwrap();
+        assert_eq!((old.turn, old.runs), (0, 1));
     }
 
     #[test]
