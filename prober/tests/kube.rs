@@ -232,10 +232,14 @@ fn expect_nodes(inv: &Inventory, want: &[NodeRow<'_>]) {
 }
 
 fn overlay(inv: &Inventory) -> Option<(String, u16, u32, Option<u16>)> {
-    inv.cluster
-        .overlay
-        .as_ref()
-        .map(|o| (o.mode.clone(), o.port, o.vni, o.mtu))
+    inv.cluster.overlay.as_ref().map(|o| {
+        (
+            o.mode().to_string(),
+            o.port().map_or(0, probe_proto::Port::get),
+            o.vni().map_or(0, probe_proto::Vni::get),
+            o.mtu(),
+        )
+    })
 }
 
 fn addrs(v: &[std::net::SocketAddr]) -> Vec<String> {
@@ -2839,7 +2843,7 @@ async fn a_healthy_cluster_of_each_distribution_gives_no_finding() {
             .cluster
             .overlay
             .as_ref()
-            .is_some_and(|o| o.mode != "none")
+            .is_some_and(|o| o.mode() != prober::inventory::OverlayMode::None)
         {
             let planned = prober::plan::plan(&inv, &prober::plan::Filter::default());
             for n in &inv.nodes {

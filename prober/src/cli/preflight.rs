@@ -328,8 +328,8 @@ async fn start_standins(
             "--ttl".into(),
             "10m".into(),
         ]);
-        if let Some(ov) = inv.cluster.overlay.as_ref().filter(|o| o.mode == "vxlan") {
-            argv.push(format!("--vxlan-port={}", ov.port));
+        if let Some(prober::inventory::Overlay::Vxlan { port, .. }) = inv.cluster.overlay {
+            argv.push(format!("--vxlan-port={port}"));
         }
         if !tcp.is_empty() {
             argv.push(format!("--extra-tcp-port={}", join(&tcp)));
