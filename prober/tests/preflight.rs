@@ -375,7 +375,7 @@ mod api {
         .unwrap();
         drop(client);
         let seen = server.await.unwrap();
-        // Discovery is `read`'s (tests/kube.rs pins it); from the permanent-install check on,
+        // Discovery is `read`'s (tests/kube/discover.rs pins it); from the permanent-install check on,
         // every request preflight makes, in order (the exec sessions run at once: sorted).
         let first = seen
             .iter()

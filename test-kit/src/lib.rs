@@ -6,4 +6,5 @@
 // in prose: backticks around every one would bury the text.
 #![allow(clippy::doc_markdown)]
 
+pub mod golden;
 pub mod standin;

@@ -8,7 +8,6 @@ pub mod discover;
 pub mod export;
 pub mod lab;
 pub mod manifests;
-pub mod manifests_scheduled;
 pub mod matrix;
 pub mod memory;
 pub mod out;

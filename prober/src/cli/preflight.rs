@@ -5,32 +5,21 @@
 use super::out::out;
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::sync::Arc;
-use std::time::Duration;
 
 use prober::diagnose::preflight::{PortConflict, candidate_resolver, clock_skew, port_conflicts};
 use prober::diagnose::{Kind, Severity};
 use prober::inventory::Inventory;
-use prober::model::Protocol;
-use prober::plan::preflight::{
-    Candidate, Role, preflight, standin_tcp_ports, standin_udp_ports, with_candidate,
-};
+use prober::plan::preflight::{Candidate, Role, preflight, with_candidate};
 use prober::report::{EXIT_FAILURES, EXIT_INTERRUPTED, Preflight, Report};
 use prober::run::preflight::{ApiError, CLEANUP_DEADLINE, RUN_TTL, through_api};
 use prober::run::{RunConfig, RunOutput};
 use prober::runtime::local::Local;
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
+use prober::runtime::standins::{self, STANDIN_AGENT_PORT};
 
 use super::CliError;
 use super::args::{AgentArgs, KubeArgs, OutputArgs, ProbeArgs};
 use super::signals;
-
-/// The stand-in agent's own port on the candidate (echo, `/seen`).
-const STANDIN_AGENT_PORT: u16 = 9917;
-/// How long the stand-ins may take to start (an ssh prefix included).
-const START_DEADLINE: Duration = Duration::from_secs(15);
 
 #[derive(Clone, Copy, clap::ValueEnum, PartialEq, Eq)]
 pub enum RoleArg {
@@ -160,7 +149,9 @@ async fn kube_preflight(args: &Args) -> Result<Report, CliError> {
     let found = args.kube.discover("prober preflight").await?;
     let candidate = candidate(args, &found.inventory)?;
     let agent_bin = args.probe.agent_bin(&found.inventory);
-    let (standins, conflicts) = start_standins(&found.inventory, &candidate, &agent_bin).await?;
+    let (standins, conflicts) = standins::start(&found.inventory, &candidate, &agent_bin)
+        .await
+        .map_err(|e| env(&e))?;
     let on_candidate = Local::new(&with_candidate(&found.inventory, &candidate), agent_bin);
     let session = args.agents.session(RUN_TTL, CLEANUP_DEADLINE);
     let ran = through_api(
@@ -173,7 +164,7 @@ async fn kube_preflight(args: &Args) -> Result<Report, CliError> {
         signals::interrupted,
     )
     .await;
-    stop(standins).await;
+    standins.stop().await;
     let ran = ran.map_err(|e| match e {
         ApiError::Interrupted => CliError::Interrupted(e.to_string()),
         ApiError::Deploy(d) => env(&d),
@@ -216,7 +207,9 @@ pub async fn run_preflight(
     probe: &ProbeArgs,
 ) -> Result<Report, CliError> {
     let agent_bin = probe.agent_bin(inv);
-    let (standins, conflicts) = start_standins(inv, candidate, &agent_bin).await?;
+    let (standins, conflicts) = standins::start(inv, candidate, &agent_bin)
+        .await
+        .map_err(|e| CliError::Environment(e.to_string()))?;
     let full = with_candidate(inv, candidate);
     let planned = preflight(inv, candidate);
     let runtime = Arc::new(Local::new(&full, agent_bin));
@@ -228,7 +221,7 @@ pub async fn run_preflight(
         signals::interrupted(),
     )
     .await;
-    stop(standins).await;
+    standins.stop().await;
     finish(out, &full, candidate, &conflicts, probe)
 }
 
@@ -299,159 +292,6 @@ fn source_address(inv: &Inventory) -> Result<Ipv4Addr, CliError> {
     }
 }
 
-/// Starts the stand-ins on the candidate. A port that cannot be bound is a conflict: it is
-/// left out and the stand-ins start again without it. Returns the running stand-ins (killed when
-/// dropped, and by their TTL if this process dies) and the conflicts.
-async fn start_standins(
-    inv: &Inventory,
-    c: &Candidate,
-    agent_bin: &str,
-) -> Result<(Child, Vec<PortConflict>), CliError> {
-    let mut tcp = standin_tcp_ports(inv, c.role);
-    let mut udp = standin_udp_ports(inv);
-    let mut conflicts = Vec::new();
-    // Each round either starts or drops one port, so this ends.
-    for _ in 0..=tcp.len() + udp.len() {
-        let mut argv: Vec<String> = c.exec.clone();
-        argv.extend([
-            agent_bin.to_string(),
-            "serve".into(),
-            "--listen".into(),
-            "0.0.0.0".into(),
-            "--port".into(),
-            c.agent_port.to_string(),
-            // Where it may (CAP_NET_RAW), the sniffer witnesses what reaches the candidate:
-            // the SYNs of a failed TCP probe and the overlay datagrams on its NIC, so a gap says
-            // whether the candidate's own firewall dropped them. Without it, `auto` goes on.
-            "--sniff".into(),
-            "auto".into(),
-            "--ttl".into(),
-            "10m".into(),
-        ]);
-        if let Some(prober::inventory::Overlay::Vxlan { port, .. }) = inv.cluster.overlay {
-            argv.push(format!("--vxlan-port={port}"));
-        }
-        if !tcp.is_empty() {
-            argv.push(format!("--extra-tcp-port={}", join(&tcp)));
-        }
-        if !udp.is_empty() {
-            argv.push(format!("--standin-udp-port={}", join(&udp)));
-        }
-        let command = argv.join(" ");
-        let env =
-            |e: String| CliError::Environment(format!("stand-ins on {}: `{command}`: {e}", c.name));
-        let mut child = Command::new(&argv[0])
-            .args(&argv[1..])
-            .env("PROBE_POD_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|e| env(e.to_string()))?;
-        let stderr = child.stderr.take().ok_or_else(|| env("no stderr".into()))?;
-        let mut lines = BufReader::new(stderr).lines();
-        let mut said = String::new();
-        let ready = tokio::time::timeout(START_DEADLINE, async {
-            while let Ok(Some(line)) = lines.next_line().await {
-                if line.contains(" serving") {
-                    return true;
-                }
-                said.push_str(&line);
-                said.push('\n');
-            }
-            false
-        })
-        .await
-        .map_err(|_| env(format!("not serving within {} s", START_DEADLINE.as_secs())))?;
-        if ready {
-            // Keep draining its log so it never blocks on a full pipe.
-            tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-            return Ok((child, conflicts));
-        }
-        let _ = child.wait().await;
-        let Some((protocol, port)) = taken(&said) else {
-            return Err(env(said.trim().to_string()));
-        };
-        let list = if protocol == Protocol::Tcp {
-            &mut tcp
-        } else {
-            &mut udp
-        };
-        if !list.contains(&port) {
-            // The stand-in agent's own port: nothing to leave out.
-            return Err(env(said.trim().to_string()));
-        }
-        list.retain(|p| *p != port);
-        let process = holder(&c.exec, protocol, port).await;
-        conflicts.push(PortConflict {
-            protocol,
-            port,
-            process,
-        });
-    }
-    Err(CliError::Environment(format!(
-        "stand-ins on {}: could not start",
-        c.name
-    )))
-}
-
-fn join(ports: &[u16]) -> String {
-    ports
-        .iter()
-        .map(u16::to_string)
-        .collect::<Vec<_>>()
-        .join(",")
-}
-
-/// The port `probe-pod serve` could not listen on, from its error
-/// (`cannot listen on tcp 0.0.0.0:10250: Address in use`).
-fn taken(stderr: &str) -> Option<(Protocol, u16)> {
-    let rest = &stderr[stderr.find("cannot listen on ")? + "cannot listen on ".len()..];
-    let (proto, rest) = rest.split_once(' ')?;
-    let addr = rest.split(": ").next()?;
-    let port = addr.rsplit(':').next()?.parse().ok()?;
-    if !rest.contains("in use") {
-        return None;
-    }
-    let protocol = match proto {
-        "tcp" => Protocol::Tcp,
-        "udp" => Protocol::Udp,
-        _ => return None,
-    };
-    Some((protocol, port))
-}
-
-/// What holds a port on the candidate, as `ss -p` names it; `None` when it cannot be read.
-async fn holder(exec: &[String], protocol: Protocol, port: u16) -> Option<String> {
-    let mut argv: Vec<String> = exec.to_vec();
-    let flags = if protocol == Protocol::Tcp {
-        "-Hltnp"
-    } else {
-        "-Hlunp"
-    };
-    argv.extend(["ss".into(), flags.into(), format!("sport = :{port}")]);
-    let out = tokio::time::timeout(
-        Duration::from_secs(5),
-        Command::new(&argv[0])
-            .args(&argv[1..])
-            .kill_on_drop(true)
-            .output(),
-    )
-    .await
-    .ok()?
-    .ok()?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    let users = &text[text.find("users:((")? + "users:((".len()..];
-    Some(users[..users.find(')')?].to_string())
-}
-
-/// Stops the stand-ins (their TTL covers a prefix that does not pass the signal on).
-async fn stop(mut child: Child) {
-    let _ = child.start_kill();
-    let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -464,18 +304,5 @@ mod tests {
         probe.filter.paths = vec![prober::model::PathClass::Overlay];
         let e = refuse_filters(&probe).unwrap_err().to_string();
         assert!(e.contains("--paths, --nodes cannot narrow"), "{e}");
-    }
-
-    #[test]
-    fn the_taken_port_is_read_from_the_agents_error() {
-        let e =
-            "probe-pod serve: cannot listen on tcp 0.0.0.0:10250: Address in use (os error 98)\n";
-        assert_eq!(taken(e), Some((Protocol::Tcp, 10250)));
-        let e = "probe-pod serve: cannot listen on udp 0.0.0.0:8472: Address already in use (os error 98)";
-        assert_eq!(taken(e), Some((Protocol::Udp, 8472)));
-        assert_eq!(
-            taken("cannot listen on tcp 0.0.0.0:10250: Permission denied"),
-            None
-        );
     }
 }

@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use crate::inventory::{ApiAccess, Component};
 use crate::model::{PathClass, Record};
 
+use super::api_address::{ApiAddress, api_address};
 use super::context::{Ctx, failed, list, names_text};
 use super::finding::{Finding, Kind, Severity, State};
 
@@ -71,43 +72,31 @@ fn runs_on(c: &Component, node: &str) -> bool {
     c.nodes.is_empty() || c.nodes.iter().any(|n| n == node)
 }
 
-fn env_fix(ctx: &Ctx<'_>, c: &Component) -> Vec<String> {
-    let Some(ep) = ctx.inv.cluster.api.endpoints.first() else {
-        return Vec::new();
-    };
-    let (host, port) = (ep.ip(), ep.port());
+/// One pasteable line per container: its own label, then the `kubectl set env` that points it at
+/// the API server `api` directly.
+fn env_fix(api: &ApiAddress, c: &Component) -> Vec<String> {
     let containers = if c.containers.is_empty() {
         vec![c.name.clone()]
     } else {
         c.containers.clone()
     };
-    // kubectl's short names keep the command on one line.
+    // kubectl's short names keep the command short.
     let kind = match c.kind.as_str() {
         "DaemonSet" => "ds".to_string(),
         "Deployment" => "deploy".to_string(),
         "StatefulSet" => "sts".to_string(),
         other => other.to_lowercase(),
     };
-    let mut out = vec![format!(
-        "{} ({} {}/{}): set KUBERNETES_SERVICE_HOST={host} and KUBERNETES_SERVICE_PORT={port} in {} {}",
-        c.name,
-        c.kind,
-        c.namespace,
-        c.name,
-        if containers.len() > 1 {
-            "containers"
-        } else {
-            "container"
-        },
-        containers.join(", ")
-    )];
-    for ct in &containers {
-        out.push(format!(
-            "  kubectl -n {} set env {kind}/{} -c {ct} KUBERNETES_SERVICE_HOST={host} KUBERNETES_SERVICE_PORT={port}",
-            c.namespace, c.name
-        ));
-    }
-    out
+    let (host, port) = (&api.host, api.port);
+    containers
+        .iter()
+        .map(|ct| {
+            format!(
+                "{} ({} {}/{}), container {ct}: kubectl -n {} set env {kind}/{} -c {ct} KUBERNETES_SERVICE_HOST={host} KUBERNETES_SERVICE_PORT={port}",
+                c.name, c.kind, c.namespace, c.name, c.namespace, c.name
+            )
+        })
+        .collect()
 }
 
 pub(super) fn bootstrap_cycles(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
@@ -141,9 +130,11 @@ pub(super) fn bootstrap_cycles(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
         .copied()
         .filter(|&n| runs_on(cni, ctx.name(n)))
         .collect();
+    let api = api_address(ctx);
     let mut fix = Vec::new();
+    let mut notes: Vec<String> = api.iter().filter_map(|a| a.note.clone()).collect();
     for c in &on_service {
-        fix.extend(env_fix(ctx, c));
+        fix.extend(api.iter().flat_map(|a| env_fix(a, c)));
     }
     let (mut f, ev, cons) = if active.is_empty() {
         let mut f = Finding::new(
@@ -175,11 +166,12 @@ pub(super) fn bootstrap_cycles(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
         let everywhere = active.len() == ctx.inv.nodes.len();
         if everywhere {
             let mut first = vec![
-                "kube-proxy (the service proxy) is missing or broken on every node: kubectl -n kube-system get daemonset kube-proxy; kubectl -n kube-system get pods -l k8s-app=kube-proxy -o wide".to_string(),
-                "then, so that the CNI cannot lock itself out again:".to_string(),
+                "kube-proxy (the service proxy), missing or broken on every node: kubectl -n kube-system get daemonset kube-proxy".to_string(),
+                "kube-proxy's pods, node by node: kubectl -n kube-system get pods -l k8s-app=kube-proxy -o wide".to_string(),
             ];
             first.append(&mut fix);
             fix = first;
+            notes.insert(0, "bring the service proxy (kube-proxy) back first; the `set env` lines then keep the CNI from locking itself out again".into());
         }
         let mut f = Finding::new(
             Kind::BootstrapCycle,
@@ -208,6 +200,7 @@ pub(super) fn bootstrap_cycles(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
     f.cycle = cycle;
     f.components = components;
     f.fix = fix;
+    f.notes = notes;
     ctx.emit(findings, f, &ev, &cons);
 }
 

@@ -50,6 +50,10 @@ pub struct Finding {
     /// What to do, one step per line.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fix: Vec<String>,
+    /// What the operator should know that is not a step to take ("the hosts' own firewalls are
+    /// not the cause"), one per line: kept apart from `fix` so that every fix line can be run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub protocol: Option<Protocol>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -284,6 +288,7 @@ impl Finding {
             evidence: Vec::new(),
             consequences: Vec::new(),
             fix: Vec::new(),
+            notes: Vec::new(),
             protocol: None,
             port: None,
             from: Vec::new(),

@@ -456,6 +456,7 @@ pub(super) fn gap_finding(
     f.where_ = gap_where(ctx, ev);
     // Written once `where` is known: the lines go where the packets died.
     f.fix = fix::lines(ctx.inv, proto, port, (from, to), both, &f.where_);
+    f.notes = fix::notes(ctx.inv, (from, to), both, &f.where_);
     f
 }
 

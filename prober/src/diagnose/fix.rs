@@ -110,9 +110,6 @@ pub(super) fn lines(
     let mut fix = Vec::new();
     let network = where_.contains(&Where::Network);
     let unknown = where_.is_empty();
-    if unknown {
-        fix.push("where the packets are dropped is unknown: open the port on the network firewall if there is one between these hosts, else on the receiving hosts".into());
-    }
     if network || unknown {
         fix.push(format!(
             "{}on the firewall, router or security group{}: allow {} from {} to {}{}",
@@ -127,20 +124,10 @@ pub(super) fn lines(
             fix.push("in a cloud security group IP-in-IP is no TCP or UDP port, so \"all TCP\" and \"all UDP\" rules do not cover it: add a rule for protocol number 4 (AWS: custom protocol 4; GCP: protocol \"ipip\"; Azure does not carry IP-in-IP at all, use VXLAN there) with the same sources".into());
         }
     }
-    let mut receivers: Vec<(u32, Vec<u32>)> = to.iter().map(|&t| (t, from.to_vec())).collect();
-    if both {
-        receivers.extend(from.iter().map(|&t| (t, to.to_vec())));
-    }
-    // Host rules only on the hosts that dropped the packets, or on every receiver when unknown.
-    receivers.retain(|(r, _)| {
-        unknown || where_.contains(&Where::Host(inv.nodes[*r as usize].name.clone()))
-    });
-    if network && receivers.is_empty() {
-        fix.push(
-            "the hosts' own firewalls are not the cause: the packets never reached them".into(),
-        );
-    }
-    for (recv, srcs) in receivers.iter().take(FIX_NODES) {
+    for (recv, srcs) in receivers(inv, (from, to), both, where_)
+        .iter()
+        .take(FIX_NODES)
+    {
         for l in host_rules(inv, *recv, srcs, proto, port) {
             fix.push(if unknown {
                 format!("host side: {l}")
@@ -149,13 +136,58 @@ pub(super) fn lines(
             });
         }
     }
-    if receivers.len() > FIX_NODES {
-        fix.push(format!(
-            "... and the same on {} more nodes",
-            receivers.len() - FIX_NODES
+    fix
+}
+
+/// The receivers whose own rules must change, each with its senders: the hosts that dropped
+/// the packets, or every receiver when where they died is unknown.
+fn receivers(
+    inv: &Inventory,
+    (from, to): (&[u32], &[u32]),
+    both: bool,
+    where_: &[Where],
+) -> Vec<(u32, Vec<u32>)> {
+    let mut all: Vec<(u32, Vec<u32>)> = to.iter().map(|&t| (t, from.to_vec())).collect();
+    if both {
+        all.extend(from.iter().map(|&t| (t, to.to_vec())));
+    }
+    all.retain(|(r, _)| {
+        where_.is_empty() || where_.contains(&Where::Host(inv.nodes[*r as usize].name.clone()))
+    });
+    all
+}
+
+/// What goes with [`lines`] that is no step to run: where the fault is not, that the place is
+/// unknown, and the receivers beyond the first few whose host rules are the same.
+pub(super) fn notes(
+    inv: &Inventory,
+    (from, to): (&[u32], &[u32]),
+    both: bool,
+    where_: &[Where],
+) -> Vec<String> {
+    let mut notes = Vec::new();
+    let recv = receivers(inv, (from, to), both, where_);
+    if where_.is_empty() {
+        notes.push("where the packets are dropped is unknown: open the port on the network firewall if there is one between these hosts (the network side line), else on the receiving hosts (the host side lines)".into());
+    }
+    if where_.contains(&Where::Network) && recv.is_empty() {
+        notes.push(
+            "the hosts' own firewalls are not the cause: the packets never reached them".into(),
+        );
+    }
+    if recv.len() > FIX_NODES {
+        let rest: Vec<&str> = recv[FIX_NODES..]
+            .iter()
+            .map(|(n, _)| inv.nodes[*n as usize].name.as_str())
+            .collect();
+        notes.push(format!(
+            "the same host rules, each with its own sources, are needed on {} more {}: {}",
+            rest.len(),
+            if rest.len() == 1 { "node" } else { "nodes" },
+            rest.join(", ")
         ));
     }
-    fix
+    notes
 }
 
 #[cfg(test)]
@@ -257,6 +289,12 @@ mod tests {
             net[0].ends_with("from 192.168.56.12 to 192.168.56.10/31 and back"),
             "{net:#?}"
         );
+        // Issue 25, item 8: what is no step to run is a note, never a fix line.
+        assert_eq!(net.len(), 1, "{net:#?}");
+        assert_eq!(
+            notes(&inv, (&from, &to), true, &[Where::Network]),
+            ["the hosts' own firewalls are not the cause: the packets never reached them"]
+        );
         let host = lines(
             &inv,
             Protocol::Udp,
@@ -280,7 +318,8 @@ mod tests {
             "one rule for the /31: {fw}"
         );
         let unknown = lines(&inv, Protocol::Tcp, 6443, (&from, &to), false, &[]);
-        assert!(unknown[0].contains("unknown"), "{unknown:#?}");
+        let said = notes(&inv, (&from, &to), false, &[]);
+        assert!(said[0].contains("unknown"), "{said:#?}");
         assert!(
             unknown.iter().any(|l| l.starts_with("network side: ")),
             "{unknown:#?}"

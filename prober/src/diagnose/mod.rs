@@ -7,6 +7,7 @@
 //! a rule claims the failed results it explains, and later rules see only what is left.
 
 mod agents;
+mod api_address;
 mod bootstrap;
 pub mod cidr;
 mod context;
@@ -22,6 +23,7 @@ mod node_config;
 mod not_listening;
 mod overlay;
 mod overlay_unprobed;
+pub mod policy;
 pub mod preflight;
 mod prober_port;
 pub mod sampled;

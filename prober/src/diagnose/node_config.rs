@@ -406,7 +406,8 @@ fn localhost_finding(
     if localhost.is_empty() {
         return;
     }
-    let cp = ctx.inv.cluster.api.endpoints.first().map_or_else(
+    let api = super::api_address::api_address(ctx);
+    let cp = api.as_ref().map_or_else(
         || "<control-plane address>:6443".into(),
         ToString::to_string,
     );
@@ -423,6 +424,7 @@ fn localhost_finding(
     for n in &f.nodes {
         f.fix.push(format!("on {n}: set server: https://{cp} in /etc/kubernetes/kubelet.conf, then systemctl restart kubelet"));
     }
+    f.notes.extend(api.and_then(|a| a.note));
     ctx.emit(
         findings,
         f,

@@ -174,7 +174,19 @@ fn pod_mtu(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>, mtu: &[usize]) {
             }
         ),
     );
-    f.fix.push(format!("measure the path MTU between the nodes (ping -M do -s {} <peer>); either raise the underlay MTU to {} or lower the CNI's MTU to the underlay's minus {}", size.saturating_sub(28) + 50, u32::from(size) + 50, 50));
+    if let Some(&(a, b)) = pairs.iter().next() {
+        f.fix.push(ping_line(
+            ctx,
+            a,
+            b,
+            (u32::from(size) + 50).saturating_sub(28),
+        ));
+    }
+    f.fix.push(format!(
+        "raise the underlay MTU to {}, or lower the CNI's MTU to the underlay's minus 50",
+        u32::from(size) + 50
+    ));
+    f.notes.push(PING_NOTE.into());
     f.nodes = names;
     ctx.emit(findings, f, mtu, &[]);
 }
@@ -223,18 +235,30 @@ fn underlay_mtu(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>, failed: &[usize]
             needed.saturating_sub(pod_mtu),
         ),
     );
-    let peer = pairs.iter().next().map_or("<peer>", |(_, b)| ctx.name(*b));
-    let from = pairs.iter().next().map_or("<node>", |(a, _)| ctx.name(*a));
-    f.fix.push(format!(
-        "on {from}: ping -M do -s {} -c 1 {peer}   # lower -s until it passes: that plus 28 is the path MTU",
-        needed.saturating_sub(28)
-    ));
+    if let Some(&(a, b)) = pairs.iter().next() {
+        f.fix
+            .push(ping_line(ctx, a, b, u32::from(needed).saturating_sub(28)));
+    }
     f.fix.push(format!(
         "raise the MTU of every link and router on the way to {needed}, or set the CNI's MTU to the path MTU minus {} before the join",
         needed.saturating_sub(pod_mtu)
     ));
+    f.notes.push(PING_NOTE.into());
     f.nodes = names;
     ctx.emit(findings, f, failed, &[]);
+}
+
+/// How to read [`ping_line`]'s answer.
+const PING_NOTE: &str = "the ping measures the path: lower -s until it passes; that size plus 28 (the IP and ICMP headers) is the path MTU";
+
+/// `on n1: ping -M do -s 1472 -c 1 192.168.56.12`: a full-size unfragmentable ping from `a` to
+/// `b`'s address (a name would need a resolver that knows the nodes).
+fn ping_line(ctx: &Ctx<'_>, a: u32, b: u32, payload: u32) -> String {
+    format!(
+        "on {}: ping -M do -s {payload} -c 1 {}",
+        ctx.name(a),
+        ctx.inv.nodes[b as usize].address
+    )
 }
 
 /// The nodes that appear in every pair (the common end of a set of failing pairs), or, when no

@@ -9,14 +9,7 @@ use crate::model::{PathClass, Protocol, Results};
 
 use super::finding::{Finding, Kind, Severity, State};
 
-/// A port the candidate's stand-in could not bind.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PortConflict {
-    pub protocol: Protocol,
-    pub port: u16,
-    /// What holds it, as `ss -p` names it (`"nginx",pid=812`), when it can be read.
-    pub process: Option<String>,
-}
+pub use crate::plan::preflight::PortConflict;
 
 /// One error finding per taken port, naming the candidate and, when known, the process.
 #[must_use]

@@ -138,6 +138,7 @@ fn finding(
         false,
         &places,
     ));
+    f.notes = fix::notes(ctx.inv, (senders, &[to]), false, &places);
     f.where_ = places;
     f
 }

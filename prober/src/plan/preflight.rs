@@ -39,6 +39,15 @@ pub struct Candidate {
     pub host_root: Option<PathBuf>,
 }
 
+/// A port the candidate's stand-in could not bind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortConflict {
+    pub protocol: Protocol,
+    pub port: u16,
+    /// What holds it, as `ss -p` names it (`"nginx",pid=812`), when it can be read.
+    pub process: Option<String>,
+}
+
 /// The etcd ports, between control planes only.
 const ETCD: [u16; 2] = [2379, 2380];
 const KUBELET: u16 = 10250;

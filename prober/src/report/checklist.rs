@@ -1,11 +1,13 @@
-//! The checklist a preflight report's table leads with: one line per required port and
-//! direction, each node ok or how it failed, then the ports already taken on the candidate.
+//! The checklist a preflight report's table leads with: the ports already taken on the
+//! candidate, then one row per required port and direction naming the nodes by how they did,
+//! each failure's reason said once under its row, all fitted to the terminal's width.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use super::Report;
 use super::safe;
+use super::table::wrap;
 use crate::diagnose::Kind;
 use crate::model::{PathClass, Record};
 
@@ -24,29 +26,55 @@ fn what(r: &Record<'_>) -> String {
     }
 }
 
-/// How one node did on one line: `n1 ok` or `n2 TIMEOUT (why)`.
-fn cell(peer: &str, r: &Record<'_>) -> String {
-    if r.result.outcome.is_ok() {
-        format!("{} ok", safe::name(peer))
-    } else {
-        let outcome = r.result.outcome.as_str().to_uppercase();
-        format!(
-            "{} {outcome} ({})",
-            safe::name(peer),
-            safe::text(r.result.detail)
-        )
+/// The nodes of one checklist row, by how they did: the ok ones, and per failed outcome the
+/// nodes and the first of their details (the others are as a rule the same sentence with
+/// another address: said once, not once per node).
+#[derive(Default)]
+struct Row {
+    ok: Vec<String>,
+    failed: BTreeMap<String, (Vec<String>, String)>,
+}
+
+impl Row {
+    fn add(&mut self, peer: &str, r: &Record<'_>) {
+        let peer = safe::name(peer).into_owned();
+        if r.result.outcome.is_ok() {
+            self.ok.push(peer);
+        } else {
+            let outcome = r.result.outcome.as_str().to_uppercase();
+            let e = self
+                .failed
+                .entry(outcome)
+                .or_insert_with(|| (Vec::new(), safe::text(r.result.detail).into_owned()));
+            e.0.push(peer);
+        }
+    }
+
+    /// `TIMEOUT n1; ok n2, n3`.
+    fn cells(&self) -> String {
+        let mut parts: Vec<String> = self
+            .failed
+            .iter()
+            .map(|(outcome, (peers, _))| format!("{outcome} {}", peers.join(", ")))
+            .collect();
+        if !self.ok.is_empty() {
+            parts.push(format!("ok {}", self.ok.join(", ")));
+        }
+        parts.join("; ")
     }
 }
 
-/// The checklist of a preflight report, empty for any other report.
-#[must_use]
-pub fn render(report: &Report) -> String {
-    let Some(pf) = &report.preflight else {
-        return String::new();
-    };
-    let c = pf.candidate.as_str();
-    // (direction, what) -> cells, in a stable order: outbound first.
-    let mut lines: BTreeMap<(u8, String), (bool, Vec<String>)> = BTreeMap::new();
+/// Sorts node names as a person counts them: n2 before n10.
+fn sorted(mut v: Vec<String>) -> Vec<String> {
+    v.sort_by(|a, b| super::table::natural(a, b));
+    v.dedup();
+    v
+}
+
+/// The rows of the candidate `c`'s checklist by (direction, what), in a stable order:
+/// outbound first; the nodes of each in natural order.
+fn rows(report: &Report, c: &str) -> BTreeMap<(u8, String), Row> {
+    let mut lines: BTreeMap<(u8, String), Row> = BTreeMap::new();
     for r in report
         .results
         .iter()
@@ -60,34 +88,91 @@ pub fn render(report: &Report) -> String {
         } else {
             continue;
         };
-        let e = lines.entry((dir, what(&r))).or_insert((true, Vec::new()));
-        e.0 &= r.result.outcome.is_ok();
-        e.1.push(cell(peer, &r));
+        lines.entry((dir, what(&r))).or_default().add(peer, &r);
     }
+    for row in lines.values_mut() {
+        row.ok = sorted(std::mem::take(&mut row.ok));
+        for (peers, _) in row.failed.values_mut() {
+            *peers = sorted(std::mem::take(peers));
+        }
+    }
+    lines
+}
+
+/// The checklist of a preflight report fitted to `width` columns, empty for any other report:
+/// one row per port and direction naming the nodes, each failure's reason once under it.
+#[must_use]
+pub fn render(report: &Report, width: usize) -> String {
+    let Some(pf) = &report.preflight else {
+        return String::new();
+    };
+    let c = pf.candidate.as_str();
+    let lines = rows(report, c);
     // Names and messages come from the cluster and the agents: shown through the sanitiser.
     let shown = safe::name(c);
     let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "preflight checklist for {shown} ({}):",
-        safe::name(&pf.role)
+    let say = |out: &mut String, text: &str, indent: usize| {
+        let _ = writeln!(out, "{}", wrap(text, width, indent));
+    };
+    say(
+        &mut out,
+        &format!(
+            "preflight checklist for {shown} ({}):",
+            safe::name(&pf.role)
+        ),
+        2,
     );
     for f in report
         .findings
         .iter()
         .filter(|f| f.kind == Kind::PortConflict)
     {
-        let _ = writeln!(out, "  [FAIL] on {shown}: {}", safe::text(&f.summary));
+        say(
+            &mut out,
+            &format!("  [FAIL] on {shown}: {}", safe::text(&f.summary)),
+            9,
+        );
     }
-    for ((dir, what), (ok, cells)) in &lines {
+    // The cells start after the mark, the arrow and the port: continuation lines align there.
+    let arrow_w = shown.chars().count() + 10;
+    let what_w = lines
+        .keys()
+        .map(|(_, w)| w.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(8);
+    let cells_at = 2 + 6 + 1 + arrow_w + 1 + what_w + 1;
+    // On a narrow terminal the reasons keep a readable indent rather than the cells' column.
+    let cells_at = if cells_at > width / 2 { 9 } else { cells_at };
+    for ((dir, what), row) in &lines {
         let arrow = if *dir == 0 {
             format!("{shown} -> nodes")
         } else {
             format!("nodes -> {shown}")
         };
-        let mark = if *ok { "[ok]  " } else { "[FAIL]" };
+        let mark = if row.failed.is_empty() {
+            "[ok]  "
+        } else {
+            "[FAIL]"
+        };
         let what = safe::name(what);
-        let _ = writeln!(out, "  {mark} {arrow:<14} {what:<20} {}", cells.join(", "));
+        say(
+            &mut out,
+            &format!("  {mark} {arrow:<arrow_w$} {what:<what_w$} {}", row.cells()),
+            cells_at,
+        );
+        for (peers, detail) in row.failed.values() {
+            let who = match peers.as_slice() {
+                [one] => one.clone(),
+                [first, ..] => format!("{first} (and the same from {} more)", peers.len() - 1),
+                [] => continue,
+            };
+            say(
+                &mut out,
+                &format!("{}{who}: {detail}", " ".repeat(cells_at)),
+                cells_at + 2,
+            );
+        }
     }
     // An encapsulation probed from the candidate only: say why the other way is not.
     for (_, what) in lines.keys().filter(|(dir, w)| {
@@ -96,9 +181,12 @@ pub fn render(report: &Report) -> String {
             && !lines.contains_key(&(1, w.clone()))
     }) {
         let arrow = format!("nodes -> {shown}");
-        let _ = writeln!(
-            out,
-            "  [--]   {arrow:<14} {what:<20} not probed: nothing on {shown} can decapsulate it before the join"
+        say(
+            &mut out,
+            &format!(
+                "  [--]   {arrow:<arrow_w$} {what:<what_w$} not probed: nothing on {shown} can decapsulate it before the join"
+            ),
+            cells_at,
         );
     }
     out.push('\n');
@@ -111,7 +199,8 @@ mod tests {
     use crate::model::{AgentKind, AgentRef, Protocol, ResultRecord, Results, Target};
     use probe_proto::{Outcome, ProbeResult};
 
-    fn rec(from: &str, to: &str, id: &str, outcome: Outcome) -> ResultRecord {
+    /// One probe between `from` and `to`, its id ending as `what` does (`tcp/10250`).
+    fn rec(from: &str, to: &str, what: &str, outcome: Outcome, detail: &str) -> ResultRecord {
         ResultRecord {
             path: PathClass::NodeToNode,
             from: AgentRef {
@@ -127,83 +216,115 @@ mod tests {
                 protocol: Protocol::Tcp,
             },
             unknown: None,
-            result: ProbeResult::new(id, outcome, "why"),
+            result: ProbeResult::new(
+                format!("node-to-node:{from}/host->{to}/host:{what}"),
+                outcome,
+                detail,
+            ),
         }
     }
 
-    #[test]
-    fn one_line_per_port_and_direction_naming_each_node() {
+    /// The report of a preflight of `candidate` (none: of a matrix) holding `results`.
+    fn report(candidate: Option<&str>, results: Vec<ResultRecord>) -> Report {
         let run = crate::run::RunOutput {
-            results: Results::from(vec![
-                rec(
-                    "new",
-                    "n1",
-                    "node-to-node:new/host->n1/host:tcp/10250",
-                    Outcome::Ok,
-                ),
-                rec(
-                    "n1",
-                    "new",
-                    "overlay:n1/host->new/host:vxlan/8472",
-                    Outcome::Timeout,
-                ),
-                rec(
-                    "n2",
-                    "new",
-                    "overlay:n2/host->new/host:vxlan/8472",
-                    Outcome::Ok,
-                ),
-            ]),
+            results: Results::from(results),
             agents: Vec::new(),
             interrupted: false,
             elapsed: std::time::Duration::ZERO,
         };
-        let inv = crate::testutil::inventory(2, 1, "flannel");
-        let mut report = Report::new(run, &inv);
-        assert_eq!(render(&report), "", "not a preflight report");
-        report.preflight = Some(super::super::Preflight {
-            candidate: "new".into(),
+        let mut report = Report::new(run, &crate::testutil::inventory(2, 1, "flannel"));
+        report.preflight = candidate.map(|c| super::super::Preflight {
+            candidate: c.into(),
             role: "worker".into(),
         });
-        let text = render(&report);
+        report
+    }
+
+    #[test]
+    fn one_line_per_port_and_direction_naming_each_node() {
+        let results = vec![
+            rec("new", "n1", "tcp/10250", Outcome::Ok, "ok"),
+            rec("n1", "new", "vxlan/8472", Outcome::Timeout, "why"),
+            rec("n2", "new", "vxlan/8472", Outcome::Ok, "ok"),
+        ];
+        assert_eq!(
+            render(&report(None, results.clone()), 100),
+            "",
+            "not a preflight report"
+        );
+        let text = render(&report(Some("new"), results), 100);
         let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines.len(), 4, "{text}");
+        assert_eq!(lines.len(), 5, "{text}");
         assert!(
             lines[1].contains("[ok]")
                 && lines[1].contains("new -> nodes")
-                && lines[1].contains("tcp/10250"),
+                && lines[1].contains("tcp/10250")
+                && lines[1].ends_with("ok n1"),
             "{text}"
         );
         assert!(
             lines[2].contains("[FAIL]") && lines[2].contains("udp/8472 (vxlan)"),
             "{text}"
         );
+        assert!(lines[2].ends_with("TIMEOUT n1; ok n2"), "{text}");
+        assert_eq!(lines[3].trim(), "n1: why", "{text}");
+    }
+
+    /// Issue 25, item 7: `control-plane-etcd-blocked` printed a row per probe, and a row at
+    /// width 100 was 403 characters with one sentence repeated per node. Now one row per port
+    /// and direction, the reason once, every line within the width.
+    #[test]
+    fn a_row_names_its_nodes_says_the_reason_once_and_fits_the_width() {
+        let detail = "no answer from 192.168.56.10:2379 within 2 s: the SYN was sent and nothing came back (silently dropped)";
+        let mut results = Vec::new();
+        for n in 1..=12 {
+            let peer = format!("n{n}");
+            let (o, d) = if n % 3 == 0 {
+                (Outcome::Ok, "connected")
+            } else {
+                (Outcome::Timeout, detail)
+            };
+            results.push(rec("new", &peer, "tcp/2379", o, d));
+            results.push(rec(&peer, "new", "tcp/2379", o, d));
+        }
+        results.push(rec("new", "n1", "tcp/2380", Outcome::Refused, "refused"));
+        let text = render(&report(Some("new"), results), 100);
         assert!(
-            lines[2].contains("n1 TIMEOUT (why)") && lines[2].contains("n2 ok"),
+            text.lines().all(|l| l.chars().count() <= 100),
+            "a line is wider than 100:\n{text}"
+        );
+        // Two directions of 2379 and one of 2380: three rows, each with its reason.
+        assert_eq!(text.matches("[FAIL]").count(), 3, "{text}");
+        assert_eq!(text.matches("within 2 s").count(), 2, "{text}");
+        assert!(
+            text.contains("TIMEOUT n1, n2, n4, n5, n7, n8, n10, n11; ok n3, n6, n9, n12"),
             "{text}"
         );
+        assert!(
+            text.contains("n1 (and the same from 7 more): no answer"),
+            "{text}"
+        );
+        assert!(text.contains("REFUSED n1"), "{text}");
+        // At 80 columns too, the words wrapped, none cut.
+        let narrow = render(
+            &report(
+                Some("new"),
+                vec![rec("new", "n1", "tcp/2379", Outcome::Timeout, detail)],
+            ),
+            80,
+        );
+        assert!(narrow.lines().all(|l| l.chars().count() <= 80), "{narrow}");
+        let words = |t: &str| t.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(words(&narrow).contains(detail), "{narrow}");
     }
 
     #[test]
     fn an_encapsulation_probed_one_way_only_says_why_not_the_other() {
-        let run = crate::run::RunOutput {
-            results: Results::from(vec![rec(
-                "new",
-                "n1",
-                "overlay:new/host->n1/host:geneve/6081",
-                Outcome::Ok,
-            )]),
-            agents: Vec::new(),
-            interrupted: false,
-            elapsed: std::time::Duration::ZERO,
-        };
-        let inv = crate::testutil::inventory(2, 1, "flannel");
-        let mut report = Report::new(run, &inv);
-        report.preflight = Some(super::super::Preflight {
-            candidate: "new".into(),
-            role: "worker".into(),
-        });
-        let text = render(&report);
+        let r = report(
+            Some("new"),
+            vec![rec("new", "n1", "geneve/6081", Outcome::Ok, "ok")],
+        );
+        let text = render(&r, 100);
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 4, "{text}");
         assert!(
@@ -223,33 +344,27 @@ mod tests {
     #[test]
     fn outside_text_in_the_checklist_is_shown_escaped() {
         let evil = "new\u{1b}[2J\u{202e}";
-        let mut bad = rec(
+        let bad = rec(
             "n1\nFAKE",
             evil,
-            &format!("overlay:n1/host->{evil}/host:vxlan/8472"),
+            "vxlan/8472",
             Outcome::Timeout,
+            "boom\u{1b}]0;title\u{7}\r\n[ok] forged",
         );
-        bad.result.detail = "boom\u{1b}]0;title\u{7}\r\n[ok] forged".into();
-        let run = crate::run::RunOutput {
-            results: Results::from(vec![bad]),
-            agents: Vec::new(),
-            interrupted: false,
-            elapsed: std::time::Duration::ZERO,
-        };
-        let inv = crate::testutil::inventory(2, 1, "flannel");
-        let mut report = Report::new(run, &inv);
-        report.preflight = Some(super::super::Preflight {
-            candidate: evil.into(),
-            role: "worker".into(),
-        });
-        let text = render(&report);
+        let text = render(&report(Some(evil), vec![bad]), 100);
         assert!(
             !text
                 .chars()
                 .any(|c| c.is_control() && c != '\n' || c == '\u{202e}'),
             "{text:?}"
         );
-        assert_eq!(text.lines().count(), 3, "no forged lines: {text}");
+        assert!(
+            !text
+                .lines()
+                .any(|l| l.trim_start().starts_with("[ok] forged")
+                    || l.trim_start().starts_with("FAKE")),
+            "no forged lines: {text}"
+        );
         assert!(text.contains("\\u{1b}"), "{text}");
     }
 }

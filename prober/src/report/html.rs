@@ -4,7 +4,7 @@
 //! Large clusters stay readable: the grids scroll under sticky headers, and past
 //! [`FOCUS_ROWS`] rows a grid opens on its failing rows only (a checkbox, no script).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
 
 use probe_proto::Outcome;
@@ -55,7 +55,8 @@ td.error{background:var(--error)}td.unknown{background:var(--unknown);color:#333
 vertical-align:middle;margin-right:.2rem}
 table.list{border-collapse:collapse;font-size:.85rem;background:#fff}
 table.list th,table.list td{border:1px solid #ddd;padding:.15rem .5rem;text-align:left;vertical-align:top}
-.muted{color:#666}
+.muted{color:#666}td.role{white-space:nowrap}td.role.evidence{font-weight:700}
+td.role.consequence{color:#555}td.role.unexplained{color:var(--rejected)}.note{color:#444;font-style:italic;margin:.3rem 0}
 ";
 
 /// The grid column of a result: the destination node, or the Service for service paths.
@@ -158,13 +159,13 @@ fn findings(out: &mut String, report: &Report) {
     if report.findings.is_empty() {
         out.push_str("<p>No findings: every probed path works.</p>");
     }
-    for f in &report.findings {
-        finding(out, f);
+    for (i, f) in report.findings.iter().enumerate() {
+        finding(out, i, f);
     }
     out.push_str("</section>\n");
 }
 
-fn finding(out: &mut String, f: &Finding) {
+fn finding(out: &mut String, i: usize, f: &Finding) {
     let sev = match f.severity {
         Severity::Error => "error",
         Severity::Warning => "warning",
@@ -172,7 +173,7 @@ fn finding(out: &mut String, f: &Finding) {
     let kind = super::kebab(f.kind);
     let _ = write!(
         out,
-        "<article class=\"finding {sev}\" data-kind=\"{kind}\"><h3><span class=\"sev\">{sev}</span> \
+        "<article class=\"finding {sev}\" id=\"finding-{i}\" data-kind=\"{kind}\"><h3><span class=\"sev\">{sev}</span> \
          {kind}</h3><p>{}</p><dl class=\"facts\">",
         esc(&f.summary)
     );
@@ -209,6 +210,10 @@ fn finding(out: &mut String, f: &Finding) {
     );
     if !f.fix.is_empty() {
         let _ = write!(out, "<pre class=\"fix\">{}</pre>", esc(&f.fix.join("\n")));
+    }
+    // Notes are to read, not to run: prose, outside the block a reader copies from.
+    for note in &f.notes {
+        let _ = write!(out, "<p class=\"note\">{}</p>", esc(note));
     }
     out.push_str("</article>\n");
 }
@@ -330,11 +335,36 @@ fn failures(out: &mut String, report: &Report) {
         out.push_str("<p>None.</p></section>\n");
         return;
     }
+    // What each failure is to the diagnosis: the evidence a finding rests on, or a consequence
+    // it explains (the first finding citing it, as the findings are ordered).
+    let mut role: HashMap<&str, (bool, usize)> = HashMap::new();
+    for (i, f) in report.findings.iter().enumerate() {
+        for id in &f.evidence {
+            role.entry(id.as_str()).or_insert((true, i));
+        }
+        for id in &f.consequences {
+            role.entry(id.as_str()).or_insert((false, i));
+        }
+    }
     out.push_str(
-        "<table class=\"list\"><thead><tr><th>path</th><th>from</th><th>to</th><th>probe</th>\
-         <th>outcome</th><th>detail</th></tr></thead><tbody>\n",
+        "<p class=\"muted\">Each failure is marked as the <b>evidence</b> a finding rests on, a \
+         <b>consequence</b> a finding explains (fix the finding and it goes away), or \
+         <b>unexplained</b>.</p>\
+         <table class=\"list\"><thead><tr><th>role</th><th>path</th><th>from</th><th>to</th>\
+         <th>probe</th><th>outcome</th><th>detail</th></tr></thead><tbody>\n",
     );
     for r in failed.iter().take(MAX_FAILURES) {
+        let id = r.result.id.text();
+        let cited = match role.get(&*id) {
+            Some(&(evidence, i)) => {
+                let word = if evidence { "evidence" } else { "consequence" };
+                format!(
+                    "<td class=\"role {word}\">{word} of <a href=\"#finding-{i}\">{}</a></td>",
+                    super::kebab(report.findings[i].kind)
+                )
+            }
+            None => "<td class=\"role unexplained\">unexplained</td>".into(),
+        };
         let to = match (&r.to.node, r.to.agent, r.to.service.as_deref()) {
             (_, _, Some(s)) => format!("{s} {}", r.to.address),
             (Some(n), Some(a), _) => format!("{n}/{} {}", a.as_str(), r.to.address),
@@ -343,9 +373,9 @@ fn failures(out: &mut String, report: &Report) {
         };
         let _ = writeln!(
             out,
-            "<tr class=\"failure\" id=\"{}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
+            "<tr class=\"failure\" id=\"{}\">{cited}<td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
              <td>{}</td><td>{}</td></tr>",
-            esc(&r.result.id.text()),
+            esc(&id),
             r.path.as_str(),
             esc(&r.from.to_string()),
             esc(&to),
@@ -514,6 +544,47 @@ mod tests {
             rule.contains("white-space:pre-wrap") && rule.contains("overflow-wrap:anywhere"),
             "{rule}"
         );
+    }
+
+    /// Issue 25, item 9: the failures table says which rows prove a finding and which follow
+    /// from it, each linked to its finding.
+    #[test]
+    fn failures_are_marked_as_evidence_or_consequence() {
+        let mut r = fixture::report(3, Some("n3"));
+        let failed: Vec<String> = r
+            .results
+            .iter()
+            .filter(Record::is_failed)
+            .map(|x| x.result.id.to_string())
+            .collect();
+        assert!(failed.len() > 3, "{failed:?}");
+        r.findings[0].evidence = failed[..2].to_vec();
+        r.findings[0].consequences = failed[2..failed.len() - 1].to_vec();
+        let html = render(&r, 0);
+        let row = |id: &str| {
+            let at = html
+                .find(&format!("<tr class=\"failure\" id=\"{}\">", esc(id)))
+                .unwrap_or_else(|| panic!("no row {id}"));
+            html[at..at + html[at..].find("</tr>").unwrap()].to_string()
+        };
+        assert!(
+            row(&failed[0]).contains(
+                "<td class=\"role evidence\">evidence of <a href=\"#finding-0\">firewall-gap</a>"
+            ),
+            "{}",
+            row(&failed[0])
+        );
+        assert!(
+            row(&failed[2]).contains("<td class=\"role consequence\">consequence of"),
+            "{}",
+            row(&failed[2])
+        );
+        assert!(
+            row(failed.last().unwrap()).contains("role unexplained"),
+            "{}",
+            row(failed.last().unwrap())
+        );
+        assert!(html.contains("<article class=\"finding error\" id=\"finding-0\""));
     }
 
     #[test]

@@ -104,6 +104,7 @@ impl Remembered {
                     evidence: Vec::new(),
                     consequences: Vec::new(),
                     fix: Vec::new(),
+                    notes: Vec::new(),
                     ..f.clone()
                 }
             })

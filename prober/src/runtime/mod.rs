@@ -5,6 +5,7 @@
 pub mod kube;
 pub mod local;
 pub mod split;
+pub mod standins;
 
 use std::future::Future;
 

@@ -4,7 +4,9 @@
 use std::fmt::Write as _;
 
 use super::{LabNode, Layout, NsSetup};
-use crate::lab::scenario::{Action, Fault, Place, Ports, Scenario};
+use crate::lab::scenario::{
+    Action, Fault, Place, PolicyDirection, PolicyDrop, PolicyPeers, Ports, Scenario,
+};
 use crate::model::{Direction, Protocol};
 
 /// The nftables match for a protocol and optional port.
@@ -80,6 +82,8 @@ struct FaultRules {
     bridge: Vec<Vec<String>>,
     /// Per host namespace (a node's or the candidate's): input rules.
     host: std::collections::BTreeMap<String, Vec<String>>,
+    /// Per pod namespace: a policy's (input, output) rules.
+    pod: std::collections::BTreeMap<String, (Vec<String>, Vec<String>)>,
     mtu: Vec<(usize, String, u16)>,
 }
 
@@ -148,6 +152,11 @@ pub(super) fn apply_faults(
                     }
                 }
             }
+            Fault::Policy { drop, .. } => {
+                for d in drop {
+                    policy_drop(l, d, &mut rules);
+                }
+            }
             _ => {}
         }
     }
@@ -156,6 +165,11 @@ pub(super) fn apply_faults(
             .nft
             .push_str(&chain("inet", "forward", "forward", &rules.router));
     }
+    place(&rules, l, out);
+}
+
+/// Writes the collected rules into their namespaces' setups.
+fn place(rules: &FaultRules, l: &Layout, out: &mut [NsSetup]) {
     for st in out.iter_mut() {
         if let Some(z) = l.switch_ns.iter().position(|sw| *sw == st.ns) {
             for (zone, port, mtu) in &rules.mtu {
@@ -190,8 +204,72 @@ pub(super) fn apply_faults(
         } else if let Some(host_rules) = rules.host.get(&st.ns) {
             st.nft
                 .push_str(&chain("inet", "input", "input", host_rules));
+        } else if let Some((input, output)) = rules.pod.get(&st.ns) {
+            st.nft.push_str(&chains(
+                "inet",
+                &[("input", input.as_slice()), ("output", output.as_slice())],
+            ));
         }
     }
+}
+
+/// A policy's drop at the pod agents of its nodes: stateful (new connections only, so the
+/// answers of allowed ones pass), and on ingress never from the pod's own node (its `cni0`
+/// address and its node address), whose traffic the policy engines always let through.
+fn policy_drop(l: &Layout, d: &PolicyDrop, rules: &mut FaultRules) {
+    let matcher = d
+        .protocol
+        .map(|p| format!(" {}", proto_match(p, d.port.as_ref())))
+        .unwrap_or_default();
+    let pods: Vec<String> = l
+        .nodes
+        .iter()
+        .flat_map(|n| n.pods.iter().map(|p| p.address.to_string()))
+        .chain([l.dns_pod.address.to_string()])
+        .collect();
+    for n in &l.nodes {
+        if !d.nodes.is_empty() && !d.nodes.contains(&n.name) {
+            continue;
+        }
+        let Some(agent) = n.pods.first() else {
+            continue;
+        };
+        let bridge = std::net::Ipv4Addr::from(u32::from(n.pod_cidr.addr) + 1);
+        let (input, output) = rules.pod.entry(agent.ns.clone()).or_default();
+        match d.direction {
+            PolicyDirection::Ingress => {
+                let peers = match d.peers {
+                    PolicyPeers::All => String::new(),
+                    PolicyPeers::Pods => format!(" ip saddr {{ {} }}", pods.join(", ")),
+                };
+                input.push(format!(
+                    "ct state new ip saddr != {{ {bridge}, {} }}{peers}{matcher} drop",
+                    n.address
+                ));
+            }
+            PolicyDirection::Egress => {
+                let peers = match d.peers {
+                    PolicyPeers::All => String::new(),
+                    PolicyPeers::Pods => format!(" ip daddr {{ {} }}", pods.join(", ")),
+                };
+                output.push(format!("ct state new{peers}{matcher} drop"));
+            }
+        }
+    }
+}
+
+/// One table with a filter chain per hook, each accepting by default.
+fn chains(family: &str, hooks: &[(&str, &[String])]) -> String {
+    let mut out = format!("table {family} prober-fault {{\n");
+    for (hook, rules) in hooks.iter().filter(|(_, r)| !r.is_empty()) {
+        let _ = write!(
+            out,
+            "  chain {hook} {{\n    type filter hook {hook} priority 0; policy accept;\n    {}\n  }}\n",
+            rules.join("\n    ")
+        );
+    }
+    out.push_str("}\n");
+    out
 }
 
 fn chain(family: &str, name: &str, hook: &str, rules: &[String]) -> String {

@@ -35,7 +35,14 @@ pub fn inventory(s: &Scenario, l: &Layout) -> crate::inventory::Inventory {
             }),
             bgp: None,
             node_files: None,
-            policies: Vec::new(),
+            policies: s
+                .faults
+                .iter()
+                .filter_map(|f| match f {
+                    crate::lab::scenario::Fault::Policy { object, .. } => Some(object.clone()),
+                    _ => None,
+                })
+                .collect(),
         },
         nodes: l
             .nodes

@@ -454,3 +454,43 @@ fn faults_aimed_at_the_candidate_land_on_its_host_link_and_root() {
         "the candidate's leftover token is no credential of this cluster"
     );
 }
+
+#[test]
+fn a_policy_drops_on_its_nodes_pod_agents_only_and_enters_the_inventory() {
+    let yaml = "
+nodes: 3
+faults:
+  - kind: policy
+    object:
+      apiVersion: projectcalico.org/v3
+      kind: GlobalNetworkPolicy
+      metadata: {name: deny-agent-port}
+      spec: {order: 100, selector: all(), ingress: [{action: Deny, protocol: TCP, destination: {ports: [9917]}}]}
+    drop:
+      - {protocol: tcp, port: 9917, nodes: [n2]}
+      - {direction: egress, protocol: icmp, nodes: [n2], peers: pods}
+";
+    let (l, st) = lab(yaml);
+    let pod = &ns(&st, "plab-t-n2p0").nft;
+    assert!(
+        pod.contains("hook input")
+            && pod.contains(
+                "ct state new ip saddr != { 10.244.2.1, 192.168.56.11 } tcp dport 9917 drop"
+            ),
+        "{pod}"
+    );
+    assert!(
+        pod.contains("hook output")
+            && pod.contains("ct state new ip daddr { 10.244.1.2, 10.244.2.2, 10.244.3.2, 10.244.1.53 } meta l4proto icmp drop"),
+        "{pod}"
+    );
+    // Not on the other nodes' pods, nor on any host.
+    for other in ["plab-t-n1p0", "plab-t-n3p0", "plab-t-n2", "plab-t-n1"] {
+        assert!(!ns(&st, other).nft.contains("9917"), "{other}");
+    }
+    let s = Scenario::parse(yaml).unwrap();
+    let inv = inventory(&s, &l);
+    assert_eq!(inv.cluster.policies.len(), 1);
+    assert_eq!(inv.cluster.policies[0].metadata.name, "deny-agent-port");
+    assert!(Scenario::parse(&yaml.replace("nodes: [n2]}", "nodes: [n9]}")).is_err());
+}

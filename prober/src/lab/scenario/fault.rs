@@ -126,6 +126,52 @@ pub enum Fault {
     KubeletLocalhost {
         node: String,
     },
+    /// A network policy: its object goes into the lab's inventory (`cluster.policies`) as
+    /// discovery would read it, and the drops the CNI's policy engine would make for it are
+    /// installed on the pods' own path (their namespace's input or output), stateful (only new
+    /// connections) and never for the pod's own node, as the engines do. A policy that denies
+    /// nothing the agents send (an allow policy) has no `drop`.
+    Policy {
+        object: crate::inventory::PolicyObject,
+        #[serde(default)]
+        drop: Vec<PolicyDrop>,
+    },
+}
+
+/// One drop a policy makes at the pod agents.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PolicyDrop {
+    /// `ingress` (to the pod agents) or `egress` (from them).
+    #[serde(default)]
+    pub direction: PolicyDirection,
+    /// Every protocol when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<Protocol>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<Ports>,
+    /// The nodes whose pod agents drop; every node's when empty.
+    #[serde(default)]
+    pub nodes: Vec<String>,
+    /// Whose packets: `all`, or `pods` only (the lab's pod addresses; hosts still pass).
+    #[serde(default)]
+    pub peers: PolicyPeers,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PolicyDirection {
+    #[default]
+    Ingress,
+    Egress,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PolicyPeers {
+    #[default]
+    All,
+    Pods,
 }
 
 /// A `port` that is neither a port nor a range.

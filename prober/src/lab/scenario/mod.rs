@@ -11,7 +11,7 @@ mod validate;
 use std::path::{Path, PathBuf};
 
 pub use expect::{Expect, FindingPattern, Reach, ReachProbe};
-pub use fault::{Action, BadPorts, Fault, Place, Ports};
+pub use fault::{Action, BadPorts, Fault, Place, PolicyDirection, PolicyDrop, PolicyPeers, Ports};
 pub use schema::{CandidateSpec, LabOverlay, OverlayMode, Scenario, Zone};
 pub use validate::InvalidScenario;
 

@@ -265,6 +265,20 @@ impl Scenario {
                     }
                 }
                 Fault::DnsLoop => {}
+                Fault::Policy { drop, .. } => {
+                    for (j, d) in drop.iter().enumerate() {
+                        for n in &d.nodes {
+                            known(n, field(&format!("drop[{j}].nodes")))?;
+                        }
+                        if d.port.is_some()
+                            && !matches!(d.protocol, Some(Protocol::Tcp | Protocol::Udp))
+                        {
+                            return Err(InvalidScenario::IcmpPort {
+                                field: field(&format!("drop[{j}].port")),
+                            });
+                        }
+                    }
+                }
             }
         }
         Ok(())

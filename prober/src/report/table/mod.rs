@@ -2,13 +2,14 @@
 //! destination grid per path class, then the failures grouped under the finding that explains
 //! them. Fits the given width: prose and anything an operator copies is wrapped, never cut.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write as _;
 
 use probe_proto::Outcome;
 
 mod credentials;
 mod fix_line;
+mod grid;
 
 use credentials::credentials;
 use fix_line::{cap_lists, fix_line};
@@ -73,16 +74,6 @@ pub(super) fn natural(a: &str, b: &str) -> std::cmp::Ordering {
     split(a).cmp(&split(b)).then_with(|| a.cmp(b))
 }
 
-/// A grid's column label: a node's name (shown safely), `svc`, or an address.
-fn column(r: &Record<'_>) -> String {
-    match (r.path, &r.to.node, r.to.service.as_deref()) {
-        (PathClass::PodToService | PathClass::NodeToService, _, _)
-        | (PathClass::Dns, _, Some("kube-dns")) => "svc".into(),
-        (_, Some(n), _) => safe::name(n).into_owned(),
-        _ => r.to.address.to_string(),
-    }
-}
-
 fn paint(s: &str, color: &str, style: Style) -> String {
     if style.color {
         format!("{color}{s}{RESET}")
@@ -98,139 +89,6 @@ fn fmt_micros(m: u64) -> String {
         format!("{ms:.1}ms")
     } else {
         format!("{ms:.0}ms")
-    }
-}
-
-/// A grid too wide for the terminal: per source, the failing destinations, wrapped.
-fn row_list(
-    out: &mut String,
-    rows: &[String],
-    cols: &[String],
-    cell: &dyn Fn(&str, &str) -> (char, &'static str),
-    label_w: usize,
-    style: Style,
-) {
-    for row in rows {
-        let bad: Vec<String> = cols
-            .iter()
-            .filter_map(|c| match cell(row, c) {
-                ('.' | ' ', _) => None,
-                (ch, _) => Some(format!("{c}({ch})")),
-            })
-            .collect();
-        let text = if bad.is_empty() {
-            "all ok".to_string()
-        } else {
-            bad.join(" ")
-        };
-        let line = wrap(
-            &format!("  {row:<label_w$}{text}"),
-            style.width,
-            4 + label_w,
-        );
-        let color = if bad.is_empty() { GREEN } else { RED };
-        let _ = writeln!(
-            out,
-            "{}",
-            if style.color {
-                paint(&line, color, style)
-            } else {
-                line
-            }
-        );
-    }
-}
-
-fn grid(out: &mut String, rs: &[Record<'_>], flagged: &HashSet<&str>, style: Style) {
-    let mut cells: BTreeMap<(String, String), Vec<Record<'_>>> = BTreeMap::new();
-    let mut rows = BTreeSet::new();
-    let mut cols = BTreeSet::new();
-    for r in rs {
-        // Names are shown escaped and cut: a label's width is bounded, so is every cell's.
-        let row = safe::name(&r.from.node).into_owned();
-        rows.insert(row.clone());
-        cols.insert(column(r));
-        cells.entry((row, column(r))).or_default().push(*r);
-    }
-    let cell = |row: &str, col: &str| -> (char, &'static str) {
-        let Some(list) = cells.get(&(row.to_string(), col.to_string())) else {
-            return (' ', "");
-        };
-        if let Some(f) = list.iter().find(|r| r.is_failed()) {
-            (cell_char(f.result.outcome), RED)
-        } else if list.iter().any(|r| flagged.contains(&*r.result.id.text())) {
-            ('!', RED)
-        } else if list.iter().any(Record::is_unknown) {
-            ('?', YELLOW)
-        } else {
-            ('.', GREEN)
-        }
-    };
-    let bad = |ch: char| !matches!(ch, '.' | ' ');
-    let mut rows: Vec<String> = rows.into_iter().collect();
-    rows.sort_by(|a, b| natural(a, b));
-    let mut cols: Vec<String> = cols.into_iter().collect();
-    cols.sort_by(|a, b| natural(a, b));
-    let (all_rows, all_cols) = (rows.len(), cols.len());
-    if all_rows > GRID_FULL || all_cols > GRID_FULL {
-        // A large grid is read for its problems: keep the rows and columns that have one.
-        rows.retain(|r| cols.iter().any(|c| bad(cell(r, c).0)));
-        cols.retain(|c| rows.iter().any(|r| bad(cell(r, c).0)));
-        if rows.is_empty() {
-            let _ = writeln!(
-                out,
-                "  {}",
-                paint(&format!("all ok ({all_rows} x {all_cols})"), GREEN, style)
-            );
-            return;
-        }
-        // Said only when something was left out, and only of the side that was.
-        let side = |kept: usize, all: usize, what: &str| {
-            if kept == all {
-                format!("all {all} {what}")
-            } else {
-                format!("only the {kept} of {all} {what} with a problem")
-            }
-        };
-        if rows.len() < all_rows || cols.len() < all_cols {
-            let _ = writeln!(
-                out,
-                "{}",
-                wrap(
-                    &format!(
-                        "  {}, {}; the rest are ok",
-                        side(rows.len(), all_rows, "sources"),
-                        side(cols.len(), all_cols, "destinations")
-                    ),
-                    style.width,
-                    4
-                )
-            );
-        }
-    }
-    let label_w = rows.iter().map(String::len).max().unwrap_or(2).max(7) + 2;
-    let col_w = cols.iter().map(String::len).max().unwrap_or(1) + 1;
-    if 2 + label_w + col_w * cols.len() > style.width {
-        row_list(out, &rows, &cols, &cell, label_w, style);
-        return;
-    }
-    let _ = write!(out, "  {:<label_w$}", "from\\to");
-    for c in &cols {
-        let _ = write!(out, "{c:>col_w$}");
-    }
-    out.push('\n');
-    for row in &rows {
-        let _ = write!(out, "  {row:<label_w$}");
-        for c in &cols {
-            let (ch, color) = cell(row, c);
-            let padded = format!("{ch:>col_w$}");
-            out.push_str(&if color.is_empty() {
-                padded
-            } else {
-                paint(&padded, color, style)
-            });
-        }
-        out.push('\n');
     }
 }
 
@@ -320,6 +178,14 @@ fn findings(out: &mut String, report: &Report, style: Style) {
                 )
             );
         }
+        // Notes are to read, not to run: apart from the fix lines, after them.
+        for note in &f.notes {
+            let _ = writeln!(
+                out,
+                "{}",
+                wrap(&safe::text(&format!("  note: {note}")), style.width, 8)
+            );
+        }
     }
 }
 
@@ -372,12 +238,16 @@ fn failure_line(r: &Record<'_>, indent: usize, style: Style) -> String {
     )
 }
 
-/// `pod-to-pod 12, node-to-pod 6`: how many of `rs` each path class holds.
-fn per_path(rs: &[Record<'_>]) -> String {
+/// `pod-to-pod 12, node-to-pod 6`: how many of the probes of `paths` each path class holds.
+fn per_path(paths: impl Iterator<Item = PathClass>) -> String {
     let mut by: BTreeMap<PathClass, usize> = BTreeMap::new();
-    for r in rs {
-        *by.entry(r.path).or_default() += 1;
+    for p in paths {
+        *by.entry(p).or_default() += 1;
     }
+    per_path_text(&by)
+}
+
+fn per_path_text(by: &BTreeMap<PathClass, usize>) -> String {
     by.iter()
         .map(|(p, n)| format!("{p} {n}"))
         .collect::<Vec<_>>()
@@ -387,28 +257,44 @@ fn per_path(rs: &[Record<'_>]) -> String {
 /// Failed probes grouped under the finding that explains them, evidence listed and
 /// consequences counted; the probes no finding explains last. Unknown probes are not failures.
 fn failures(out: &mut String, report: &Report, style: Style) {
-    let failed: Vec<Record<'_>> = report.results.iter().filter(Record::is_failed).collect();
+    // Failed probes by their place in the report, never copied: a broken overlay fails
+    // millions of probes on a large cluster.
+    let failed: Vec<u32> = report
+        .results
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.is_failed())
+        .filter_map(|(i, _)| u32::try_from(i).ok())
+        .collect();
+    let at = |i: u32| report.results.at(i as usize);
     if !failed.is_empty() {
-        // Only failed probes are shown, so only they need finding by id.
-        let by_id: HashMap<String, Record<'_>> = failed
+        // The ids the findings cite, as evidence or consequences: the failures they explain.
+        let explained: HashSet<&str> = report
+            .findings
             .iter()
-            .map(|r| (r.result.id.to_string(), *r))
+            .flat_map(|f| f.evidence.iter().chain(&f.consequences))
+            .map(String::as_str)
             .collect();
-        let mut explained: HashSet<&str> = HashSet::new();
+        // Only failed probes are shown, so only they need finding by id; keyed by the
+        // findings' own text, so no id is kept written out.
+        let mut by_id: HashMap<&str, u32> = HashMap::new();
+        for &i in &failed {
+            if let Some(id) = explained.get(&*at(i).result.id.text()) {
+                by_id.insert(id, i);
+            }
+        }
         let _ = writeln!(out, "\nfailures ({}):", failed.len());
         for f in &report.findings {
-            let evidence: Vec<Record<'_>> = f
+            let evidence: Vec<u32> = f
                 .evidence
                 .iter()
                 .filter_map(|id| by_id.get(id.as_str()).copied())
                 .collect();
-            let consequences: Vec<Record<'_>> = f
+            let consequences: Vec<u32> = f
                 .consequences
                 .iter()
                 .filter_map(|id| by_id.get(id.as_str()).copied())
                 .collect();
-            explained.extend(f.evidence.iter().map(String::as_str));
-            explained.extend(f.consequences.iter().map(String::as_str));
             // `by_id` holds failed probes only: all the evidence found is shown.
             let shown = &evidence;
             if shown.is_empty() && consequences.is_empty() {
@@ -417,8 +303,8 @@ fn failures(out: &mut String, report: &Report, style: Style) {
             let _ = writeln!(out, "{}", finding_head(f, style, 2));
             if !shown.is_empty() {
                 let _ = writeln!(out, "    evidence ({}):", shown.len());
-                for r in shown.iter().take(EVIDENCE_SHOWN) {
-                    let _ = writeln!(out, "{}", failure_line(r, 6, style));
+                for &i in shown.iter().take(EVIDENCE_SHOWN) {
+                    let _ = writeln!(out, "{}", failure_line(&at(i), 6, style));
                 }
                 if shown.len() > EVIDENCE_SHOWN {
                     let _ = writeln!(
@@ -436,7 +322,7 @@ fn failures(out: &mut String, report: &Report, style: Style) {
                         &format!(
                             "    and {} failed probes it explains ({})",
                             consequences.len(),
-                            per_path(&consequences)
+                            per_path(consequences.iter().map(|i| at(*i).path))
                         ),
                         style.width,
                         6
@@ -444,47 +330,56 @@ fn failures(out: &mut String, report: &Report, style: Style) {
                 );
             }
         }
-        let rest: Vec<&Record<'_>> = failed
-            .iter()
-            .filter(|r| !explained.contains(&*r.result.id.text()))
+        let rest: Vec<u32> = failed
+            .into_iter()
+            .filter(|i| !explained.contains(&*at(*i).result.id.text()))
             .collect();
         if !rest.is_empty() {
             let _ = writeln!(out, "  unexplained ({}):", rest.len());
-            for r in rest {
-                let _ = writeln!(out, "{}", failure_line(r, 4, style));
+            for i in rest {
+                let _ = writeln!(out, "{}", failure_line(&at(i), 4, style));
             }
         }
     }
-    let unknown: Vec<Record<'_>> = report.results.iter().filter(Record::is_unknown).collect();
-    if !unknown.is_empty() {
-        let mut why: BTreeMap<String, usize> = BTreeMap::new();
-        for r in &unknown {
-            let w = r
-                .unknown
-                .and_then(|u| serde_json::to_value(u).ok())
-                .and_then(|v| v.as_str().map(String::from))
-                .unwrap_or_default();
-            *why.entry(w).or_default() += 1;
-        }
-        let why = why
-            .iter()
-            .map(|(w, n)| format!("{w} {n}"))
-            .collect::<Vec<_>>()
-            .join(", ");
-        let _ = writeln!(
-            out,
-            "\n{}",
-            wrap(
-                &format!(
-                    "not tested/unknown ({}): {why}; by path: {}",
-                    unknown.len(),
-                    per_path(&unknown)
-                ),
-                style.width,
-                2
-            )
-        );
+    unknowns(out, report, style);
+}
+
+/// The probes that never ran, counted by why and by path class, in one pass. Unknown probes
+/// are not failures.
+fn unknowns(out: &mut String, report: &Report, style: Style) {
+    let mut why: BTreeMap<String, usize> = BTreeMap::new();
+    let mut by_path: BTreeMap<PathClass, usize> = BTreeMap::new();
+    let mut count = 0;
+    for r in report.results.iter().filter(Record::is_unknown) {
+        let w = r
+            .unknown
+            .and_then(|u| serde_json::to_value(u).ok())
+            .and_then(|v| v.as_str().map(String::from))
+            .unwrap_or_default();
+        *why.entry(w).or_default() += 1;
+        *by_path.entry(r.path).or_default() += 1;
+        count += 1;
     }
+    if count == 0 {
+        return;
+    }
+    let why = why
+        .iter()
+        .map(|(w, n)| format!("{w} {n}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let _ = writeln!(
+        out,
+        "\n{}",
+        wrap(
+            &format!(
+                "not tested/unknown ({count}): {why}; by path: {}",
+                per_path_text(&by_path)
+            ),
+            style.width,
+            2
+        )
+    );
 }
 
 /// The ids of results an error finding cites as evidence although the probe itself answered
@@ -503,11 +398,17 @@ fn flagged(report: &Report) -> HashSet<&str> {
 fn paths(out: &mut String, report: &Report, style: Style) {
     let s = &report.summary;
     let flagged = flagged(report);
-    let mut by_path: BTreeMap<PathClass, Vec<Record<'_>>> = BTreeMap::new();
+    // Counted in one pass; then one pass per path class builds its grid, so that one grid is
+    // held at a time and no result is copied.
+    let mut by_path: BTreeMap<PathClass, super::Counts> = BTreeMap::new();
     for r in &report.results {
-        by_path.entry(r.path).or_default().push(r);
+        let c = by_path.entry(r.path).or_default();
+        c.total += 1;
+        c.ok += usize::from(r.result.outcome.is_ok());
+        c.failed += usize::from(r.is_failed());
+        c.unknown += usize::from(r.is_unknown());
     }
-    for (path, rs) in &by_path {
+    for (path, counts) in &by_path {
         // A saved report may hold results its summary does not count: count them here rather
         // than fail to render.
         let counted;
@@ -515,12 +416,7 @@ fn paths(out: &mut String, report: &Report, style: Style) {
             ps
         } else {
             counted = super::PathSummary {
-                counts: super::Counts {
-                    total: rs.len(),
-                    ok: rs.iter().filter(|r| r.result.outcome.is_ok()).count(),
-                    failed: rs.iter().filter(|r| r.is_failed()).count(),
-                    unknown: rs.iter().filter(|r| r.is_unknown()).count(),
-                },
+                counts: counts.clone(),
                 latency_micros: None,
             };
             &counted
@@ -558,7 +454,8 @@ fn paths(out: &mut String, report: &Report, style: Style) {
                 head
             }
         );
-        grid(out, rs, &flagged, style);
+        let rs = report.results.iter().filter(|r| r.path == *path);
+        grid::render(out, &grid::Grid::of(rs, &flagged), style);
     }
 }
 
@@ -568,7 +465,7 @@ pub fn render(report: &Report, style: Style) -> String {
     let s = &report.summary;
     let c = &s.counts;
     // A preflight report leads with its checklist (empty for other reports).
-    let mut out = super::checklist::render(report);
+    let mut out = super::checklist::render(report, style.width);
     #[allow(clippy::cast_precision_loss)]
     let secs = s.duration_millis as f64 / 1000.0;
     // Wrapped before it is painted, so that colour codes do not count as columns.
@@ -693,6 +590,39 @@ mod tests {
         let t = render(&one, style(100));
         assert!(!t.contains("1 probes"), "{t}");
         assert!(t.contains("1 probe in"), "{t}");
+    }
+
+    /// Issue 25, item 8: a long kubectl fix wraps with shell continuations (pasted, it runs as
+    /// one command), and notes are shown as notes after the fix lines, never as `fix:`.
+    #[test]
+    fn kubectl_fixes_wrap_as_commands_and_notes_are_not_fixes() {
+        let mut r = gap_report(3);
+        let cmd = "kubectl -n kube-system set env ds/calico-node -c install-cni KUBERNETES_SERVICE_HOST=k8s-api.example.com KUBERNETES_SERVICE_PORT=6443";
+        r.findings[0].fix = vec![format!(
+            "calico-node (DaemonSet kube-system/calico-node), container install-cni: {cmd}"
+        )];
+        r.findings[0].notes = vec![
+            "the hosts' own firewalls are not the cause: the packets never reached them".into(),
+        ];
+        let text = render(&r, style(80));
+        assert!(too_wide(&text, 80).is_empty(), "{:#?}", too_wide(&text, 80));
+        let start = text.find("  fix: calico-node").expect("the fix");
+        let mut pasted = String::new();
+        for l in text[start..].lines().skip(1) {
+            if let Some(part) = l.trim().strip_suffix(" \\") {
+                pasted.push_str(part);
+                pasted.push(' ');
+            } else {
+                pasted.push_str(l.trim());
+                break;
+            }
+        }
+        assert_eq!(pasted, cmd, "{text}");
+        assert!(!text.contains("fix: the hosts' own"), "{text}");
+        let note = text
+            .find("  note: the hosts' own firewalls")
+            .expect("the note");
+        assert!(start < note, "{text}");
     }
 
     #[test]

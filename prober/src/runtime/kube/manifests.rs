@@ -134,6 +134,21 @@ fn labels(spec: &AgentSpec, component: &str) -> BTreeMap<String, String> {
     l
 }
 
+/// The labels of the pod agents' pods (what a policy's pod selector sees).
+#[must_use]
+pub fn pod_agent_labels(spec: &AgentSpec) -> BTreeMap<String, String> {
+    labels(spec, "pod-agent")
+}
+
+/// The agents' namespace's labels as the API server keeps them (it adds
+/// `kubernetes.io/metadata.name`): what a policy's namespace selector sees.
+#[must_use]
+pub fn namespace_labels(spec: &AgentSpec) -> BTreeMap<String, String> {
+    let mut l = namespace(spec).metadata.labels.unwrap_or_default();
+    l.insert("kubernetes.io/metadata.name".into(), spec.namespace.clone());
+    l
+}
+
 fn meta(spec: &AgentSpec, name: &str, component: &str, namespaced: bool) -> ObjectMeta {
     ObjectMeta {
         name: Some(name.into()),

@@ -5,6 +5,7 @@ pub mod deploy;
 pub mod discover;
 pub mod events;
 pub mod exec;
+pub mod kustomize;
 pub mod manifests;
 pub mod memory;
 pub mod plugin;

@@ -1,7 +1,8 @@
-//! `prober manifests --scheduled`: exactly what `kubectl kustomize deploy/scheduled` renders,
-//! without kubectl. The kustomizations and their files are compiled in; this is the part of
-//! kustomize they use — resources (files and directories), strategic-merge patches of maps, the
-//! legacy resource order, and its YAML style (sorted keys, sequences flush with their key).
+//! The scheduled mode's objects (`prober manifests --scheduled`): exactly what `kubectl kustomize
+//! deploy/scheduled` renders, without kubectl. The kustomizations and their files are compiled
+//! in; this is the part of kustomize they use — resources (files and directories),
+//! strategic-merge patches of maps, the legacy resource order, and its YAML style (sorted keys,
+//! sequences flush with their key).
 
 use std::cmp::Ordering;
 use std::fmt::Write as _;
@@ -65,7 +66,7 @@ fn file(path: &str) -> Result<&'static str, String> {
         .find(|(p, _)| *p == path)
         .map(|(_, text)| *text)
         .ok_or_else(|| {
-            format!("deploy/{path} is not compiled into prober (cli/manifests_scheduled.rs)")
+            format!("deploy/{path} is not compiled into prober (runtime/kube/kustomize.rs)")
         })
 }
 

@@ -1,0 +1,867 @@
+//! Pure: the network policies that can select the prober's pod agents (Kubernetes `NetworkPolicy`,
+//! `AdminNetworkPolicy` and `BaselineAdminNetworkPolicy`, Calico's and Cilium's), which of them
+//! select the agents, and which planned probes they would deny.
+//!
+//! Each language compiles its objects into [`Compiled`] policies (one file each: `k8s`, `anp`,
+//! `calico`, `cilium`); this file holds what they share and the order the engines apply them in:
+//! `AdminNetworkPolicies` by priority (Allow and Deny decide, Pass skips to the next layer), then
+//! the namespace layer (Kubernetes `NetworkPolicies` added up, or within Calico's tier by order, or
+//! with Cilium's "deny wins"), then the `BaselineAdminNetworkPolicy`, else allowed.
+//!
+//! Only pods are subjects: host-network agents are outside pod policies (Calico host endpoints
+//! and Cilium host policies can still apply to them; prober does not read those). A peer on the
+//! host network is matched only by address rules (ipBlock, nets, CIDR, node and host entities),
+//! never by a pod selector. A selector or field this evaluator cannot read is "cannot evaluate",
+//! never a guess.
+
+mod anp;
+mod calico;
+mod calico_selector;
+mod cilium;
+mod flows;
+mod k8s;
+mod selector;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+
+use crate::inventory::{Cidr, PolicyObject};
+use crate::model::Protocol;
+use crate::runtime::kube::manifests::{self, AgentSpec};
+
+pub use flows::{Route, routes};
+
+/// Which way a flow goes, seen from the pod agent the policy selects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Dir {
+    Ingress,
+    Egress,
+}
+
+impl Dir {
+    fn index(self) -> usize {
+        match self {
+            Self::Ingress => 0,
+            Self::Egress => 1,
+        }
+    }
+
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Ingress => "ingress",
+            Self::Egress => "egress",
+        }
+    }
+}
+
+/// Three-valued truth (Kleene): a selector or rule this evaluator cannot read is `Unknown`,
+/// with the reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Tri {
+    Yes,
+    No,
+    Unknown(String),
+}
+
+impl Tri {
+    fn from_bool(b: bool) -> Self {
+        if b { Self::Yes } else { Self::No }
+    }
+
+    /// Every one holds: `No` wins, then `Unknown`.
+    fn all(items: impl IntoIterator<Item = Tri>) -> Self {
+        let mut unknown = None;
+        for t in items {
+            match t {
+                Self::No => return Self::No,
+                Self::Unknown(w) => unknown = unknown.or(Some(w)),
+                Self::Yes => {}
+            }
+        }
+        unknown.map_or(Self::Yes, Self::Unknown)
+    }
+
+    /// Some one holds: `Yes` wins, then `Unknown`.
+    fn any(items: impl IntoIterator<Item = Tri>) -> Self {
+        let mut unknown = None;
+        for t in items {
+            match t {
+                Self::Yes => return Self::Yes,
+                Self::Unknown(w) => unknown = unknown.or(Some(w)),
+                Self::No => {}
+            }
+        }
+        unknown.map_or(Self::No, Self::Unknown)
+    }
+
+    fn not(self) -> Self {
+        match self {
+            Self::Yes => Self::No,
+            Self::No => Self::Yes,
+            u @ Self::Unknown(_) => u,
+        }
+    }
+}
+
+/// What the policies see of the pod agents: their namespace (and its labels), their labels,
+/// their service account, and their named port.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Agents {
+    pub namespace: String,
+    pub namespace_labels: BTreeMap<String, String>,
+    pub labels: BTreeMap<String, String>,
+    pub service_account: String,
+    /// The container port name of the agent's port (`probe`) and its number.
+    pub port_name: String,
+    pub port: u16,
+}
+
+impl Agents {
+    /// The agents as `deploy/base` and a run create them (`runtime::kube::manifests`).
+    #[must_use]
+    pub fn deployed() -> Self {
+        let spec = AgentSpec::default();
+        Self {
+            namespace: spec.namespace.clone(),
+            namespace_labels: manifests::namespace_labels(&spec),
+            labels: manifests::pod_agent_labels(&spec),
+            service_account: manifests::SERVICE_ACCOUNT.into(),
+            port_name: "probe".into(),
+            port: probe_proto::DEFAULT_AGENT_PORT,
+        }
+    }
+}
+
+/// The other end of a flow.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Peer {
+    /// Another pod agent: the same namespace and labels as the subject.
+    Agent { node: String, ip: Ipv4Addr },
+    /// A node's host network (a host agent, an API server on a node). `local`: the subject's
+    /// own node, whose traffic to its pods is always allowed.
+    Host {
+        node: String,
+        ip: Ipv4Addr,
+        local: bool,
+        apiserver: bool,
+    },
+    /// A pod that is not an agent, whose labels prober does not know (a DNS pod).
+    Pod { ip: Ipv4Addr },
+    /// An address that is neither a node nor a pod of the inventory (an API load balancer).
+    Outside { ip: Ipv4Addr, apiserver: bool },
+}
+
+impl Peer {
+    #[must_use]
+    pub fn ip(&self) -> Ipv4Addr {
+        match self {
+            Self::Agent { ip, .. }
+            | Self::Host { ip, .. }
+            | Self::Pod { ip }
+            | Self::Outside { ip, .. } => *ip,
+        }
+    }
+}
+
+/// One direction of one probe at one pod agent: what a policy selecting that agent judges.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Flow {
+    pub dir: Dir,
+    /// The pod agent's node and address.
+    pub node: String,
+    pub ip: Ipv4Addr,
+    pub peer: Peer,
+    pub protocol: Protocol,
+    /// The destination port (TCP and UDP).
+    pub port: Option<u16>,
+}
+
+/// A policy by kind and name (and namespace for namespaced ones), as a sentence names it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PolicyRef {
+    pub kind: String,
+    pub name: String,
+    pub namespace: Option<String>,
+}
+
+impl std::fmt::Display for PolicyRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.namespace {
+            Some(ns) => write!(f, "{} {ns}/{}", self.kind, self.name),
+            None => write!(f, "{} {}", self.kind, self.name),
+        }
+    }
+}
+
+/// What a matching rule does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Action {
+    Allow,
+    Deny,
+    /// ANP: skip the remaining `AdminNetworkPolicies`; Calico: skip to the next tier.
+    Pass,
+    /// Calico: record and go on to the next rule.
+    Log,
+}
+
+/// Which engine layer a policy belongs to, with its rank there.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Family {
+    K8s,
+    Anp { priority: i64 },
+    Banp,
+    Calico { order: Option<f64>, tier: String },
+    Cilium,
+}
+
+/// A rule: its action, its name (when the language names rules), and what it matches.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Rule {
+    pub(super) action: Action,
+    pub(super) name: Option<String>,
+    pub(super) cond: Cond,
+}
+
+/// A policy in the evaluator's terms.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Compiled {
+    pub(super) id: PolicyRef,
+    pub(super) family: Family,
+    /// Whether it selects the pod agents.
+    pub(super) selects: Tri,
+    /// Per direction: `Some` when it applies in that direction (Kubernetes `policyTypes`,
+    /// Calico `types`, a Cilium or ANP section present), with its rules in order.
+    pub(super) rules: [Option<Vec<Rule>>; 2],
+    /// Per direction: whether selecting the agents puts them in default deny (Cilium's
+    /// `enableDefaultDeny`; every other language: whenever it applies).
+    pub(super) default_deny: [bool; 2],
+}
+
+impl Compiled {
+    /// Whether it applies to the agents in `dir`.
+    fn applies(&self, dir: Dir) -> Tri {
+        if self.rules[dir.index()].is_none() {
+            return Tri::No;
+        }
+        self.selects.clone()
+    }
+
+    fn rules(&self, dir: Dir) -> &[Rule] {
+        self.rules[dir.index()].as_deref().unwrap_or(&[])
+    }
+
+    /// The rank a sentence gives (`order 1000`, `priority 10`), if any.
+    #[must_use]
+    fn rank(&self) -> Option<String> {
+        match &self.family {
+            Family::Anp { priority } => Some(format!("priority {priority}")),
+            Family::Calico {
+                order: Some(order), ..
+            } => Some(format!("order {order}")),
+            _ => None,
+        }
+    }
+}
+
+/// An endpoint's identity as selectors see it.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Endpoint<'a> {
+    pub(super) namespace: &'a str,
+    pub(super) namespace_labels: &'a BTreeMap<String, String>,
+    pub(super) labels: &'a BTreeMap<String, String>,
+    pub(super) service_account: &'a str,
+}
+
+impl Agents {
+    pub(super) fn endpoint(&self) -> Endpoint<'_> {
+        Endpoint {
+            namespace: &self.namespace,
+            namespace_labels: &self.namespace_labels,
+            labels: &self.labels,
+            service_account: &self.service_account,
+        }
+    }
+}
+
+/// A label selector in one of the languages, with the label view that language uses.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Selector {
+    /// Kubernetes `LabelSelector` over the pod's (or namespace's) own labels.
+    K8s(selector::LabelSelector),
+    /// Calico selector expression over the endpoint's labels plus Calico's own
+    /// (`projectcalico.org/namespace`, `pcns.*` namespace labels, ...).
+    Calico(calico_selector::Expr),
+    /// Kubernetes `LabelSelector` over Cilium's labels of an endpoint (`k8s:` prefixes
+    /// dropped, `io.kubernetes.pod.namespace`, namespace labels as
+    /// `io.cilium.k8s.namespace.labels.*`).
+    Cilium(selector::LabelSelector),
+}
+
+impl Selector {
+    /// Whether it selects every endpoint whatever its labels (`{}`, `all()`).
+    fn matches_all(&self) -> bool {
+        match self {
+            Self::K8s(s) | Self::Cilium(s) => s.is_empty(),
+            Self::Calico(e) => e.is_all(),
+        }
+    }
+
+    /// Against a pod endpoint.
+    fn pod(&self, e: &Endpoint<'_>) -> bool {
+        match self {
+            Self::K8s(s) => s.matches(e.labels),
+            Self::Calico(x) => x.matches(&calico::pod_labels(e)),
+            Self::Cilium(s) => s.matches(&cilium::pod_labels(e)),
+        }
+    }
+
+    /// Against a namespace.
+    fn namespace(&self, e: &Endpoint<'_>) -> bool {
+        match self {
+            Self::K8s(s) | Self::Cilium(s) => s.matches(e.namespace_labels),
+            Self::Calico(x) => x.matches(&calico::namespace_labels(e)),
+        }
+    }
+}
+
+/// Which namespaces a pod peer may be in.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Namespaces {
+    Any,
+    Named(String),
+    Selected(Selector),
+}
+
+/// A port condition: a number or range for a protocol, or a named container port.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum PortSpec {
+    Range {
+        protocol: Option<Protocol>,
+        lo: u16,
+        hi: u16,
+    },
+    Named {
+        protocol: Option<Protocol>,
+        name: String,
+    },
+}
+
+/// What a rule matches, evaluated three-valued against a flow.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Cond {
+    True,
+    False,
+    All(Vec<Cond>),
+    AnyOf(Vec<Cond>),
+    Not(Box<Cond>),
+    /// Something this evaluator cannot read, with why.
+    Unknown(String),
+    /// The peer is a pod in these namespaces whose labels match (`None`: any labels).
+    PeerPod {
+        namespaces: Namespaces,
+        pods: Option<Selector>,
+    },
+    /// The peer's address is in one of `nets` and none of `except`.
+    PeerNet {
+        nets: Vec<Cidr>,
+        except: Vec<Cidr>,
+    },
+    /// The peer is a node's host network whose labels match (ANP `nodes`; node labels are
+    /// unknown, so only an empty selector decides).
+    PeerNode(Selector),
+    /// A Cilium entity (`host`, `remote-node`, `cluster`, `world`, `all`, `kube-apiserver`).
+    PeerEntity(String),
+    /// The subject's own address is in one of `nets` (Calico's destination on ingress).
+    LocalNet(Vec<Cidr>),
+    /// The flow's transport.
+    Protocol(Protocol),
+    /// Any of these ports.
+    Ports(Vec<PortSpec>),
+}
+
+impl Cond {
+    fn eval(&self, flow: &Flow, agents: &Agents) -> Tri {
+        match self {
+            Self::True => Tri::Yes,
+            Self::False => Tri::No,
+            Self::All(v) => Tri::all(v.iter().map(|c| c.eval(flow, agents))),
+            Self::AnyOf(v) => Tri::any(v.iter().map(|c| c.eval(flow, agents))),
+            Self::Not(c) => c.eval(flow, agents).not(),
+            Self::Unknown(w) => Tri::Unknown(w.clone()),
+            Self::PeerPod { namespaces, pods } => peer_pod(namespaces, pods.as_ref(), flow, agents),
+            Self::PeerNet { nets, except } => {
+                let ip = flow.peer.ip();
+                Tri::from_bool(
+                    nets.iter().any(|n| n.contains(ip)) && !except.iter().any(|n| n.contains(ip)),
+                )
+            }
+            Self::PeerNode(sel) => match &flow.peer {
+                Peer::Host { .. } if sel.matches_all() => Tri::Yes,
+                Peer::Host { node, .. } => Tri::Unknown(format!(
+                    "a node selector other than {{}} (node {node}'s labels are not in the inventory)"
+                )),
+                _ => Tri::No,
+            },
+            Self::PeerEntity(e) => cilium::entity(e, &flow.peer),
+            Self::LocalNet(nets) => Tri::from_bool(nets.iter().any(|n| n.contains(flow.ip))),
+            Self::Protocol(p) => Tri::from_bool(flow.protocol == *p),
+            Self::Ports(specs) => Tri::any(specs.iter().map(|s| port(s, flow, agents))),
+        }
+    }
+}
+
+fn peer_pod(namespaces: &Namespaces, pods: Option<&Selector>, flow: &Flow, agents: &Agents) -> Tri {
+    match &flow.peer {
+        // Host-network peers carry no pod identity a pod selector could match.
+        Peer::Host { .. } | Peer::Outside { .. } => Tri::No,
+        Peer::Agent { .. } => {
+            let e = agents.endpoint();
+            let ns = match namespaces {
+                Namespaces::Any => true,
+                Namespaces::Named(n) => *n == agents.namespace,
+                Namespaces::Selected(s) => s.namespace(&e),
+            };
+            Tri::from_bool(ns && pods.is_none_or(|s| s.pod(&e)))
+        }
+        Peer::Pod { ip } => {
+            let ns_all = matches!(namespaces, Namespaces::Any)
+                || matches!(namespaces, Namespaces::Selected(s) if s.matches_all());
+            if ns_all && pods.is_none_or(Selector::matches_all) {
+                Tri::Yes
+            } else {
+                Tri::Unknown(format!(
+                    "a pod selector on the pod at {ip}, whose labels are not in the inventory"
+                ))
+            }
+        }
+    }
+}
+
+fn port(spec: &PortSpec, flow: &Flow, agents: &Agents) -> Tri {
+    let Some(port) = flow
+        .port
+        .filter(|_| matches!(flow.protocol, Protocol::Tcp | Protocol::Udp))
+    else {
+        // ICMP has no ports: a rule limited to ports does not match it.
+        return Tri::No;
+    };
+    let proto_ok = |p: &Option<Protocol>| p.is_none_or(|p| p == flow.protocol);
+    match spec {
+        PortSpec::Range { protocol, lo, hi } => {
+            Tri::from_bool(proto_ok(protocol) && (*lo..=*hi).contains(&port))
+        }
+        PortSpec::Named { protocol, name } => {
+            // A named port is the destination pod's: the agent's own is known.
+            let agent_is_destination = match flow.dir {
+                Dir::Ingress => true,
+                Dir::Egress => matches!(flow.peer, Peer::Agent { .. }),
+            };
+            if agent_is_destination {
+                Tri::from_bool(
+                    proto_ok(protocol)
+                        && flow.protocol == Protocol::Tcp
+                        && *name == agents.port_name
+                        && port == agents.port,
+                )
+            } else {
+                Tri::Unknown(format!(
+                    "the named port {name:?} of a peer whose ports are not in the inventory"
+                ))
+            }
+        }
+    }
+}
+
+/// Why a policy denies a flow.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Denial {
+    pub policy: PolicyRef,
+    /// `order 1000`, `priority 10`, when the language ranks policies.
+    pub rank: Option<String>,
+    /// The deny rule's name, or `None` when the policy denies by default (it selects the agents
+    /// and no rule allows the flow).
+    pub rule: Option<String>,
+    /// Further policies that select the agents in that direction and allow nothing of it.
+    pub also: Vec<PolicyRef>,
+    pub dir: Dir,
+}
+
+/// What the policies do to a flow or a probe.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    Allowed,
+    Denied(Denial),
+    /// Some policy that may apply cannot be evaluated; says which and why.
+    Unknown(String),
+}
+
+/// The policies of an inventory, compiled, with notes on what could not be evaluated.
+#[derive(Debug, Clone, Default)]
+pub struct Policies {
+    list: Vec<Compiled>,
+    agents: Option<Agents>,
+    /// Objects not evaluated (staged, unknown kinds, unreadable specs), one sentence each.
+    pub notes: Vec<String>,
+}
+
+impl Policies {
+    /// Compiles `objects` for `agents`. An object of a kind this evaluator does not know, or
+    /// whose spec it cannot read, is left out with a note.
+    #[must_use]
+    pub fn new(objects: &[PolicyObject], agents: Agents) -> Self {
+        let mut list = Vec::new();
+        let mut notes = Vec::new();
+        for o in objects {
+            let group = o.api_version.split('/').next().unwrap_or_default();
+            let compiled = match (group, o.kind.as_str()) {
+                ("networking.k8s.io", "NetworkPolicy") => k8s::compile(o, &agents),
+                (
+                    "policy.networking.k8s.io",
+                    "AdminNetworkPolicy" | "BaselineAdminNetworkPolicy",
+                ) => anp::compile(o, &agents),
+                (
+                    "projectcalico.org" | "crd.projectcalico.org",
+                    "GlobalNetworkPolicy" | "NetworkPolicy",
+                ) => Ok(calico::compile(o, &agents)),
+                ("projectcalico.org" | "crd.projectcalico.org", k) if k.starts_with("Staged") => {
+                    Err(format!(
+                        "{} {}: a staged policy is not enforced",
+                        o.kind, o.metadata.name
+                    ))
+                }
+                ("cilium.io", "CiliumNetworkPolicy" | "CiliumClusterwideNetworkPolicy") => {
+                    cilium::compile(o, &agents)
+                }
+                _ => Err(format!(
+                    "{} {} ({}): not a policy kind prober evaluates",
+                    o.kind, o.metadata.name, o.api_version
+                )),
+            };
+            match compiled {
+                Ok(c) => list.push(c),
+                Err(note) => notes.push(note),
+            }
+        }
+        Self {
+            list,
+            agents: Some(agents),
+            notes,
+        }
+    }
+
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    /// The policies that select the pod agents (or may: selection unknown), by name.
+    #[must_use]
+    pub fn selecting(&self) -> Vec<(PolicyRef, Tri)> {
+        self.list
+            .iter()
+            .filter(|c| c.selects != Tri::No)
+            .map(|c| (c.id.clone(), c.selects.clone()))
+            .collect()
+    }
+
+    /// What the policies do to one flow.
+    #[must_use]
+    pub fn verdict(&self, flow: &Flow) -> Verdict {
+        let Some(agents) = &self.agents else {
+            return Verdict::Allowed;
+        };
+        // "Traffic to and from the node where a Pod is running is always allowed" (the
+        // NetworkPolicy API; Cilium's allow-localhost default).
+        if flow.dir == Dir::Ingress && matches!(flow.peer, Peer::Host { local: true, .. }) {
+            return Verdict::Allowed;
+        }
+        if let Some(v) = self.admin(flow, agents) {
+            return v;
+        }
+        let namespace_layer = if self.has(|f| matches!(f, Family::Calico { .. })) {
+            self.calico_tier(flow, agents)
+        } else if self.has(|f| matches!(f, Family::Cilium)) {
+            self.cilium_layer(flow, agents)
+        } else {
+            self.k8s_layer(flow, agents)
+        };
+        if let Some(v) = namespace_layer {
+            return v;
+        }
+        self.baseline(flow, agents).unwrap_or(Verdict::Allowed)
+    }
+
+    /// What the policies do to a probe: denied when every route it may take is denied (a
+    /// Service's backends are several routes), allowed when one is allowed.
+    #[must_use]
+    pub fn probe_verdict(&self, routes: &[Route]) -> Verdict {
+        let mut first_denied = None;
+        let mut unknown = None;
+        for route in routes {
+            match self.route_verdict(route) {
+                Verdict::Allowed => return Verdict::Allowed,
+                Verdict::Denied(d) => first_denied = first_denied.or(Some(d)),
+                Verdict::Unknown(w) => unknown = unknown.or(Some(w)),
+            }
+        }
+        match (unknown, first_denied) {
+            (Some(w), _) => Verdict::Unknown(w),
+            (None, Some(d)) => Verdict::Denied(d),
+            (None, None) => Verdict::Allowed,
+        }
+    }
+
+    /// A route is denied when one of its flows is (the sender's egress first).
+    fn route_verdict(&self, route: &Route) -> Verdict {
+        let mut unknown = None;
+        for flow in &route.flows {
+            match self.verdict(flow) {
+                Verdict::Allowed => {}
+                d @ Verdict::Denied(_) => return d,
+                Verdict::Unknown(w) => unknown = unknown.or(Some(w)),
+            }
+        }
+        unknown.map_or(Verdict::Allowed, Verdict::Unknown)
+    }
+
+    fn has(&self, f: impl Fn(&Family) -> bool) -> bool {
+        self.list.iter().any(|c| f(&c.family))
+    }
+
+    fn members(&self, f: impl Fn(&Family) -> bool) -> Vec<&Compiled> {
+        self.list.iter().filter(|c| f(&c.family)).collect()
+    }
+
+    /// `AdminNetworkPolicies`, lowest priority value first; within one, the first matching rule.
+    fn admin(&self, flow: &Flow, agents: &Agents) -> Option<Verdict> {
+        let mut anps = self.members(|f| matches!(f, Family::Anp { .. }));
+        anps.sort_by_key(|c| match c.family {
+            Family::Anp { priority } => (priority, c.id.name.clone()),
+            _ => (i64::MAX, c.id.name.clone()),
+        });
+        for p in anps {
+            match first_match(p, flow, agents) {
+                Ok(None | Some((Action::Log, _))) => {}
+                Ok(Some((Action::Allow, _))) => return Some(Verdict::Allowed),
+                Ok(Some((Action::Deny, rule))) => return Some(denied(p, rule, vec![], flow.dir)),
+                Ok(Some((Action::Pass, _))) => return None,
+                Err(w) => return Some(Verdict::Unknown(w)),
+            }
+        }
+        None
+    }
+
+    /// Kubernetes `NetworkPolicies` alone: isolated once one selects the agents in that
+    /// direction; then allowed when a rule of any of them allows.
+    fn k8s_layer(&self, flow: &Flow, agents: &Agents) -> Option<Verdict> {
+        let mut isolating = Vec::new();
+        let mut unknown = None;
+        for p in self.members(|f| matches!(f, Family::K8s)) {
+            match p.applies(flow.dir) {
+                Tri::No => continue,
+                Tri::Unknown(w) => unknown = unknown.or(Some(w)),
+                Tri::Yes => isolating.push(p),
+            }
+            match Tri::any(p.rules(flow.dir).iter().map(|r| r.cond.eval(flow, agents))) {
+                Tri::Yes => return Some(Verdict::Allowed),
+                Tri::Unknown(w) => unknown = unknown.or(Some(w)),
+                Tri::No => {}
+            }
+        }
+        if let Some(w) = unknown {
+            return Some(Verdict::Unknown(w));
+        }
+        by_default(&isolating, flow.dir)
+    }
+
+    /// Calico's default tier: Calico policies and Kubernetes `NetworkPolicies` (order 1000) by
+    /// order, then name; the first Allow or Deny decides, Pass goes on to the next tier, and a
+    /// tier in which some policy applies but none decided drops the packet.
+    fn calico_tier(&self, flow: &Flow, agents: &Agents) -> Option<Verdict> {
+        let mut members = self.members(|f| matches!(f, Family::Calico { .. } | Family::K8s));
+        members.sort_by(|a, b| {
+            let key = |c: &Compiled| match &c.family {
+                Family::Calico { order, .. } => (order.unwrap_or(f64::INFINITY), c.id.name.clone()),
+                _ => (1000.0, format!("knp.default.{}", c.id.name)),
+            };
+            let (ka, kb) = (key(a), key(b));
+            ka.0.total_cmp(&kb.0).then(ka.1.cmp(&kb.1))
+        });
+        let mut applied: Vec<&Compiled> = Vec::new();
+        for p in members {
+            if let Family::Calico { tier, .. } = &p.family
+                && tier != "default"
+                && p.applies(flow.dir) != Tri::No
+            {
+                return Some(Verdict::Unknown(format!(
+                    "{} is in tier {tier:?}, whose order among tiers prober does not read",
+                    p.id
+                )));
+            }
+            match first_match(p, flow, agents) {
+                Ok(None | Some((Action::Log, _))) => {}
+                Ok(Some((Action::Allow, _))) => return Some(Verdict::Allowed),
+                Ok(Some((Action::Deny, rule))) => return Some(denied(p, rule, vec![], flow.dir)),
+                Ok(Some((Action::Pass, _))) => return None,
+                Err(w) => return Some(Verdict::Unknown(w)),
+            }
+            if p.applies(flow.dir) == Tri::Yes {
+                applied.push(p);
+            }
+        }
+        by_default(&applied, flow.dir)
+    }
+
+    /// Cilium: deny rules win over every allow; once a policy selects the agents in that
+    /// direction (with default deny), only what some rule allows passes.
+    fn cilium_layer(&self, flow: &Flow, agents: &Agents) -> Option<Verdict> {
+        let members = self.members(|f| matches!(f, Family::Cilium | Family::K8s));
+        let mut unknown = None;
+        let mut allowed = false;
+        let mut default_deny = Vec::new();
+        for p in &members {
+            match p.applies(flow.dir) {
+                Tri::No => continue,
+                Tri::Unknown(w) => unknown = unknown.or(Some(w)),
+                Tri::Yes => {
+                    if p.default_deny[flow.dir.index()] {
+                        default_deny.push(*p);
+                    }
+                }
+            }
+            for r in p.rules(flow.dir) {
+                match (r.action, r.cond.eval(flow, agents)) {
+                    (Action::Deny, Tri::Yes) if p.selects == Tri::Yes => {
+                        return Some(denied(p, r.name.clone(), vec![], flow.dir));
+                    }
+                    (_, Tri::Unknown(w)) => unknown = unknown.or(Some(w)),
+                    (Action::Allow, Tri::Yes) => allowed = true,
+                    _ => {}
+                }
+            }
+        }
+        if let Some(w) = unknown {
+            return Some(Verdict::Unknown(w));
+        }
+        if allowed {
+            return Some(Verdict::Allowed);
+        }
+        by_default(&default_deny, flow.dir)
+    }
+
+    /// The `BaselineAdminNetworkPolicy`, for agents no namespace-layer policy isolates.
+    fn baseline(&self, flow: &Flow, agents: &Agents) -> Option<Verdict> {
+        for p in self.members(|f| matches!(f, Family::Banp)) {
+            match first_match(p, flow, agents) {
+                Ok(Some((Action::Deny, rule))) => return Some(denied(p, rule, vec![], flow.dir)),
+                Ok(Some((Action::Allow | Action::Pass, _))) => return Some(Verdict::Allowed),
+                Ok(Some((Action::Log, _)) | None) => {}
+                Err(w) => return Some(Verdict::Unknown(w)),
+            }
+        }
+        None
+    }
+}
+
+/// The first rule of `p` (applying in the flow's direction) that matches and decides: its
+/// action and name. A Log rule does not decide. `Err` when selection or a rule before the
+/// deciding one cannot be evaluated.
+fn first_match(
+    p: &Compiled,
+    flow: &Flow,
+    agents: &Agents,
+) -> Result<Option<(Action, Option<String>)>, String> {
+    match p.applies(flow.dir) {
+        Tri::No => return Ok(None),
+        Tri::Unknown(w) => return Err(format!("{}: {w}", p.id)),
+        Tri::Yes => {}
+    }
+    for r in p.rules(flow.dir) {
+        match r.cond.eval(flow, agents) {
+            Tri::Yes if r.action == Action::Log => {}
+            Tri::Yes => return Ok(Some((r.action, r.name.clone()))),
+            Tri::No => {}
+            Tri::Unknown(w) => return Err(format!("{}: {w}", p.id)),
+        }
+    }
+    Ok(None)
+}
+
+/// Denied by default: the first policy that put the agents in default deny, naming the others.
+fn by_default(policies: &[&Compiled], dir: Dir) -> Option<Verdict> {
+    let (first, rest) = policies.split_first()?;
+    Some(denied(
+        first,
+        None,
+        rest.iter().map(|c| c.id.clone()).collect(),
+        dir,
+    ))
+}
+
+/// The objects of a spec's list field, numbered (none when absent).
+pub(super) fn items<'a>(
+    spec: &'a serde_json::Value,
+    name: &str,
+) -> impl Iterator<Item = (usize, &'a serde_json::Value)> {
+    spec.get(name)
+        .and_then(serde_json::Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+}
+
+fn denied(p: &Compiled, rule: Option<String>, also: Vec<PolicyRef>, dir: Dir) -> Verdict {
+    Verdict::Denied(Denial {
+        policy: p.id.clone(),
+        rank: p.rank(),
+        rule,
+        also,
+        dir,
+    })
+}
+
+/// A policy's identity from its object.
+pub(super) fn policy_ref(o: &PolicyObject) -> PolicyRef {
+    PolicyRef {
+        kind: o.kind.clone(),
+        name: o.metadata.name.clone(),
+        namespace: o.metadata.namespace.clone(),
+    }
+}
+
+/// A CIDR list from a policy, IPv6 entries dropped (they hold no IPv4 peer); `Err` naming the
+/// first entry that is neither.
+pub(super) fn cidrs(v: Option<&serde_json::Value>, field: &str) -> Result<Vec<Cidr>, String> {
+    let mut out = Vec::new();
+    for item in v
+        .and_then(serde_json::Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let s = item.as_str().unwrap_or_default();
+        if s.contains(':') {
+            continue;
+        }
+        let s = if s.contains('/') {
+            s.to_string()
+        } else {
+            format!("{s}/32")
+        };
+        out.push(Cidr::try_from(s.clone()).map_err(|_| format!("{field}: {s:?} is not a CIDR"))?);
+    }
+    Ok(out)
+}
+
+/// A protocol name as the policy languages write it (`TCP`, `udp`, `ICMP`); `None` for one
+/// no probe uses (SCTP, numbers).
+pub(super) fn protocol(s: &str) -> Option<Protocol> {
+    match s.to_ascii_lowercase().as_str() {
+        "tcp" | "6" => Some(Protocol::Tcp),
+        "udp" | "17" => Some(Protocol::Udp),
+        "icmp" | "1" => Some(Protocol::Icmp),
+        _ => None,
+    }
+}

@@ -1,0 +1,227 @@
+//! The preflight's stand-ins: `probe-pod serve` started on the candidate through its exec
+//! prefix, holding the ports the candidate will serve once joined, so the cluster's agents can
+//! probe them. A port already taken there is a conflict, found here and left out.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+use crate::inventory::Inventory;
+use crate::model::Protocol;
+use crate::plan::preflight::{Candidate, PortConflict, standin_tcp_ports, standin_udp_ports};
+
+/// The stand-in agent's own port on the candidate (echo, `/seen`).
+pub const STANDIN_AGENT_PORT: u16 = 9917;
+/// How long the stand-ins may take to start (an ssh prefix included).
+const START_DEADLINE: Duration = Duration::from_secs(15);
+
+/// The running stand-ins: killed when dropped, and by their TTL if this process dies.
+#[derive(Debug)]
+pub struct Standins {
+    child: Child,
+}
+
+/// The stand-ins could not be started on the candidate.
+#[derive(Debug, thiserror::Error)]
+pub enum StandinError {
+    #[error("stand-ins on {node}: `{command}`: {problem}")]
+    Start {
+        node: String,
+        command: String,
+        #[source]
+        problem: Problem,
+    },
+    #[error("stand-ins on {node}: could not start")]
+    GaveUp { node: String },
+}
+
+/// What went wrong starting the stand-ins' command.
+#[derive(Debug, thiserror::Error)]
+pub enum Problem {
+    #[error(transparent)]
+    Spawn(std::io::Error),
+    #[error("no stderr")]
+    NoStderr,
+    #[error("not serving within {} s", .0.as_secs())]
+    NotServing(Duration),
+    /// It exited, saying this on its stderr.
+    #[error("{0}")]
+    Said(String),
+}
+
+/// Starts the stand-ins on the candidate. A port that cannot be bound is a conflict: it is
+/// left out and the stand-ins start again without it. Returns the running stand-ins (killed when
+/// dropped, and by their TTL if this process dies) and the conflicts.
+pub async fn start(
+    inv: &Inventory,
+    c: &Candidate,
+    agent_bin: &str,
+) -> Result<(Standins, Vec<PortConflict>), StandinError> {
+    let mut tcp = standin_tcp_ports(inv, c.role);
+    let mut udp = standin_udp_ports(inv);
+    let mut conflicts = Vec::new();
+    // Each round either starts or drops one port, so this ends.
+    for _ in 0..=tcp.len() + udp.len() {
+        let mut argv: Vec<String> = c.exec.clone();
+        argv.extend([
+            agent_bin.to_string(),
+            "serve".into(),
+            "--listen".into(),
+            "0.0.0.0".into(),
+            "--port".into(),
+            c.agent_port.to_string(),
+            // Where it may (CAP_NET_RAW), the sniffer witnesses what reaches the candidate:
+            // the SYNs of a failed TCP probe and the overlay datagrams on its NIC, so a gap says
+            // whether the candidate's own firewall dropped them. Without it, `auto` goes on.
+            "--sniff".into(),
+            "auto".into(),
+            "--ttl".into(),
+            "10m".into(),
+        ]);
+        if let Some(crate::inventory::Overlay::Vxlan { port, .. }) = inv.cluster.overlay {
+            argv.push(format!("--vxlan-port={port}"));
+        }
+        if !tcp.is_empty() {
+            argv.push(format!("--extra-tcp-port={}", join(&tcp)));
+        }
+        if !udp.is_empty() {
+            argv.push(format!("--standin-udp-port={}", join(&udp)));
+        }
+        let command = argv.join(" ");
+        let env = |problem: Problem| StandinError::Start {
+            node: c.name.clone(),
+            command: command.clone(),
+            problem,
+        };
+        let mut child = Command::new(&argv[0])
+            .args(&argv[1..])
+            .env("PROBE_POD_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| env(Problem::Spawn(e)))?;
+        let stderr = child.stderr.take().ok_or_else(|| env(Problem::NoStderr))?;
+        let mut lines = BufReader::new(stderr).lines();
+        let mut said = String::new();
+        let ready = tokio::time::timeout(START_DEADLINE, async {
+            while let Ok(Some(line)) = lines.next_line().await {
+                if line.contains(" serving") {
+                    return true;
+                }
+                said.push_str(&line);
+                said.push('\n');
+            }
+            false
+        })
+        .await
+        .map_err(|_| env(Problem::NotServing(START_DEADLINE)))?;
+        if ready {
+            // Keep draining its log so it never blocks on a full pipe.
+            tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+            return Ok((Standins { child }, conflicts));
+        }
+        let _ = child.wait().await;
+        let Some((protocol, port)) = taken(&said) else {
+            return Err(env(Problem::Said(said.trim().to_string())));
+        };
+        let list = if protocol == Protocol::Tcp {
+            &mut tcp
+        } else {
+            &mut udp
+        };
+        if !list.contains(&port) {
+            // The stand-in agent's own port: nothing to leave out.
+            return Err(env(Problem::Said(said.trim().to_string())));
+        }
+        list.retain(|p| *p != port);
+        let process = holder(&c.exec, protocol, port).await;
+        conflicts.push(PortConflict {
+            protocol,
+            port,
+            process,
+        });
+    }
+    Err(StandinError::GaveUp {
+        node: c.name.clone(),
+    })
+}
+
+fn join(ports: &[u16]) -> String {
+    ports
+        .iter()
+        .map(u16::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The port `probe-pod serve` could not listen on, from its error
+/// (`cannot listen on tcp 0.0.0.0:10250: Address in use`).
+fn taken(stderr: &str) -> Option<(Protocol, u16)> {
+    let rest = &stderr[stderr.find("cannot listen on ")? + "cannot listen on ".len()..];
+    let (proto, rest) = rest.split_once(' ')?;
+    let addr = rest.split(": ").next()?;
+    let port = addr.rsplit(':').next()?.parse().ok()?;
+    if !rest.contains("in use") {
+        return None;
+    }
+    let protocol = match proto {
+        "tcp" => Protocol::Tcp,
+        "udp" => Protocol::Udp,
+        _ => return None,
+    };
+    Some((protocol, port))
+}
+
+/// What holds a port on the candidate, as `ss -p` names it; `None` when it cannot be read.
+async fn holder(exec: &[String], protocol: Protocol, port: u16) -> Option<String> {
+    let mut argv: Vec<String> = exec.to_vec();
+    let flags = if protocol == Protocol::Tcp {
+        "-Hltnp"
+    } else {
+        "-Hlunp"
+    };
+    argv.extend(["ss".into(), flags.into(), format!("sport = :{port}")]);
+    let out = tokio::time::timeout(
+        Duration::from_secs(5),
+        Command::new(&argv[0])
+            .args(&argv[1..])
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .ok()?
+    .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let users = &text[text.find("users:((")? + "users:((".len()..];
+    Some(users[..users.find(')')?].to_string())
+}
+
+impl Standins {
+    /// Stops the stand-ins (their TTL covers a prefix that does not pass the signal on).
+    pub async fn stop(mut self) {
+        let _ = self.child.start_kill();
+        let _ = tokio::time::timeout(Duration::from_secs(5), self.child.wait()).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_taken_port_is_read_from_the_agents_error() {
+        let e =
+            "probe-pod serve: cannot listen on tcp 0.0.0.0:10250: Address in use (os error 98)\n";
+        assert_eq!(taken(e), Some((Protocol::Tcp, 10250)));
+        let e = "probe-pod serve: cannot listen on udp 0.0.0.0:8472: Address already in use (os error 98)";
+        assert_eq!(taken(e), Some((Protocol::Udp, 8472)));
+        assert_eq!(
+            taken("cannot listen on tcp 0.0.0.0:10250: Permission denied"),
+            None
+        );
+    }
+}

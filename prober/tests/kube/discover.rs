@@ -1,0 +1,327 @@
+//! The requests discovery makes on each distribution, exactly as kube-rs writes them, and its
+//! edges: pagination, a forbidden namespace, refusals in words, IPv6, Windows nodes.
+
+use crate::common::mock::{discovery_answer, fixture_json, respond, serve, split, status};
+use prober::inventory::Inventory;
+use prober::runtime::kube::discover::{WORKLOAD_NAMESPACES, build, read};
+use serde_json::json;
+
+pub(crate) const PAGE: &str = "limit=500";
+
+pub(crate) fn enc(s: &str) -> String {
+    s.replace('/', "%2F")
+        .replace('=', "%3D")
+        .replace(',', "%2C")
+        .replace('!', "%21")
+}
+
+pub(crate) fn list_uri(path: &str, selector: Option<&str>) -> String {
+    match selector {
+        Some(sel) => format!("{path}?&labelSelector={}&{PAGE}", enc(sel)),
+        None => format!("{path}?&{PAGE}"),
+    }
+}
+
+/// The requests every discovery makes, up to the workloads; then the Corefile and the
+/// CNI-specific ones given.
+pub(crate) fn requests(dns: Option<&str>, corefile: Option<&str>, cni: &[String]) -> Vec<String> {
+    let mut v = vec![
+        list_uri("/api/v1/nodes", None),
+        "/api/v1/namespaces/default/services/kubernetes".to_string(),
+        list_uri(
+            "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices",
+            Some("kubernetes.io/service-name=kubernetes"),
+        ),
+        list_uri("/apis/networking.k8s.io/v1/servicecidrs", None),
+        list_uri(
+            "/api/v1/namespaces/kube-system/services",
+            Some("k8s-app=kube-dns"),
+        ),
+    ];
+    if let Some(dns) = dns {
+        v.push(list_uri(
+            "/apis/discovery.k8s.io/v1/namespaces/kube-system/endpointslices",
+            Some(&format!("kubernetes.io/service-name={dns}")),
+        ));
+    }
+    for ns in WORKLOAD_NAMESPACES {
+        v.push(list_uri(
+            &format!("/apis/apps/v1/namespaces/{ns}/daemonsets"),
+            None,
+        ));
+        v.push(list_uri(
+            &format!("/apis/apps/v1/namespaces/{ns}/deployments"),
+            None,
+        ));
+    }
+    if let Some(cm) = corefile {
+        v.push(format!("/api/v1/namespaces/kube-system/configmaps/{cm}"));
+    }
+    v.extend(cni.iter().cloned());
+    v
+}
+
+pub(crate) fn calico_crds() -> Vec<String> {
+    [
+        "ippools",
+        "bgpconfigurations",
+        "felixconfigurations",
+        "blockaffinities",
+    ]
+    .iter()
+    .map(|p| list_uri(&format!("/apis/crd.projectcalico.org/v1/{p}"), None))
+    .collect()
+}
+
+/// The exact requests discovery must make on each fixture cluster.
+pub(crate) fn expected(flavour: &str) -> Vec<String> {
+    let cm = |ns: &str, name: &str| format!("/api/v1/namespaces/{ns}/configmaps/{name}");
+    let cilium_nodes = list_uri("/apis/cilium.io/v2/ciliumnodes", None);
+    match flavour {
+        "flannel" => requests(
+            Some("kube-dns"),
+            Some("coredns"),
+            &[cm("kube-flannel", "kube-flannel-cfg")],
+        ),
+        // flannel inside k3s: its facts are on the nodes, no CNI request.
+        "k3s" | "eks" => requests(Some("kube-dns"), Some("coredns"), &[]),
+        "rke2-canal" => requests(
+            Some("rke2-coredns-rke2-coredns"),
+            Some("rke2-coredns-rke2-coredns"),
+            &[cm("kube-system", "rke2-canal-config")],
+        ),
+        // kube-dns, not CoreDNS: no Corefile; ipam kubernetes: no CiliumNodes.
+        "gke-dpv2" => requests(
+            Some("kube-dns"),
+            None,
+            &[cm("kube-system", "cilium-config")],
+        ),
+        "cilium-native" => requests(
+            Some("kube-dns"),
+            Some("coredns"),
+            &[cm("kube-system", "cilium-config")],
+        ),
+        "cilium-vxlan" | "cilium-geneve" => requests(
+            Some("kube-dns"),
+            Some("coredns"),
+            &[cm("kube-system", "cilium-config"), cilium_nodes],
+        ),
+        "calico" | "calico-ipip" | "calico-vxlan" => {
+            let mut cni = vec![cm("kube-system", "calico-config")];
+            cni.extend(calico_crds());
+            requests(Some("kube-dns"), Some("coredns"), &cni)
+        }
+        "calico-bgp-typha" => {
+            let mut cni = vec![list_uri("/apis/operator.tigera.io/v1/installations", None)];
+            cni.extend(calico_crds());
+            cni.push(list_uri(
+                "/api/v1/namespaces/calico-system/pods",
+                Some("k8s-app=calico-typha"),
+            ));
+            requests(Some("kube-dns"), Some("coredns"), &cni)
+        }
+        other => panic!("no expectations for {other}"),
+    }
+}
+
+pub(crate) const FLAVOURS: [&str; 12] = [
+    "flannel",
+    "calico",
+    "k3s",
+    "rke2-canal",
+    "eks",
+    "gke-dpv2",
+    "cilium-vxlan",
+    "cilium-geneve",
+    "cilium-native",
+    "calico-ipip",
+    "calico-vxlan",
+    "calico-bgp-typha",
+];
+
+/// Runs discovery against the fixture cluster, checking every request; returns the inventory.
+pub(crate) async fn discover(flavour: &'static str) -> Inventory {
+    let (client, server) = serve(Box::new(move |s| discovery_answer(flavour, s)));
+    let raw = read(&client).await.expect("discovery");
+    drop(client);
+    let seen = server.await.unwrap();
+    assert!(
+        seen.iter().all(|s| s.method == "GET"),
+        "discovery only reads"
+    );
+    let uris: Vec<&str> = seen.iter().map(|s| s.uri.as_str()).collect();
+    assert_eq!(
+        uris,
+        expected(flavour),
+        "{flavour}: the requests discovery made"
+    );
+    assert!(raw.forbidden.is_empty(), "{:?}", raw.forbidden);
+    let inv = build(&raw).expect("inventory");
+    inv.validate().unwrap();
+    // It round-trips through YAML, as `prober discover -o yaml` prints it.
+    let back: Inventory = serde_saphyr::from_str(&inv.to_yaml()).unwrap();
+    assert_eq!(back, inv, "{flavour}");
+    inv
+}
+
+// Scale, absence, refusal, IPv6
+
+#[tokio::test]
+async fn node_lists_are_paginated_and_the_budget_grows_with_the_cluster() {
+    use prober::runtime::kube::discover::{BASE_BUDGET, budget};
+    let nodes = fixture_json("flannel", "nodes.json");
+    let items = nodes["items"].as_array().unwrap().clone();
+    let (client, server) = serve(Box::new(move |s| {
+        let (path, q) = split(&s.uri);
+        if path == "/api/v1/nodes" {
+            return match q.get("continue").map(String::as_str) {
+                None => respond(
+                    200,
+                    &json!({"apiVersion": "v1", "kind": "NodeList",
+                    "metadata": {"continue": "page2"}, "items": items[..2]}),
+                ),
+                Some("page2") => respond(
+                    200,
+                    &json!({"apiVersion": "v1", "kind": "NodeList",
+                    "metadata": {}, "items": items[2..]}),
+                ),
+                Some(other) => panic!("unexpected continue token {other}"),
+            };
+        }
+        discovery_answer("flannel", s)
+    }));
+    let raw = read(&client).await.unwrap();
+    drop(client);
+    let seen = server.await.unwrap();
+    assert_eq!(seen[0].uri, "/api/v1/nodes?&limit=500");
+    assert_eq!(seen[1].uri, "/api/v1/nodes?&limit=500&continue=page2");
+    assert_eq!(raw.nodes.len(), 3);
+    assert_eq!(budget(0), BASE_BUDGET);
+    assert_eq!(budget(5000).as_secs(), 115, "15 s + 20 ms per node");
+    assert!(budget(100) < budget(1000));
+}
+
+#[tokio::test]
+async fn a_forbidden_namespace_is_said_and_skipped() {
+    // The base RBAC only: calico-system and the other optional namespaces are not granted.
+    let rules = crate::rbac::Rbac::load(false);
+    let (client, server) = serve(Box::new(move |s| {
+        if rules.allows(s).is_empty() {
+            return status(403, "Forbidden");
+        }
+        discovery_answer("calico-bgp-typha", s)
+    }));
+    let raw = read(&client)
+        .await
+        .expect("a 403 on an optional namespace is not fatal");
+    drop(client);
+    server.await.unwrap();
+    assert!(
+        raw.forbidden
+            .contains(&"list daemonsets in calico-system".to_string()),
+        "{:?}",
+        raw.forbidden
+    );
+    let inv = build(&raw).unwrap();
+    assert_eq!(inv.nodes.len(), 3);
+}
+
+/// A 401 is "reached but not accepted", in words, never the library's `Status { … }` dump; a 403
+/// on what discovery cannot do without says which grant is missing.
+#[tokio::test]
+async fn unauthorised_and_forbidden_are_said_in_words() {
+    for (code, reason, want) in [
+        (
+            401,
+            "Unauthorized",
+            "the API server answered but did not accept the credentials",
+        ),
+        (403, "Forbidden", "may not do this (403 Forbidden"),
+    ] {
+        let (client, server) = serve(Box::new(move |_| status(code, reason)));
+        let err = read(&client)
+            .await
+            .expect_err("nothing is readable")
+            .to_string();
+        drop(client);
+        let seen = server.await.unwrap();
+        assert_eq!(
+            seen.iter().map(|s| s.uri.as_str()).collect::<Vec<_>>(),
+            ["/api/v1/nodes?&limit=500"],
+            "discovery stops at the first refusal"
+        );
+        assert!(err.starts_with("cannot list nodes: "), "{err}");
+        assert!(err.contains(want), "{err}");
+        assert!(
+            !err.contains("Status {") && !err.contains("ApiError"),
+            "{err}"
+        );
+    }
+}
+
+pub(crate) fn raw_of(flavour: &str) -> prober::runtime::kube::discover::Raw {
+    let nodes: k8s_openapi::List<k8s_openapi::api::core::v1::Node> =
+        serde_json::from_value(fixture_json(flavour, "nodes.json")).unwrap();
+    prober::runtime::kube::discover::Raw {
+        nodes: nodes.items,
+        api_service: serde_json::from_value(fixture_json(flavour, "svc-kubernetes.json")).unwrap(),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn ipv6_first_and_ipv6_only_clusters_are_refused_dual_stack_uses_ipv4() {
+    // IPv6 primary: the kubernetes Service is IPv6.
+    let mut raw = raw_of("flannel");
+    let svc = raw.api_service.as_mut().unwrap().spec.as_mut().unwrap();
+    svc.cluster_ip = Some("fd00:10:96::1".into());
+    svc.cluster_ips = Some(vec!["fd00:10:96::1".into(), "10.96.0.1".into()]);
+    let err = build(&raw).unwrap_err().to_string();
+    assert!(
+        err.contains("primary IP family is IPv6") && err.contains("not supported"),
+        "{err}"
+    );
+    // An IPv6-only node.
+    let mut raw = raw_of("flannel");
+    raw.nodes[1].status.as_mut().unwrap().addresses =
+        Some(vec![k8s_openapi::api::core::v1::NodeAddress {
+            type_: "InternalIP".into(),
+            address: "fd00::11".into(),
+        }]);
+    let err = build(&raw).unwrap_err().to_string();
+    assert!(
+        err.contains("node w1 has only IPv6 addresses") && err.contains("IPv4 only"),
+        "{err}"
+    );
+    // Dual-stack, IPv6 listed first: the IPv4 address is used.
+    let mut raw = raw_of("flannel");
+    let a = raw.nodes[2]
+        .status
+        .as_mut()
+        .unwrap()
+        .addresses
+        .as_mut()
+        .unwrap();
+    a.insert(
+        0,
+        k8s_openapi::api::core::v1::NodeAddress {
+            type_: "InternalIP".into(),
+            address: "fd00::12".into(),
+        },
+    );
+    let inv = build(&raw).unwrap();
+    assert_eq!(inv.nodes[2].address.to_string(), "192.168.56.12");
+}
+
+#[test]
+fn windows_nodes_are_left_out() {
+    let mut raw = raw_of("flannel");
+    raw.nodes[2]
+        .metadata
+        .labels
+        .as_mut()
+        .unwrap()
+        .insert("kubernetes.io/os".into(), "windows".into());
+    let inv = build(&raw).unwrap();
+    assert_eq!(inv.nodes.len(), 2, "the agents' node selector is Linux");
+}

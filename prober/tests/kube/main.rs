@@ -1,0 +1,21 @@
+//! Kubernetes API calls against a `tower_test` mock API server, one test binary by area:
+//! the exact requests discovery makes on each distribution (`discover`) and the inventory it
+//! builds from `kubectl get -o json`-shaped fixtures, compared to golden files (`flavours`); the
+//! agents' lifecycle: create and clean up exactly what a run created (`apply`), wait, fail fast
+//! and exec (`wait`); the RBAC of deploy/base checked against every request each mode makes
+//! (`rbac`, `scheduled_rbac`); a healthy cluster of each distribution (`healthy`); and the
+//! HTTPS proxy (`proxy`).
+
+#![allow(clippy::needless_pass_by_value, clippy::too_many_lines)] // test fixtures built inline
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod apply;
+mod discover;
+mod flavours;
+mod healthy;
+mod proxy;
+mod rbac;
+mod scheduled_rbac;
+mod wait;

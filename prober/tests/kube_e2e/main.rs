@@ -1,0 +1,15 @@
+//! The kube flow end to end: the real `prober` binary, with a kubeconfig, against the API
+//! stand-in of the test kit (real HTTPS, watches, server-side apply, WebSocket exec, the API
+//! server's own rules and the project's own `deploy/` RBAC), whose kubelet runs the agents'
+//! `DaemonSet` pods inside a lab's namespaces. One test binary by area: the stand-in's own rules
+//! through the real kube client (`rules`); a run and its faults (`flow`); interrupted and
+//! concurrent runs (`concurrent`); the shared lab-and-stand-in harness (`kit`). Tests without a
+//! lab run anywhere; lab tests skip in one line without root.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod concurrent;
+mod flow;
+mod kit;
+mod rules;
