@@ -72,10 +72,9 @@ fn inventory() -> Inventory {
             cni: Cni::Flannel,
             pod_cidr: cidr("100.64.0.0/10"),
             service_cidr: cidr("10.96.0.0/12"),
-            overlay: Some(Overlay {
-                mode: "vxlan".into(),
-                port: 8472,
-                vni: 1,
+            overlay: Some(Overlay::Vxlan {
+                port: probe_proto::Port::new(8472).unwrap(),
+                vni: probe_proto::Vni::new(1).unwrap(),
                 mtu: None,
             }),
             api: Api {

@@ -8,6 +8,9 @@ use std::path::PathBuf;
 use probe_proto::MacAddr;
 use serde::{Deserialize, Serialize};
 
+mod overlay;
+pub use overlay::{BadOverlay, Overlay, OverlayMode};
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Inventory {
@@ -174,20 +177,6 @@ impl std::fmt::Display for Cidr {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}/{}", self.addr, self.len)
     }
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Overlay {
-    /// `vxlan`, `geneve`, `ipip` (IP protocol 4: `port` is 0) or `wireguard`.
-    pub mode: String,
-    pub port: u16,
-    /// 0 when it is not one constant (Cilium carries the source identity in the VNI).
-    pub vni: u32,
-    /// The MTU pods see over the overlay (1450 for VXLAN on a 1500 underlay); when set, the
-    /// matrix sends packets of exactly this size between pods to find MTU black holes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mtu: Option<u16>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -377,8 +366,6 @@ pub enum InvalidInventory {
 pub const MAX_DNS_LABEL: usize = 63;
 /// The longest DNS subdomain (a Kubernetes object name).
 const MAX_DNS_SUBDOMAIN: usize = 253;
-/// The overlay modes the planner knows.
-const OVERLAY_MODES: [&str; 5] = ["vxlan", "geneve", "ipip", "wireguard", "none"];
 
 fn bad(field: impl Into<String>, message: impl Into<String>) -> InvalidInventory {
     InvalidInventory::Field {
@@ -549,28 +536,7 @@ impl Inventory {
                 }
             }
         }
-        let Some(ov) = &c.overlay else {
-            return Ok(());
-        };
-        if !OVERLAY_MODES.contains(&ov.mode.as_str()) {
-            return Err(bad(
-                "cluster.overlay.mode",
-                format!("{:?} is not one of {}", ov.mode, OVERLAY_MODES.join(", ")),
-            ));
-        }
-        if matches!(ov.mode.as_str(), "vxlan" | "geneve" | "wireguard") && ov.port == 0 {
-            return Err(bad(
-                "cluster.overlay.port",
-                format!("{} needs its UDP port (1-65535), not 0", ov.mode),
-            ));
-        }
-        if probe_proto::Vni::new(ov.vni).is_none() {
-            return Err(bad(
-                "cluster.overlay.vni",
-                format!("{} does not fit in 24 bits (0-16777215)", ov.vni),
-            ));
-        }
-        if let Some(mtu) = ov.mtu
+        if let Some(mtu) = c.overlay.as_ref().and_then(Overlay::mtu)
             && mtu < probe_proto::MIN_MTU_PROBE_BYTES
         {
             return Err(bad(
@@ -629,7 +595,7 @@ mod tests {
     #[test]
     fn values_the_agents_refuse_are_refused_naming_the_field() {
         type Case = (&'static str, fn(&mut Inventory));
-        let cases: [Case; 12] = [
+        let cases: [Case; 9] = [
             ("nodes[1].name", |i| i.nodes[1].name = "a".repeat(254)),
             ("nodes[1].name", |i| i.nodes[1].name = "N2 x".into()),
             ("nodes[1].name", |i| i.nodes[1].name = "n2\nn3".into()),
@@ -642,16 +608,7 @@ mod tests {
                 i.nodes[0].address = "0.0.0.0".parse().unwrap();
             }),
             ("cluster.overlay.mtu", |i| {
-                i.cluster.overlay.as_mut().unwrap().mtu = Some(0);
-            }),
-            ("cluster.overlay.vni", |i| {
-                i.cluster.overlay.as_mut().unwrap().vni = 4_294_967_295;
-            }),
-            ("cluster.overlay.mode", |i| {
-                i.cluster.overlay.as_mut().unwrap().mode = "bogus".into();
-            }),
-            ("cluster.overlay.port", |i| {
-                i.cluster.overlay.as_mut().unwrap().port = 0;
+                *i.cluster.overlay.as_mut().unwrap().mtu_mut() = Some(0);
             }),
             ("cluster.dns.names[0]", |i| {
                 i.cluster.dns.as_mut().unwrap().names = vec!["a".repeat(255)];
@@ -682,9 +639,7 @@ mod tests {
         let mut inv = inventory(3, 1, "flannel");
         let label = "a".repeat(63);
         inv.nodes[0].name = format!("{label}.{label}.{label}.{}", "a".repeat(61));
-        let ov = inv.cluster.overlay.as_mut().unwrap();
-        ov.mode = "ipip".into();
-        ov.port = 0;
+        inv.cluster.overlay = Some(Overlay::Ipip { mtu: Some(1480) });
         inv.validate().unwrap();
     }
 

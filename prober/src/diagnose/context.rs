@@ -4,7 +4,7 @@
 use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 
-use crate::inventory::Inventory;
+use crate::inventory::{Inventory, Overlay, OverlayMode};
 use crate::model::{AgentKind, PathClass, Protocol, Record, Results};
 
 use super::finding::Finding;
@@ -104,22 +104,17 @@ impl<'a> Ctx<'a> {
                     .and_then(|i| u32::try_from(i).ok())
             })
             .collect();
-        let mode = inv.cluster.overlay.as_ref().map(|o| o.mode.as_str());
+        let mode = inv.cluster.overlay.as_ref().map(Overlay::mode);
         let overlay_name = match mode {
-            Some("ipip") => "IP-in-IP",
-            Some("geneve") => "Geneve",
-            Some("wireguard") => "WireGuard",
-            _ => "VXLAN",
+            Some(OverlayMode::Ipip) => "IP-in-IP",
+            Some(OverlayMode::Geneve) => "Geneve",
+            Some(OverlayMode::Wireguard) => "WireGuard",
+            Some(OverlayMode::Vxlan | OverlayMode::None) | None => "VXLAN",
         };
-        let overlay_port = inv
-            .cluster
-            .overlay
-            .as_ref()
-            .and_then(|o| match o.mode.as_str() {
-                "vxlan" | "geneve" | "wireguard" => Some(o.port),
-                "ipip" => Some(IPIP_PORT),
-                _ => None,
-            });
+        let overlay_port = inv.cluster.overlay.as_ref().and_then(|o| match o {
+            Overlay::Ipip { .. } => Some(IPIP_PORT),
+            _ => o.port().map(probe_proto::Port::get),
+        });
         Self {
             inv,
             results,
@@ -127,7 +122,7 @@ impl<'a> Ctx<'a> {
             api_backends,
             dns_backends,
             overlay_port,
-            overlay_udp: mode != Some("ipip"),
+            overlay_udp: mode != Some(OverlayMode::Ipip),
             overlay_name,
             explained: HashSet::new(),
             sampled: false,

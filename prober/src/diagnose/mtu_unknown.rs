@@ -24,7 +24,7 @@ pub(super) fn mtu_unknown(ctx: &Ctx<'_>, findings: &mut Vec<Finding>) {
         Severity::Warning,
         format!(
             "MTU not probed: the inventory gives the overlay ({}) no mtu and its encapsulation implies none, so an MTU black hole between pods would go unnoticed",
-            ov.mode
+            ov.mode()
         ),
     );
     f.fix.push(

@@ -202,8 +202,8 @@ fn underlay_mtu(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>, failed: &[usize]
     }
     let ov = ctx.inv.cluster.overlay.as_ref();
     let (mode, pod_mtu) = (
-        ov.map_or("the overlay", |o| o.mode.as_str()),
-        ov.and_then(|o| o.mtu).unwrap_or(0),
+        ov.map_or("the overlay", |o| o.mode().as_str()),
+        ov.and_then(crate::inventory::Overlay::mtu).unwrap_or(0),
     );
     let needed = ov.and_then(crate::plan::underlay_mtu_needed).unwrap_or(0);
     let pairs: BTreeSet<(u32, u32)> = failed

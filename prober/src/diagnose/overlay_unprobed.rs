@@ -17,7 +17,7 @@ pub fn overlay_unprobed(ctx: &Ctx<'_>, findings: &mut Vec<Finding>) {
         .cluster
         .overlay
         .as_ref()
-        .map_or("overlay", |o| o.mode.as_str());
+        .map_or("overlay", |o| o.mode().as_str());
     let mut f = Finding::new(
         Overlay {
             nodes: names.clone(),

@@ -184,7 +184,8 @@ fn spec(lab: &Lab, id: &str, r: &Reach, from_node: usize, nonce: u32) -> Result<
             })?;
             let (src, dst) = (&l.nodes[from_node], &l.nodes[n]);
             json!({"id": id, "kind": "vxlan", "address": dst.address.to_string(), "nonce": nonce,
-                "port": lab.scenario.overlay().1, "vni": super::build::vni(&lab.scenario),
+                "port": lab.scenario.overlay().port().map_or(0, probe_proto::Port::get),
+                "vni": super::build::vni(&lab.scenario),
                 "innerSource": src.vtep.to_string(), "innerDestination": dst.vtep.to_string(), "destinationMac": dst.mac.to_string()})
         }
     })

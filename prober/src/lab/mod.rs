@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use crate::inventory::Overlay;
 use build::{AGENT_PORT, API_PORT, Layout};
 use exec::ExecError;
 use scenario::Scenario;
@@ -298,8 +299,8 @@ impl Lab {
             (l.dns_pod.ns.clone(), "udp", 53),
         ];
         let udp_tunnel = matches!(
-            self.scenario.overlay().0,
-            scenario::OverlayMode::Geneve | scenario::OverlayMode::Wireguard
+            self.scenario.overlay(),
+            Overlay::Geneve { .. } | Overlay::Wireguard { .. }
         );
         let node_port = if self.agents {
             AGENT_PORT
@@ -310,7 +311,14 @@ impl Lab {
             pending.push((n.ns.clone(), "tcp", node_port));
             if udp_tunnel {
                 // The user-space tunnel's socket.
-                pending.push((n.ns.clone(), "udp", self.scenario.overlay().1));
+                pending.push((
+                    n.ns.clone(),
+                    "udp",
+                    self.scenario
+                        .overlay()
+                        .port()
+                        .map_or(0, probe_proto::Port::get),
+                ));
             }
             if n.control_plane {
                 pending.push((n.ns.clone(), "tcp", API_PORT));

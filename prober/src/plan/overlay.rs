@@ -4,18 +4,17 @@
 use std::net::IpAddr;
 
 use probe_proto::{
-    GeneveProbe, IcmpProbe, IpipProbe, MacAddr, MtuProbe, Port, Probe, Vni, VxlanProbe,
-    WireguardProbe,
+    GeneveProbe, IcmpProbe, IpipProbe, MacAddr, MtuProbe, Port, Probe, VxlanProbe, WireguardProbe,
 };
 
-use super::{Builder, port};
-use crate::inventory::Inventory;
+use super::Builder;
+use crate::inventory::{Inventory, Overlay, OverlayMode};
 use crate::model::{AgentKind, AgentRef, PathClass, Protocol, Target};
 
 impl<'a> Builder<'a> {
     pub(super) fn overlay(&mut self) {
         let inv: &'a Inventory = self.inv;
-        let Some(ov) = inv.cluster.overlay.clone() else {
+        let Some(ov) = inv.cluster.overlay else {
             return;
         };
         // Crafted probes exist for these encapsulations; IP-in-IP has no port (never a UDP
@@ -52,8 +51,11 @@ impl<'a> Builder<'a> {
                     }),
                 );
                 let inner_source = fnode.vtep.as_ref().map(|v| v.address);
-                let (protocol, port, probe) =
-                    crafted(&ov, tnode.address, inner_source, vtep.address, vtep.mac);
+                let Some((protocol, port, probe)) =
+                    crafted(&ov, tnode.address, inner_source, vtep.address, vtep.mac)
+                else {
+                    continue;
+                };
                 let vx_target = Target {
                     node: Some(tnode.name.clone()),
                     agent: Some(AgentKind::Host),
@@ -63,8 +65,8 @@ impl<'a> Builder<'a> {
                     protocol,
                 };
                 let kind = match port {
-                    Some(p) => format!("{}/{p}", ov.mode),
-                    None => ov.mode.clone(),
+                    Some(p) => format!("{}/{p}", ov.mode()),
+                    None => ov.mode().to_string(),
                 };
                 let receipt_port = tnode.agents.host.as_ref().and_then(|a| Port::new(a.port));
                 if let Some(i) =
@@ -78,7 +80,7 @@ impl<'a> Builder<'a> {
     }
 
     /// Full-size packets between pods: small ones passing while these vanish is an MTU hole.
-    fn pod_mtu(&mut self, ov: &crate::inventory::Overlay) {
+    fn pod_mtu(&mut self, ov: &Overlay) {
         let Some(size) = pod_mtu(ov) else { return };
         for (fnode, _) in self.agents(AgentKind::Pod) {
             for (tnode, tagent) in self
@@ -115,10 +117,9 @@ impl<'a> Builder<'a> {
     }
 }
 
-/// Whether the overlay's encapsulation has a crafted probe (IP-in-IP needs no port).
-fn crafted_mode(ov: &crate::inventory::Overlay) -> bool {
-    matches!(ov.mode.as_str(), "vxlan" | "ipip" | "geneve" | "wireguard")
-        && (ov.port != 0 || ov.mode == "ipip")
+/// Whether the overlay's encapsulation has a crafted probe: all but native routing.
+fn crafted_mode(ov: &Overlay) -> bool {
+    !matches!(ov, Overlay::None { .. })
 }
 
 /// The nodes whose overlay the plan cannot probe because no tunnel endpoint is known for them
@@ -149,15 +150,15 @@ pub fn unprobed(inv: &Inventory) -> Vec<String> {
 /// The bytes an encapsulation adds to every packet it carries over IPv4: what the underlay's path
 /// MTU must hold beyond the overlay's own MTU. 0 for native routing.
 #[must_use]
-pub fn encapsulation_overhead(mode: &str) -> u16 {
+pub fn encapsulation_overhead(mode: OverlayMode) -> u16 {
     match mode {
         // Outer IPv4 20 + UDP 8 + VXLAN or Geneve (no options) 8 + inner Ethernet 14.
-        "vxlan" | "geneve" => 50,
+        OverlayMode::Vxlan | OverlayMode::Geneve => 50,
         // Outer IPv4 20.
-        "ipip" => 20,
+        OverlayMode::Ipip => 20,
         // Outer IPv4 20 + UDP 8 + WireGuard data header 16 + tag 16.
-        "wireguard" => 60,
-        _ => 0,
+        OverlayMode::Wireguard => 60,
+        OverlayMode::None => 0,
     }
 }
 
@@ -166,10 +167,10 @@ pub fn encapsulation_overhead(mode: &str) -> u16 {
 /// the MTU is probed even when the inventory does not say it; `None` when neither is known (the
 /// diagnosis then says the MTU was not probed).
 #[must_use]
-pub fn pod_mtu(ov: &crate::inventory::Overlay) -> Option<u16> {
+pub fn pod_mtu(ov: &Overlay) -> Option<u16> {
     const UNDERLAY: u16 = 1500;
-    let overhead = encapsulation_overhead(&ov.mode);
-    ov.mtu
+    let overhead = encapsulation_overhead(ov.mode());
+    ov.mtu()
         .or_else(|| (overhead > 0).then(|| UNDERLAY - overhead))
 }
 
@@ -177,24 +178,26 @@ pub fn pod_mtu(ov: &crate::inventory::Overlay) -> Option<u16> {
 /// when the overlay's MTU is unknown or nothing encapsulates (native routing: the pods' MTU is
 /// the underlay's own, and the diagnosis knows no overlay to blame).
 #[must_use]
-pub fn underlay_mtu_needed(ov: &crate::inventory::Overlay) -> Option<u16> {
-    let overhead = encapsulation_overhead(&ov.mode);
-    ov.mtu
+pub fn underlay_mtu_needed(ov: &Overlay) -> Option<u16> {
+    let overhead = encapsulation_overhead(ov.mode());
+    ov.mtu()
         .filter(|_| overhead > 0)
         .map(|m| m.saturating_add(overhead))
 }
 
 /// The crafted probe for the overlay's encapsulation to a peer at `address` whose tunnel
-/// endpoint is `vtep`: its target's protocol and port (none for IP-in-IP) and the probe.
+/// endpoint is `vtep`: its target's protocol and port (none for IP-in-IP) and the probe; none
+/// for native routing.
 pub(super) fn crafted(
-    ov: &crate::inventory::Overlay,
+    ov: &Overlay,
     address: std::net::Ipv4Addr,
     inner_source: Option<std::net::Ipv4Addr>,
     vtep: std::net::Ipv4Addr,
     mac: Option<MacAddr>,
-) -> (Protocol, Option<u16>, Probe) {
-    match ov.mode.as_str() {
-        "ipip" => (
+) -> Option<(Protocol, Option<u16>, Probe)> {
+    Some(match *ov {
+        Overlay::None { .. } => return None,
+        Overlay::Ipip { .. } => (
             Protocol::Ipip,
             None,
             Probe::Ipip(IpipProbe {
@@ -204,41 +207,41 @@ pub(super) fn crafted(
                 inner_destination: Some(vtep),
             }),
         ),
-        "wireguard" => (
+        Overlay::Wireguard { port, .. } => (
             Protocol::Udp,
-            Some(ov.port),
+            Some(port.get()),
             Probe::Wireguard(WireguardProbe {
                 address,
-                port: port(ov.port),
+                port,
                 nonce: None,
             }),
         ),
-        "geneve" => (
+        Overlay::Geneve { port, vni, .. } => (
             Protocol::Udp,
-            Some(ov.port),
+            Some(port.get()),
             Probe::Geneve(GeneveProbe {
                 address,
-                port: port(ov.port),
-                vni: Vni::new(ov.vni).unwrap_or_default(),
+                port,
+                vni,
                 nonce: None,
                 inner_source,
                 inner_destination: Some(vtep),
             }),
         ),
-        _ => (
+        Overlay::Vxlan { port, vni, .. } => (
             Protocol::Udp,
-            Some(ov.port),
+            Some(port.get()),
             Probe::Vxlan(VxlanProbe {
                 address,
-                port: port(ov.port),
-                vni: Vni::new(ov.vni).unwrap_or_default(),
+                port,
+                vni,
                 nonce: None,
                 inner_source,
                 inner_destination: Some(vtep),
                 destination_mac: mac.map(|m| MacAddr(m.0)),
             }),
         ),
-    }
+    })
 }
 
 #[cfg(test)]
@@ -246,14 +249,13 @@ mod tests {
     use super::super::{Filter, plan};
     use super::*;
     use crate::testutil::inventory;
+    use probe_proto::Vni;
 
     #[test]
     fn ipip_is_never_a_udp_probe_and_geneve_uses_its_port() {
         let mut inv = inventory(3, 1, "calico");
         if let Some(ov) = inv.cluster.overlay.as_mut() {
-            ov.mode = "ipip".into();
-            ov.port = 0;
-            ov.vni = 0;
+            *ov = Overlay::Ipip { mtu: ov.mtu() };
         }
         let probes = plan(&inv, &Filter::default()).to_vec();
         let crafted: Vec<_> = probes
@@ -276,9 +278,11 @@ mod tests {
             "no VXLAN or port-0 probe for IP-in-IP"
         );
         if let Some(ov) = inv.cluster.overlay.as_mut() {
-            ov.mode = "geneve".into();
-            ov.port = 6081;
-            ov.vni = 2;
+            *ov = Overlay::Geneve {
+                port: Port::new(6081).unwrap(),
+                vni: Vni::new(2).unwrap(),
+                mtu: ov.mtu(),
+            };
         }
         let probes = plan(&inv, &Filter::default()).to_vec();
         let g = probes
@@ -291,8 +295,10 @@ mod tests {
         );
         // WireGuard: a datagram to its port, confirmed at the NIC.
         if let Some(ov) = inv.cluster.overlay.as_mut() {
-            ov.mode = "wireguard".into();
-            ov.port = 51871;
+            *ov = Overlay::Wireguard {
+                port: Port::new(51871).unwrap(),
+                mtu: ov.mtu(),
+            };
         }
         let probes = plan(&inv, &Filter::default()).to_vec();
         assert!(
@@ -303,7 +309,7 @@ mod tests {
         );
         // No crafted probe without an encapsulation: the pods' MTU probes remain.
         if let Some(ov) = inv.cluster.overlay.as_mut() {
-            ov.mode = "none".into();
+            *ov = Overlay::None { mtu: ov.mtu() };
         }
         let probes = plan(&inv, &Filter::default()).to_vec();
         assert!(

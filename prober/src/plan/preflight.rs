@@ -6,7 +6,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
 
 use probe_proto::{
-    MtuProbe, NodeProbe, Port, Probe, TcpProbe, TlsProbe, Vni, VxlanProbe, WireguardProbe,
+    MtuProbe, NodeProbe, Port, Probe, TcpProbe, TlsProbe, VxlanProbe, WireguardProbe,
 };
 
 #[cfg(test)]
@@ -14,7 +14,7 @@ use super::PlannedProbe;
 use super::node_ports::cni_port_served;
 use super::overlay::{crafted, underlay_mtu_needed};
 use super::{Builder, Filter, Planned, cni_tcp_ports, port, receipts, served_tcp_ports};
-use crate::inventory::{Agent, Agents, Inventory, Node};
+use crate::inventory::{Agent, Agents, Inventory, Node, Overlay};
 use crate::model::{AgentKind, AgentRef, PathClass, Protocol, Target};
 
 /// The role the candidate will join with.
@@ -86,14 +86,11 @@ pub fn standin_tcp_ports(inv: &Inventory, role: Role) -> Vec<u16> {
 /// (`VXLAN`, Geneve, `WireGuard`), so a port already taken is a conflict before the join.
 #[must_use]
 pub fn standin_udp_ports(inv: &Inventory) -> Vec<u16> {
-    match &inv.cluster.overlay {
-        Some(ov)
-            if matches!(ov.mode.as_str(), "vxlan" | "geneve" | "wireguard") && ov.port != 0 =>
-        {
-            vec![ov.port]
-        }
-        _ => Vec::new(),
-    }
+    inv.cluster
+        .overlay
+        .and_then(|ov| ov.port())
+        .map(|p| vec![p.get()])
+        .unwrap_or_default()
 }
 
 /// The inventory with the candidate as one more node whose only agent is its stand-in: the run
@@ -275,19 +272,19 @@ pub fn preflight(inv: &Inventory, c: &Candidate) -> Planned {
 /// `WireGuard` one. Geneve and IP-in-IP toward the candidate are not planned: before the join
 /// nothing there can say whether they would be decapsulated.
 fn overlay(inv: &Inventory, c: &Candidate, others: &[&Node], out: &mut Builder<'_>) {
-    let Some(ov) = inv.cluster.overlay.as_ref().filter(|o| {
-        matches!(o.mode.as_str(), "vxlan" | "ipip" | "geneve" | "wireguard")
-            && (o.port != 0 || o.mode == "ipip")
-    }) else {
+    let Some(ov) = inv.cluster.overlay.as_ref() else {
         return;
     };
     let kind = |port: Option<u16>| match port {
-        Some(p) => format!("{}/{p}", ov.mode),
-        None => ov.mode.clone(),
+        Some(p) => format!("{}/{p}", ov.mode()),
+        None => ov.mode().to_string(),
     };
     for n in others {
         let Some(vtep) = &n.vtep else { continue };
-        let (protocol, p, probe) = crafted(ov, n.address, None, vtep.address, vtep.mac);
+        let Some((protocol, p, probe)) = crafted(ov, n.address, None, vtep.address, vtep.mac)
+        else {
+            return;
+        };
         let to_node = Target {
             node: Some(n.name.clone()),
             agent: Some(AgentKind::Host),
@@ -310,29 +307,35 @@ fn overlay(inv: &Inventory, c: &Candidate, others: &[&Node], out: &mut Builder<'
         if n.agents.host.is_none() {
             continue;
         }
-        let probe = match ov.mode.as_str() {
-            "vxlan" => Probe::Vxlan(VxlanProbe {
-                address: c.address,
-                port: port(ov.port),
-                vni: Vni::new(ov.vni).unwrap_or_default(),
-                nonce: None,
-                inner_source: Some(vtep.address),
-                inner_destination: None,
-                destination_mac: None,
-            }),
-            "wireguard" => Probe::Wireguard(WireguardProbe {
-                address: c.address,
-                port: port(ov.port),
-                nonce: None,
-            }),
-            _ => continue,
+        let (probe, udp) = match *ov {
+            Overlay::Vxlan { port, vni, .. } => (
+                Probe::Vxlan(VxlanProbe {
+                    address: c.address,
+                    port,
+                    vni,
+                    nonce: None,
+                    inner_source: Some(vtep.address),
+                    inner_destination: None,
+                    destination_mac: None,
+                }),
+                port,
+            ),
+            Overlay::Wireguard { port, .. } => (
+                Probe::Wireguard(WireguardProbe {
+                    address: c.address,
+                    port,
+                    nonce: None,
+                }),
+                port,
+            ),
+            Overlay::Geneve { .. } | Overlay::Ipip { .. } | Overlay::None { .. } => continue,
         };
         let to_candidate = Target {
             node: Some(c.name.clone()),
             agent: Some(AgentKind::Host),
             service: None,
             address: IpAddr::V4(c.address),
-            port: Some(ov.port),
+            port: Some(udp.get()),
             protocol: Protocol::Udp,
         };
         if let Some(planned) = out.push(
@@ -340,7 +343,7 @@ fn overlay(inv: &Inventory, c: &Candidate, others: &[&Node], out: &mut Builder<'
             host(&n.name),
             to_candidate,
             &format!("{}/host", c.name),
-            &kind(Some(ov.port)),
+            &kind(Some(udp.get())),
             probe,
         ) {
             out.out.set_receipt_port(planned, Port::new(c.agent_port));
@@ -381,6 +384,7 @@ fn underlay_mtu(inv: &Inventory, c: &Candidate, others: &[&Node], out: &mut Buil
 mod tests {
     use super::*;
     use crate::testutil::inventory;
+    use probe_proto::Vni;
 
     fn candidate(role: Role) -> Candidate {
         Candidate {
@@ -510,18 +514,18 @@ mod tests {
             && p.to.protocol == Protocol::Icmp));
         // IP-in-IP adds 20 bytes; an unknown overlay MTU plans nothing.
         if let Some(ov) = inv.cluster.overlay.as_mut() {
-            (ov.mode, ov.port, ov.mtu) = ("ipip".into(), 0, Some(1480));
+            *ov = Overlay::Ipip { mtu: Some(1480) };
         }
         let v = preflight(&inv, &candidate(Role::Worker)).to_vec();
         assert_eq!(count(&v, true, "mtu/1500"), 3);
         if let Some(ov) = inv.cluster.overlay.as_mut() {
-            ov.mtu = None;
+            *ov.mtu_mut() = None;
         }
         let v = preflight(&inv, &candidate(Role::Worker)).to_vec();
         assert!(!v.iter().any(|p| matches!(p.probe, Probe::Mtu(_))));
         // Native routing encapsulates nothing: no overlay need to check the underlay against.
         if let Some(ov) = inv.cluster.overlay.as_mut() {
-            (ov.mode, ov.mtu) = ("none".into(), Some(1500));
+            *ov = Overlay::None { mtu: Some(1500) };
         }
         let v = preflight(&inv, &candidate(Role::Worker)).to_vec();
         assert!(!v.iter().any(|p| matches!(p.probe, Probe::Mtu(_))));
@@ -531,7 +535,11 @@ mod tests {
     fn the_overlay_probes_follow_the_clusters_encapsulation() {
         let mut inv = inventory(3, 1, "cilium");
         if let Some(ov) = inv.cluster.overlay.as_mut() {
-            (ov.mode, ov.port, ov.vni) = ("geneve".into(), 6081, 2);
+            *ov = Overlay::Geneve {
+                port: Port::new(6081).unwrap(),
+                vni: Vni::new(2).unwrap(),
+                mtu: ov.mtu(),
+            };
         }
         let v = preflight(&inv, &candidate(Role::Worker)).to_vec();
         assert_eq!(count(&v, true, "geneve/6081"), 3);
@@ -543,13 +551,16 @@ mod tests {
         assert!(!v.iter().any(|p| matches!(p.probe, Probe::Vxlan(_))));
         assert_eq!(standin_udp_ports(&inv), [6081]);
         if let Some(ov) = inv.cluster.overlay.as_mut() {
-            (ov.mode, ov.port) = ("wireguard".into(), 51871);
+            *ov = Overlay::Wireguard {
+                port: Port::new(51871).unwrap(),
+                mtu: ov.mtu(),
+            };
         }
         let v = preflight(&inv, &candidate(Role::Worker)).to_vec();
         assert_eq!(count(&v, true, "wireguard/51871"), 3);
         assert_eq!(count(&v, false, "wireguard/51871"), 3, "arrival at its NIC");
         if let Some(ov) = inv.cluster.overlay.as_mut() {
-            (ov.mode, ov.port, ov.vni) = ("ipip".into(), 0, 0);
+            *ov = Overlay::Ipip { mtu: ov.mtu() };
         }
         let v = preflight(&inv, &candidate(Role::Worker)).to_vec();
         assert_eq!(count(&v, true, ":ipip"), 3);

@@ -80,8 +80,8 @@ pub async fn start(
             "--ttl".into(),
             "10m".into(),
         ]);
-        if let Some(ov) = inv.cluster.overlay.as_ref().filter(|o| o.mode == "vxlan") {
-            argv.push(format!("--vxlan-port={}", ov.port));
+        if let Some(crate::inventory::Overlay::Vxlan { port, .. }) = inv.cluster.overlay {
+            argv.push(format!("--vxlan-port={port}"));
         }
         if !tcp.is_empty() {
             argv.push(format!("--extra-tcp-port={}", join(&tcp)));

@@ -87,7 +87,7 @@ async fn a_healthy_cluster_of_each_distribution_gives_no_finding() {
             .cluster
             .overlay
             .as_ref()
-            .is_some_and(|o| o.mode != "none")
+            .is_some_and(|o| o.mode() != prober::inventory::OverlayMode::None)
         {
             let planned = prober::plan::plan(&inv, &prober::plan::Filter::default());
             for n in &inv.nodes {

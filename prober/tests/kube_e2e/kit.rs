@@ -69,8 +69,8 @@ pub(crate) fn cluster_of(inv: &prober::inventory::Inventory) -> seed::Cluster {
             })
             .collect(),
         corefile: dns.corefile.clone().unwrap_or_default(),
-        vni: overlay.vni,
-        vxlan_port: overlay.port,
+        vni: overlay.vni().map_or(0, probe_proto::Vni::get),
+        vxlan_port: overlay.port().map_or(0, probe_proto::Port::get),
         flannel_namespace: "kube-flannel".into(),
     }
 }

@@ -6,7 +6,9 @@ use std::net::Ipv4Addr;
 use super::layout::zone_router;
 use super::{LabNode, Layout, OVERLAY_MTU, Pod, TUNNEL_MTU, nat};
 use crate::inventory::Cni;
+use crate::inventory::Overlay;
 use crate::lab::scenario::{Fault, OverlayMode, Scenario};
+use probe_proto::Vni;
 
 /// What to run in one namespace, phase by phase.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -87,20 +89,24 @@ pub(super) fn node_setup(s: &Scenario, l: &Layout, n: &LabNode) -> NsSetup {
     c.push(format!("addr add {}/24 dev eth0", n.address));
     c.push(format!("route add default via {}", n.gateway()));
     let device = overlay_device(s);
-    let (mode, port) = s.overlay();
-    match mode {
-        OverlayMode::Vxlan => {
+    let mode = s.overlay().mode();
+    match s.overlay() {
+        Overlay::Vxlan { port, vni, .. } => {
             c.push(format!(
                 "link add {device} address {} type vxlan id {} local {} dev eth0 dstport {port} nolearning",
                 n.mac,
-                vni(s),
+                vni.get(),
                 n.address
             ));
             c.push(format!("link set {device} mtu {OVERLAY_MTU}"));
         }
         // This kernel may have no ipip or geneve device: a TUN device whose packets the lab's
         // tunnel process (`probe-pod tunnel`) carries as real IP protocol 4 or UDP 6081 packets.
-        OverlayMode::Ipip | OverlayMode::Geneve | OverlayMode::Wireguard => {
+        // (`None` is refused by the scenario's schema: never built.)
+        Overlay::Ipip { .. }
+        | Overlay::Geneve { .. }
+        | Overlay::Wireguard { .. }
+        | Overlay::None { .. } => {
             c.push(format!("tuntap add dev {device} mode tun"));
             c.push(format!("link set {device} mtu {TUNNEL_MTU}"));
         }
@@ -160,17 +166,13 @@ pub(super) fn node_setup(s: &Scenario, l: &Layout, n: &LabNode) -> NsSetup {
 /// The VXLAN network identifier: Calico's 4096, flannel's 1.
 #[must_use]
 pub fn vni(s: &Scenario) -> u32 {
-    match (s.overlay().0, s.cni) {
-        (OverlayMode::Ipip, _) => 0,
-        (_, Cni::Calico) => 4096,
-        _ => 1,
-    }
+    s.overlay().vni().map_or(0, Vni::get)
 }
 
 /// The overlay device's name, as the CNI the scenario names calls it.
 #[must_use]
 pub fn overlay_device(s: &Scenario) -> &'static str {
-    match (s.overlay().0, s.cni) {
+    match (s.overlay().mode(), s.cni) {
         (OverlayMode::Vxlan, Cni::Calico) => "vxlan.calico",
         (OverlayMode::Vxlan, Cni::Cilium) => "cilium_vxlan",
         (OverlayMode::Vxlan, _) => "flannel.1",
@@ -179,6 +181,8 @@ pub fn overlay_device(s: &Scenario) -> &'static str {
         (OverlayMode::Wireguard, Cni::Cilium) => "cilium_wg0",
         (OverlayMode::Wireguard, Cni::Calico) => "wireguard.cali",
         (OverlayMode::Wireguard, _) => "flannel-wg",
+        // Refused by the scenario's schema: never built.
+        (OverlayMode::None, _) => "none",
     }
 }
 

@@ -2,14 +2,14 @@
 
 use std::net::SocketAddr;
 
-use super::{AGENT_PORT, API_SERVICE, DNS_SERVICE, Layout, OVERLAY_MTU, POD_CIDR, SERVICE_CIDR};
+use super::{AGENT_PORT, API_SERVICE, DNS_SERVICE, Layout, POD_CIDR, SERVICE_CIDR};
 use crate::inventory::Cidr;
 use crate::lab::scenario::Scenario;
 
 /// The inventory describing what `layout` builds, with `ip netns exec` exec prefixes.
 #[must_use]
 pub fn inventory(s: &Scenario, l: &Layout) -> crate::inventory::Inventory {
-    use crate::inventory::{Agent, Agents, Api, Cluster, Dns, Inventory, Node, Overlay, Vtep};
+    use crate::inventory::{Agent, Agents, Api, Cluster, Dns, Inventory, Node, Vtep};
     let exec = |ns: &str| {
         vec![
             "ip".to_string(),
@@ -24,12 +24,7 @@ pub fn inventory(s: &Scenario, l: &Layout) -> crate::inventory::Inventory {
             cni: s.cni,
             pod_cidr: cidr(POD_CIDR),
             service_cidr: cidr(SERVICE_CIDR),
-            overlay: Some(Overlay {
-                mode: s.overlay().0.as_str().into(),
-                port: s.overlay().1,
-                vni: super::vni(s),
-                mtu: Some(OVERLAY_MTU),
-            }),
+            overlay: Some(s.overlay()),
             api: Api { service: SocketAddr::from((API_SERVICE, 443)), endpoints: l.api_endpoints() },
             dns: Some(Dns {
                 service: SocketAddr::from((DNS_SERVICE, 53)),

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use super::{API_PORT, API_SERVICE, DNS_SERVICE, LabNode, Layout};
 use crate::lab::scenario::{Fault, OverlayMode, Scenario};
+use probe_proto::Port;
 
 /// A long-running program the lab starts in one of its namespaces.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,8 +42,8 @@ fn dnsmasq(listen: Ipv4Addr, extra: &[String]) -> Vec<String> {
 /// The user-space tunnel of a node whose overlay this kernel has no device for: IP-in-IP or
 /// Geneve to every other node, by their pod networks.
 fn tunnel(s: &Scenario, l: &Layout, n: &LabNode, agent: &str) -> Option<Process> {
-    let mode = match s.overlay().0 {
-        OverlayMode::Vxlan => return None,
+    let mode = match s.overlay().mode() {
+        OverlayMode::Vxlan | OverlayMode::None => return None,
         OverlayMode::Ipip => "ipip",
         OverlayMode::Geneve | OverlayMode::Wireguard => "geneve",
     };
@@ -64,7 +65,7 @@ fn tunnel(s: &Scenario, l: &Layout, n: &LabNode, agent: &str) -> Option<Process>
             "--vni".into(),
             super::vni(s).to_string(),
             "--port".into(),
-            s.overlay().1.to_string(),
+            s.overlay().port().map_or(0, Port::get).to_string(),
             "--peer".into(),
             peers.join(","),
         ],

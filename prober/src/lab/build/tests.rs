@@ -4,6 +4,7 @@ use std::path::Path;
 
 use super::hostfiles::HOUR;
 use super::*;
+use crate::inventory::Overlay;
 use crate::lab::pki;
 use crate::lab::scenario::Scenario;
 
@@ -304,7 +305,14 @@ fn calico_vxlan_uses_its_port_vni_and_device() {
     let s = Scenario::parse("{cni: calico, overlay: {mode: vxlan, port: 4789}}").unwrap();
     let l = layout(&s, "plab-t-", Path::new("/state"));
     let ov = inventory(&s, &l).cluster.overlay.unwrap();
-    assert_eq!((ov.mode.as_str(), ov.port, ov.vni), ("vxlan", 4789, 4096));
+    assert_eq!(
+        ov,
+        Overlay::Vxlan {
+            port: probe_proto::Port::new(4789).unwrap(),
+            vni: probe_proto::Vni::new(4096).unwrap(),
+            mtu: Some(OVERLAY_MTU)
+        }
+    );
 }
 
 #[test]
@@ -334,7 +342,12 @@ fn ipip_and_geneve_are_a_tun_device_and_a_tunnel_process() {
     let s = Scenario::parse(yaml).unwrap();
     let l = layout(&s, "plab-t-", Path::new("/state"));
     let ov = inventory(&s, &l).cluster.overlay.unwrap();
-    assert_eq!((ov.mode.as_str(), ov.port), ("ipip", 0));
+    assert_eq!(
+        ov,
+        Overlay::Ipip {
+            mtu: Some(OVERLAY_MTU)
+        }
+    );
     let procs = processes(
         &s,
         &l,
@@ -368,7 +381,7 @@ fn ipip_and_geneve_are_a_tun_device_and_a_tunnel_process() {
     assert!(host.argv.ends_with(&["--sniff".into(), "always".into()]));
     // Geneve: the same, on UDP 6081.
     let s = Scenario::parse("{cni: cilium, overlay: {mode: geneve}}").unwrap();
-    assert_eq!(s.overlay().1, 6081);
+    assert_eq!(s.overlay().port().map(probe_proto::Port::get), Some(6081));
     let l = layout(&s, "plab-t-", Path::new("/state"));
     let procs = processes(
         &s,

@@ -2,8 +2,12 @@
 
 use serde::{Deserialize, Serialize};
 
+use probe_proto::{Port, Vni};
+
 use super::{Expect, Fault};
-use crate::inventory::{Cni, Component};
+pub use crate::inventory::OverlayMode;
+use crate::inventory::{Cni, Component, Overlay};
+use crate::lab::build::OVERLAY_MTU;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -108,9 +112,10 @@ impl Default for Scenario {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct LabOverlay {
+    #[serde(deserialize_with = "tunnel")]
     pub mode: OverlayMode,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub port: Option<u16>,
+    pub port: Option<Port>,
     /// Whether the inventory names each node's tunnel endpoint (default: yes). `false` is a CNI
     /// that publishes none discovery reads: the tunnel cannot be probed directly.
     #[serde(default = "yes", skip_serializing_if = "is_yes")]
@@ -126,45 +131,53 @@ fn is_yes(b: &bool) -> bool {
     *b
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum OverlayMode {
-    Vxlan,
-    Ipip,
-    Geneve,
-    /// The `WireGuard` port carrying the lab's tunnel in plaintext (no keys, no encryption): what
-    /// the firewalls see is real UDP 51820.
-    Wireguard,
-}
-
-impl OverlayMode {
-    /// The inventory's `cluster.overlay.mode`.
-    #[must_use]
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Vxlan => "vxlan",
-            Self::Ipip => "ipip",
-            Self::Geneve => "geneve",
-            Self::Wireguard => "wireguard",
-        }
+/// The lab always builds a tunnel: `none` (native routing) is refused.
+fn tunnel<'de, D: serde::Deserializer<'de>>(d: D) -> Result<OverlayMode, D::Error> {
+    match OverlayMode::deserialize(d)? {
+        OverlayMode::None => Err(serde::de::Error::custom(
+            "none: the lab always builds a tunnel (vxlan, ipip, geneve or wireguard)",
+        )),
+        mode => Ok(mode),
     }
 }
 
 impl Scenario {
-    /// The overlay's mode and its port (0 for IP-in-IP, which has none).
+    /// The overlay the lab builds, as the inventory describes it: the mode's usual port unless
+    /// the scenario names one; Calico's VNI 4096, flannel's 1 (Geneve too); the lab's pod MTU.
     #[must_use]
-    pub fn overlay(&self) -> (OverlayMode, u16) {
-        match self.overlay {
-            None => (OverlayMode::Vxlan, 8472),
-            Some(LabOverlay { mode, port, .. }) => (
-                mode,
-                match mode {
-                    OverlayMode::Vxlan => port.unwrap_or(8472),
-                    OverlayMode::Geneve => port.unwrap_or(6081),
-                    OverlayMode::Wireguard => port.unwrap_or(51820),
-                    OverlayMode::Ipip => 0,
-                },
-            ),
+    pub fn overlay(&self) -> Overlay {
+        const VXLAN: Port = Port::new(probe_proto::DEFAULT_VXLAN_PORT).expect("non-zero");
+        const GENEVE: Port = Port::new(probe_proto::DEFAULT_GENEVE_PORT).expect("non-zero");
+        const WIREGUARD: Port = Port::new(probe_proto::DEFAULT_WIREGUARD_PORT).expect("non-zero");
+        const CALICO_VNI: Vni = Vni::new(4096).expect("24 bits");
+        const FLANNEL_VNI: Vni = Vni::new(1).expect("24 bits");
+        let (mode, port) = self
+            .overlay
+            .map_or((OverlayMode::Vxlan, None), |o| (o.mode, o.port));
+        let vni = if self.cni == Cni::Calico {
+            CALICO_VNI
+        } else {
+            FLANNEL_VNI
+        };
+        let mtu = Some(OVERLAY_MTU);
+        match mode {
+            OverlayMode::Vxlan => Overlay::Vxlan {
+                port: port.unwrap_or(VXLAN),
+                vni,
+                mtu,
+            },
+            OverlayMode::Geneve => Overlay::Geneve {
+                port: port.unwrap_or(GENEVE),
+                vni,
+                mtu,
+            },
+            OverlayMode::Wireguard => Overlay::Wireguard {
+                port: port.unwrap_or(WIREGUARD),
+                mtu,
+            },
+            OverlayMode::Ipip => Overlay::Ipip { mtu },
+            // Refused in a scenario file (`tunnel`): never built.
+            OverlayMode::None => Overlay::None { mtu },
         }
     }
 }

@@ -85,13 +85,13 @@ impl Default for AgentSpec {
 /// when it is not one the agent watches by default (VXLAN 8472 and 4789, Geneve 6081).
 #[must_use]
 pub fn tunnel_flag(overlay: Option<&crate::inventory::Overlay>) -> Option<(String, u16)> {
-    let o = overlay?;
-    match o.mode.as_str() {
-        "vxlan" if !probe_proto::DEFAULT_VXLAN_PORTS.contains(&o.port) => {
-            Some(("--vxlan-port".into(), o.port))
+    use crate::inventory::Overlay;
+    match *overlay? {
+        Overlay::Vxlan { port, .. } if !probe_proto::DEFAULT_VXLAN_PORTS.contains(&port.get()) => {
+            Some(("--vxlan-port".into(), port.get()))
         }
-        "geneve" if o.port != probe_proto::DEFAULT_GENEVE_PORT => {
-            Some(("--geneve-port".into(), o.port))
+        Overlay::Geneve { port, .. } if port.get() != probe_proto::DEFAULT_GENEVE_PORT => {
+            Some(("--geneve-port".into(), port.get()))
         }
         _ => None,
     }
@@ -522,11 +522,9 @@ mod tests {
 
     #[test]
     fn a_tunnel_port_the_agent_does_not_watch_by_default_is_passed_to_serve() {
-        let ov = |mode: &str, port: u16| crate::inventory::Overlay {
-            mode: mode.into(),
-            port,
-            vni: 1,
-            mtu: None,
+        let ov = |mode: &str, port: u16| -> crate::inventory::Overlay {
+            serde_json::from_value(serde_json::json!({"mode": mode, "port": port, "vni": 0}))
+                .unwrap()
         };
         assert_eq!(tunnel_flag(Some(&ov("vxlan", 8472))), None);
         assert_eq!(tunnel_flag(Some(&ov("vxlan", 4789))), None);

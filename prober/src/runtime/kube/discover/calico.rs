@@ -10,11 +10,12 @@ use kube::api::DynamicObject;
 use serde_json::Value;
 
 use super::cidr;
-use crate::inventory::{Bgp, Cidr, Overlay, Vtep};
+use crate::inventory::{Bgp, Cidr, Overlay, OverlayMode, Vtep};
+use probe_proto::{Port, Vni};
 
 /// Felix's defaults for VXLAN (`FelixConfiguration` `vxlanPort`, `vxlanVNI`).
-const VXLAN_PORT: u16 = 4789;
-const VXLAN_VNI: u32 = 4096;
+const VXLAN_PORT: Port = Port::new(4789).expect("non-zero");
+const VXLAN_VNI: Vni = Vni::new(4096).expect("24 bits");
 /// Encapsulation overheads on a 1500-byte underlay, as Felix computes them.
 const UNDERLAY_MTU: u16 = 1500;
 const IPIP_OVERHEAD: u16 = 20;
@@ -70,24 +71,24 @@ fn pools(raw: &Raw) -> Vec<&Value> {
         .collect()
 }
 
-/// `ipip`, `vxlan`, or none.
-fn encapsulation(raw: &Raw) -> Option<&'static str> {
+/// IP-in-IP, VXLAN, or none.
+fn encapsulation(raw: &Raw) -> Option<OverlayMode> {
     let stated = installation(raw)
         .and_then(|i| i["calicoNetwork"]["ipPools"].as_array())
         .and_then(|pools| pools.iter().find_map(|p| p["encapsulation"].as_str()));
     if let Some(e) = stated {
         return match e {
-            "IPIP" | "IPIPCrossSubnet" => Some("ipip"),
-            "VXLAN" | "VXLANCrossSubnet" => Some("vxlan"),
+            "IPIP" | "IPIPCrossSubnet" => Some(OverlayMode::Ipip),
+            "VXLAN" | "VXLANCrossSubnet" => Some(OverlayMode::Vxlan),
             _ => None,
         };
     }
     let on = |v: &Value| matches!(v.as_str(), Some("Always" | "CrossSubnet"));
     let pools = pools(raw);
     if pools.iter().any(|p| on(&p["ipipMode"])) {
-        Some("ipip")
+        Some(OverlayMode::Ipip)
     } else if pools.iter().any(|p| on(&p["vxlanMode"])) {
-        Some("vxlan")
+        Some(OverlayMode::Vxlan)
     } else {
         None
     }
@@ -99,7 +100,7 @@ fn number(v: &Value) -> Option<u64> {
 
 /// The MTU pods see: stated in `calico-config` (`veth_mtu`), the `Installation`, or
 /// `FelixConfiguration`; 0 there means "auto": the underlay less the encapsulation.
-fn mtu(raw: &Raw, mode: &str) -> u16 {
+fn mtu(raw: &Raw, mode: OverlayMode) -> u16 {
     let felix = named(&raw.felix_configurations, "default");
     let stated = raw
         .config
@@ -110,7 +111,7 @@ fn mtu(raw: &Raw, mode: &str) -> u16 {
         .or_else(|| {
             felix.and_then(|f| {
                 number(
-                    &f[if mode == "ipip" {
+                    &f[if mode == OverlayMode::Ipip {
                         "ipipMTU"
                     } else {
                         "vxlanMTU"
@@ -120,7 +121,7 @@ fn mtu(raw: &Raw, mode: &str) -> u16 {
         })
         .and_then(|m| u16::try_from(m).ok())
         .filter(|m| *m != 0);
-    stated.unwrap_or(if mode == "ipip" {
+    stated.unwrap_or(if mode == OverlayMode::Ipip {
         UNDERLAY_MTU - IPIP_OVERHEAD
     } else {
         UNDERLAY_MTU - VXLAN_OVERHEAD
@@ -146,18 +147,18 @@ fn backend(raw: &Raw, calico_node: Option<&PodSpec>) -> String {
         .unwrap_or_else(|| "bird".into())
 }
 
-/// Calico's tunnel endpoint on a node in `mode` (`vxlan` or `ipip`), from the annotations
+/// Calico's tunnel endpoint on a node in `mode` (VXLAN or IP-in-IP), from the annotations
 /// calico-node writes: the tunnel device's address, and for VXLAN its MAC.
 #[must_use]
-pub fn vtep(n: &K8sNode, mode: &str) -> Option<Vtep> {
+pub fn vtep(n: &K8sNode, mode: OverlayMode) -> Option<Vtep> {
     let (address, mac) = match mode {
-        "vxlan" => (
+        OverlayMode::Vxlan => (
             "projectcalico.org/IPv4VXLANTunnelAddr",
             annotation(n, "projectcalico.org/VXLANTunnelMACAddr")
                 .and_then(|m| probe_proto::MacAddr::try_from(m.to_string()).ok()),
         ),
-        "ipip" => ("projectcalico.org/IPv4IPIPTunnelAddr", None),
-        _ => return None,
+        OverlayMode::Ipip => ("projectcalico.org/IPv4IPIPTunnelAddr", None),
+        OverlayMode::Geneve | OverlayMode::Wireguard | OverlayMode::None => return None,
     };
     Some(Vtep {
         address: annotation(n, address)?.parse().ok()?,
@@ -170,26 +171,25 @@ pub fn vtep(n: &K8sNode, mode: &str) -> Option<Vtep> {
 pub fn facts(raw: &Raw, calico_node: Option<&PodSpec>) -> Facts {
     let overlay = encapsulation(raw).map(|mode| {
         let felix = named(&raw.felix_configurations, "default");
-        let (port, vni) = if mode == "vxlan" {
-            (
-                felix
+        let mtu = Some(mtu(raw, mode));
+        if mode == OverlayMode::Vxlan {
+            Overlay::Vxlan {
+                // 0 (and absent) is Felix's default.
+                port: felix
                     .and_then(|f| number(&f["vxlanPort"]))
                     .and_then(|p| u16::try_from(p).ok())
+                    .and_then(Port::new)
                     .unwrap_or(VXLAN_PORT),
-                felix
+                vni: felix
                     .and_then(|f| number(&f["vxlanVNI"]))
                     .and_then(|v| u32::try_from(v).ok())
+                    .and_then(Vni::new)
                     .unwrap_or(VXLAN_VNI),
-            )
+                mtu,
+            }
         } else {
             // IP in IP is IP protocol 4: no port, no VNI.
-            (0, 0)
-        };
-        Overlay {
-            mode: mode.into(),
-            port,
-            vni,
-            mtu: Some(mtu(raw, mode)),
+            Overlay::Ipip { mtu }
         }
     });
     let bgp = (backend(raw, calico_node) == "bird").then(|| {

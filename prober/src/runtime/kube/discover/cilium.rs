@@ -10,10 +10,11 @@ use kube::api::DynamicObject;
 
 use super::{annotation, cidr};
 use crate::inventory::{Cidr, Overlay, Vtep};
+use probe_proto::{Port, Vni};
 
 /// Cilium's defaults when `tunnel-port` is not set (`pkg/defaults`).
-const VXLAN_PORT: u16 = 8472;
-const GENEVE_PORT: u16 = 6081;
+const VXLAN_PORT: Port = Port::new(8472).expect("non-zero");
+const GENEVE_PORT: Port = Port::new(6081).expect("non-zero");
 /// cilium-health between nodes.
 pub const HEALTH_PORT: u16 = 4240;
 
@@ -33,22 +34,20 @@ pub fn overlay(c: &Config) -> Option<Overlay> {
         (_, Some(t)) if key(c, "tunnel-protocol").is_none() => t,
         _ => key(c, "tunnel-protocol").unwrap_or("vxlan"),
     };
-    let default_port = if protocol == "geneve" {
-        GENEVE_PORT
+    let geneve = protocol == "geneve";
+    let port = key(c, "tunnel-port")
+        .and_then(|p| p.parse().ok())
+        .and_then(Port::new)
+        .unwrap_or(if geneve { GENEVE_PORT } else { VXLAN_PORT });
+    // Cilium carries the source security identity in the VNI: no constant to send.
+    let vni = Vni::new(0).expect("24 bits");
+    let mtu = key(c, "mtu")
+        .and_then(|m| m.parse().ok())
+        .filter(|m| *m != 0);
+    Some(if geneve {
+        Overlay::Geneve { port, vni, mtu }
     } else {
-        VXLAN_PORT
-    };
-    Some(Overlay {
-        mode: protocol.to_string(),
-        port: key(c, "tunnel-port")
-            .and_then(|p| p.parse().ok())
-            .filter(|p| *p != 0)
-            .unwrap_or(default_port),
-        // Cilium carries the source security identity in the VNI: no constant to send.
-        vni: 0,
-        mtu: key(c, "mtu")
-            .and_then(|m| m.parse().ok())
-            .filter(|m| *m != 0),
+        Overlay::Vxlan { port, vni, mtu }
     })
 }
 

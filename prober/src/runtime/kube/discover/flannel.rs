@@ -5,11 +5,12 @@ use super::annotation;
 use k8s_openapi::api::core::v1::Node as K8sNode;
 
 use crate::inventory::{Cidr, Overlay, Vtep};
+use probe_proto::{Port, Vni};
 
 /// Ports and VNI when `net-conf.json` names none (flannel's and the kernel's defaults).
-const VXLAN_PORT: u16 = 8472;
-const VXLAN_VNI: u32 = 1;
-const WIREGUARD_PORT: u16 = 51820;
+const VXLAN_PORT: Port = Port::new(8472).expect("non-zero");
+const VXLAN_VNI: Vni = Vni::new(1).expect("24 bits");
+const WIREGUARD_PORT: Port = Port::new(51820).expect("non-zero");
 /// VXLAN over IPv4 costs 50 bytes of a 1500-byte underlay.
 const VXLAN_MTU: u16 = 1450;
 
@@ -72,16 +73,14 @@ pub fn overlay(
         })?;
     let conf = conf.cloned().unwrap_or_default();
     match backend.as_str() {
-        "vxlan" => Some(Overlay {
-            mode: "vxlan".into(),
-            port: conf.port.unwrap_or(VXLAN_PORT),
-            vni: conf.vni.unwrap_or(VXLAN_VNI),
+        // A `Port` of 0 is the kernel's default to flannel.
+        "vxlan" => Some(Overlay::Vxlan {
+            port: conf.port.and_then(Port::new).unwrap_or(VXLAN_PORT),
+            vni: conf.vni.and_then(Vni::new).unwrap_or(VXLAN_VNI),
             mtu: Some(conf.mtu.or(veth_mtu).unwrap_or(VXLAN_MTU)),
         }),
-        "wireguard" => Some(Overlay {
-            mode: "wireguard".into(),
-            port: conf.port.unwrap_or(WIREGUARD_PORT),
-            vni: 0,
+        "wireguard" => Some(Overlay::Wireguard {
+            port: conf.port.and_then(Port::new).unwrap_or(WIREGUARD_PORT),
             mtu: conf.mtu.or(veth_mtu),
         }),
         _ => None,

@@ -28,7 +28,9 @@ use k8s_openapi::api::networking::v1::ServiceCIDR;
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
 
-use crate::inventory::{Agents, Api as ApiSpec, Cidr, Cluster, Cni, Dns, Inventory, Node, Overlay};
+use crate::inventory::{
+    Agents, Api as ApiSpec, Cidr, Cluster, Cni, Dns, Inventory, Node, Overlay, OverlayMode,
+};
 use list::Found;
 
 /// Namespaces whose workloads are checked for how they reach the API server.
@@ -524,8 +526,8 @@ fn nodes_of(raw: &Raw, cni: Cni, dp: &DataPath) -> Result<Vec<Node>, DiscoverErr
         };
         ranges.dedup();
         let pod_cidr = ranges.first().copied();
-        let vtep = match (cni, dp.overlay.as_ref().map(|o| o.mode.as_str())) {
-            (Cni::Flannel | Cni::Canal, Some("vxlan")) => flannel::vtep(n, pod_cidr),
+        let vtep = match (cni, dp.overlay.as_ref().map(Overlay::mode)) {
+            (Cni::Flannel | Cni::Canal, Some(OverlayMode::Vxlan)) => flannel::vtep(n, pod_cidr),
             (Cni::Calico, Some(mode)) => calico::vtep(n, mode),
             (Cni::Cilium, Some(_)) => cilium::vtep(n, &dp.cilium_vteps),
             _ => None,
@@ -665,7 +667,7 @@ pub fn build(raw: &Raw) -> Result<Inventory, DiscoverError> {
             cni,
             pod_cidr,
             service_cidr,
-            overlay: dp.overlay.clone(),
+            overlay: dp.overlay,
             api: ApiSpec {
                 service: SocketAddr::new(IpAddr::V4(ip), port),
                 endpoints: api_endpoints.into_iter().map(|(a, _)| a).collect(),
