@@ -11,6 +11,14 @@ use common::{StateDir, agent, lab, lab_name, netns_available, prober, root, text
 
 use std::process::Command;
 
+/// `s` with every run of spaces made one space.
+fn squash(s: &str) -> String {
+    s.split(' ')
+        .filter(|w| !w.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 fn scenario(name: &str) -> String {
     root()
         .join("tests/scenarios/preflight")
@@ -29,11 +37,11 @@ fn preflight_scenarios_pass_lab_run() {
     for (name, must_say) in [
         (
             "healthy-join",
-            "nodes -> new   udp/8472 (vxlan)     n1 ok, n2 ok, n3 ok",
+            "[ok]   nodes -> new udp/8472 (vxlan) ok n1, n2, n3",
         ),
         (
             "overlay-dropped-to-candidate",
-            "[FAIL] nodes -> new   udp/8472",
+            "[FAIL] nodes -> new udp/8472 (vxlan) TIMEOUT n1, n2, n3",
         ),
         (
             "port-in-use",
@@ -45,7 +53,7 @@ fn preflight_scenarios_pass_lab_run() {
         ),
         (
             "control-plane-etcd-blocked",
-            "[FAIL] nodes -> new   tcp/2380",
+            "[FAIL] nodes -> new tcp/2380 TIMEOUT n1",
         ),
         (
             "loopback-resolver",
@@ -81,7 +89,8 @@ fn preflight_scenarios_pass_lab_run() {
             &state,
         );
         let t = text(&out);
-        if out.status.code() != Some(0) || !t.contains(must_say) {
+        // The checklist pads its columns to the widest row; compare with runs of spaces squashed.
+        if out.status.code() != Some(0) || !squash(&t).contains(&squash(must_say)) {
             failed.push(format!(
                 "{name}: {:?}, missing {must_say:?}\n{t}",
                 out.status
