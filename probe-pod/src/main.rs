@@ -233,6 +233,11 @@ async fn serve_cmd(args: ServeArgs) -> (ExitCode, bool) {
             (ExitCode::SUCCESS, false)
         }
         Err(e) => {
+            if let Some(event) = e.event() {
+                // For the process that started it; nobody reading is no reason to fail louder.
+                use std::io::Write;
+                let _ = writeln!(std::io::stdout(), "{}", event.to_line());
+            }
             eprintln!("probe-pod serve: {e}");
             (ExitCode::from(2), false)
         }

@@ -210,3 +210,29 @@ fn a_closed_stdout_ends_the_result_stream_quietly() {
         assert_eq!(out.status.code(), Some(0), "{extra:?}: {err}");
     }
 }
+
+#[test]
+fn a_port_held_by_another_process_is_a_typed_line_on_stdout() {
+    // Loopback only; the agent binds its TCP port first, so a held TCP port fails before
+    // anything else is bound, and a held UDP port right after the TCP one.
+    let held_tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let held_udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    for (port, protocol) in [
+        (held_tcp.local_addr().unwrap().port(), "tcp"),
+        (held_udp.local_addr().unwrap().port(), "udp"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_probe-pod"))
+            .args(["serve", "--listen", "127.0.0.1", "--sniff", "never"])
+            .args(["--ttl", "20s", "--port", &port.to_string()])
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(2), "{stdout}");
+        assert_eq!(
+            stdout.trim(),
+            format!(r#"{{"event":"portInUse","protocol":"{protocol}","port":{port}}}"#),
+            "stderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

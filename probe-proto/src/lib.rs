@@ -9,10 +9,12 @@ mod lazy;
 mod limits;
 mod plan;
 mod result;
+mod serve;
 pub mod util;
 
 pub use plan::*;
 pub use result::*;
+pub use serve::ServeEvent;
 
 pub use lazy::{LazyPlan, parse_plan_lazy};
 pub use limits::{

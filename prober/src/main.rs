@@ -18,6 +18,7 @@ fn parse() -> Cli {
         .and_then(Path::file_name)
         .is_some_and(|n| n == "kubectl-probe");
     if plugin {
+        cli::invoked_as("kubectl probe");
         let matches = Cli::command().bin_name("kubectl probe").get_matches();
         Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
     } else {
@@ -63,7 +64,7 @@ fn main() -> ExitCode {
     match runtime.block_on(cli::dispatch(cli)) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("{name}: {e}");
+            eprintln!("{name}: {}", cli::with_causes(&e));
             ExitCode::from(e.exit_code())
         }
     }

@@ -109,6 +109,33 @@ pub enum ServeError {
     Sniffer(std::io::Error),
 }
 
+impl ServeError {
+    /// The typed line a port held by another process becomes (the coordinator reads it on the
+    /// agent's standard output); `None` for any other failure.
+    #[must_use]
+    pub fn event(&self) -> Option<crate::proto::ServeEvent> {
+        let Self::Listen {
+            proto,
+            addr,
+            source,
+        } = self
+        else {
+            return None;
+        };
+        let protocol = match *proto {
+            "tcp" => crate::proto::Transport::Tcp,
+            "udp" => crate::proto::Transport::Udp,
+            _ => return None,
+        };
+        (source.kind() == std::io::ErrorKind::AddrInUse).then_some(
+            crate::proto::ServeEvent::PortInUse {
+                protocol,
+                port: addr.port(),
+            },
+        )
+    }
+}
+
 /// Why `run` returned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stopped {

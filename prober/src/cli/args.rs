@@ -197,8 +197,7 @@ impl KubeArgs {
     pub async fn discover(&self, command: &str) -> Result<Discovered, super::CliError> {
         let found =
             prober::runtime::kube::discover(self.kubeconfig.as_deref(), self.context.as_deref())
-                .await
-                .map_err(|e| super::CliError::Environment(e.to_string()))?;
+                .await?;
         super::discover::warn_discovered(command, &found);
         Ok(found)
     }

@@ -3,6 +3,7 @@
 //! deploy/ carries none and is never touched.
 
 use super::out::outln;
+use prober::runtime::kube::ConnectError;
 use prober::runtime::kube::manifests::DEFAULT_NAMESPACE;
 
 use super::CliError;
@@ -22,17 +23,15 @@ pub struct Args {
 }
 
 pub async fn run(args: &Args) -> Result<u8, CliError> {
-    let env = |e: &dyn std::fmt::Display| CliError::Environment(e.to_string());
     let (client, _, _) = prober::runtime::kube::client(
         args.kube.kubeconfig.as_deref(),
         args.kube.context.as_deref(),
     )
     .await
-    .map_err(|e| env(&e))?;
+    .map_err(no_cluster)?;
     let (deleted, kept) =
         prober::runtime::kube::deploy::cleanup_leftovers(&client, &args.namespace, args.all)
-            .await
-            .map_err(|e| env(&e))?;
+            .await?;
     if deleted.is_empty() && kept.is_empty() {
         outln!("nothing left behind by a run in {}", args.namespace)?;
     }
@@ -46,4 +45,51 @@ pub async fn run(args: &Args) -> Result<u8, CliError> {
         )?;
     }
     Ok(prober::report::EXIT_OK)
+}
+
+/// Without a kubeconfig there is nothing to clean: say how to name the cluster, and only with
+/// the flags `cleanup` takes (the generic message offers `matrix`'s --inventory).
+fn no_cluster(e: ConnectError) -> CliError {
+    match e {
+        ConnectError::NoKubeconfig {
+            source_name,
+            message,
+        } => CliError::Environment(format!(
+            "no kubeconfig here ({source_name}): pass --kubeconfig FILE (or set KUBECONFIG) to \
+             name the cluster whose leftover agents to remove [{message}]"
+        )),
+        e => e.into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn without_a_kubeconfig_it_suggests_only_flags_cleanup_takes() {
+        let e = no_cluster(ConnectError::NoKubeconfig {
+            source_name: "~/.kube/config".into(),
+            message: "not found".into(),
+        })
+        .to_string();
+        assert!(e.contains("--kubeconfig FILE"), "{e}");
+        assert!(!e.contains("--inventory"), "{e}");
+        let takes: Vec<String> = crate::cli::Cli::command()
+            .find_subcommand("cleanup")
+            .map(|c| {
+                c.get_arguments()
+                    .filter_map(|a| a.get_long())
+                    .map(String::from)
+                    .collect()
+            })
+            .unwrap_or_default();
+        for flag in e.split_whitespace().filter(|w| w.starts_with("--")) {
+            assert!(
+                takes.iter().any(|t| flag == format!("--{t}")),
+                "{flag} in {e}"
+            );
+        }
+    }
 }

@@ -2,10 +2,9 @@
 //! findings, matched by kind and subject rather than by id or wording.
 
 use super::out::{out, outln};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use clap::ValueEnum;
-use prober::report::Report;
 use prober::report::diff::diff;
 
 use super::CliError;
@@ -28,21 +27,10 @@ pub struct Args {
     pub output: Output,
 }
 
-fn read(path: &Path) -> Result<Report, CliError> {
-    let file = path.display();
-    let text = prober::model::read::read_capped(
-        path,
-        prober::model::read::MAX_REPORT_BYTES,
-        "saved report",
-    )
-    .map_err(|e| CliError::Usage(e.to_string()))?;
-    Report::from_json(&text).map_err(|e| CliError::Usage(format!("{file}: {e}")))
-}
-
 /// Exit 1 when something new is an error, else 0.
 pub fn run(args: &Args) -> Result<u8, CliError> {
-    let old = read(&args.old)?;
-    let new = read(&args.new)?;
+    let old = super::report::load(&args.old)?;
+    let new = super::report::load(&args.new)?;
     let d = diff(&old.findings, &new.findings);
     match args.output {
         Output::Table => out!("{}", d.table())?,

@@ -35,13 +35,13 @@ pub fn warn_discovered(command: &str, found: &prober::runtime::kube::Discovered)
 }
 
 pub async fn run(args: &Args) -> Result<u8, CliError> {
-    let found = args.kube.discover("prober discover").await?;
+    let found = args.kube.discover(&super::command("discover")).await?;
     let inv = found.inventory;
     match args.output {
         Format::Yaml => out!("{}", inv.to_yaml())?,
         Format::Json => outln!(
             "{}",
-            serde_json::to_string_pretty(&inv).map_err(|e| CliError::Environment(e.to_string()))?
+            serde_json::to_string_pretty(&inv).map_err(CliError::Json)?
         )?,
     }
     Ok(prober::report::EXIT_OK)

@@ -112,20 +112,20 @@ pub async fn run(cmd: Command) -> Result<u8, CliError> {
             lab::apiserver::serve(a.listen, &a.cert, &a.key, &a.tokens, a.clock_skew)
                 .await
                 .map(|()| EXIT_OK)
-                .map_err(|e| CliError::Environment(e.to_string()))
+                .map_err(CliError::from)
         }
     }
 }
 
 fn load_scenario(b: &BuildArgs) -> Result<Scenario, CliError> {
     let mut s = match &b.scenario {
-        Some(path) => Scenario::load(path).map_err(|e| CliError::Usage(e.to_string()))?,
+        Some(path) => Scenario::load(path)?,
         None => Scenario::default(),
     };
     if let Some(n) = b.nodes {
         s.nodes = n;
         s.validate()
-            .map_err(|e| CliError::Usage(format!("--nodes {n}: {e}")))?;
+            .map_err(|e| CliError::flag(format!("--nodes {n}"), e))?;
     }
     Ok(s)
 }
@@ -139,7 +139,7 @@ fn build(b: &BuildArgs) -> Result<(Scenario, Lab), CliError> {
         prober_bin: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("prober")),
         verbose: true,
     };
-    lab::preflight(&opts).map_err(|e| CliError::Environment(e.to_string()))?;
+    lab::preflight(&opts)?;
     // The name must be known before building so the signal handler can clean up after it.
     let name = opts.name.clone().unwrap_or_else(lab::unique_name);
     let opts = Options {
@@ -149,7 +149,7 @@ fn build(b: &BuildArgs) -> Result<(Scenario, Lab), CliError> {
     let prefix = lab::prefix_of(&name);
     let state = opts.state_root.join(prefix.trim_end_matches('-'));
     signals::building(prefix, state);
-    let built = Lab::up(&s, &opts).map_err(|e| CliError::Environment(e.to_string()))?;
+    let built = Lab::up(&s, &opts)?;
     Ok((s, built))
 }
 

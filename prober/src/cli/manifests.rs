@@ -47,7 +47,8 @@ pub fn run(args: &Args) -> Result<u8, super::CliError> {
         return Ok(prober::report::EXIT_OK);
     }
     if args.scheduled {
-        let text = prober::runtime::kube::kustomize::render().map_err(super::CliError::Usage)?;
+        let text =
+            prober::runtime::kube::kustomize::render().map_err(super::CliError::Kustomize)?;
         out!("{text}")?;
         return Ok(prober::report::EXIT_OK);
     }

@@ -46,7 +46,7 @@ pub async fn run(args: &Args) -> Result<u8, CliError> {
             return Err(CliError::Usage(super::remember::NEEDS_KUBE.into()));
         }
         Some(path) => {
-            let inv = Inventory::load(path).map_err(|e| CliError::Usage(e.to_string()))?;
+            let inv = Inventory::load(path)?;
             let runtime = Arc::new(Local::new(&inv, args.probe.agent_bin(&inv)));
             let report = run_matrix(&inv, runtime, &args.probe, Vec::new(), 0).await?;
             (report, super::export::now(), None)
@@ -59,7 +59,7 @@ pub async fn run(args: &Args) -> Result<u8, CliError> {
     let changes = changes.as_ref();
     Ok(args
         .export
-        .finish("prober matrix", &report, finished, changes)
+        .finish(&super::command("matrix"), &report, finished, changes)
         .await)
 }
 
@@ -160,7 +160,7 @@ pub async fn run_matrix<R: Runtime + 'static>(
     if args.sample != Some(SampleSize::Auto) && !narrowed {
         let verdict = super::memory::check(inv.nodes.len(), fixed, budget);
         if let Some(warning) = verdict.map_err(CliError::Usage)? {
-            eprintln!("prober: warning: {warning}");
+            eprintln!("{}: warning: {warning}", super::program());
         }
     }
     let mut filter = args.filter.filter();
@@ -200,9 +200,9 @@ pub async fn run_matrix<R: Runtime + 'static>(
     }
     let report = Report::new_sampled(out, inv, sampled);
     if let Some(path) = &args.save {
-        report.save_json(path).map_err(|e| {
-            CliError::Environment(format!("--save: cannot write {}: {e}", path.display()))
-        })?;
+        report
+            .save_json(path)
+            .map_err(|e| CliError::save(path, e))?;
     }
     Ok(report)
 }
@@ -212,10 +212,10 @@ pub async fn run_matrix<R: Runtime + 'static>(
 /// probe through pods/exec, and remove exactly what this run created (on success, failure, a
 /// failed apply, SIGINT and SIGTERM).
 async fn kube_matrix(args: &Args) -> Result<(Report, u64, Option<Changes>), CliError> {
-    let env = |e: &dyn std::fmt::Display| CliError::Environment(e.to_string());
     // Before anything is created: a Ctrl-C from here on is caught and cleans up.
     let interrupts = signals::Interrupts::install();
-    let found = args.kube.discover("prober matrix").await?;
+    let command = super::command("matrix");
+    let found = args.kube.discover(&command).await?;
     let (client, mut inv) = (found.client, found.inventory);
     let session = args.agents.session("2h", signals::GRACE);
     let previous = super::remember::recall(args.memory.remember, &client, &session.namespace).await;
@@ -229,7 +229,7 @@ async fn kube_matrix(args: &Args) -> Result<(Report, u64, Option<Changes>), CliE
         &client,
         &session,
         &mut inv,
-        &mut |n| eprintln!("prober matrix: {n}"),
+        &mut |n| eprintln!("{command}: {n}"),
         &progress,
         || interrupts.wait(),
         async |inv: &Inventory, agents: deploy::session::Agents| {
@@ -242,11 +242,7 @@ async fn kube_matrix(args: &Args) -> Result<(Report, u64, Option<Changes>), CliE
         },
     )
     .await;
-    let report = outcome.map_err(|e| match e {
-        deploy::SessionError::Body(e) => e,
-        deploy::SessionError::Interrupted => CliError::Interrupted(e.to_string()),
-        deploy::SessionError::Deploy(d) => env(&d),
-    })?;
+    let report = outcome?;
     let finished = super::export::now();
     let changes =
         super::remember::remember(previous, &client, &session.namespace, &report, finished).await;

@@ -5,6 +5,7 @@ pub mod args;
 pub mod cleanup;
 pub mod diff;
 pub mod discover;
+mod error;
 pub mod export;
 pub mod lab;
 pub mod manifests;
@@ -16,8 +17,11 @@ pub mod remember;
 pub mod report;
 pub mod signals;
 
+use std::sync::OnceLock;
+
 use clap::{Parser, Subcommand};
-use prober::report::{EXIT_INTERRUPTED, EXIT_USAGE};
+
+pub use error::{CliError, with_causes};
 
 #[derive(Parser)]
 #[command(
@@ -64,31 +68,6 @@ pub enum Command {
     Lab(lab::Command),
 }
 
-/// Why a command could not do its job. Every variant is an exit code; the message names the
-/// file, flag or peer.
-#[derive(Debug, thiserror::Error)]
-pub enum CliError {
-    /// Bad flags or input files.
-    #[error("{0}")]
-    Usage(String),
-    /// The environment does not allow the job (no cluster, no root, a missing tool).
-    #[error("{0}")]
-    Environment(String),
-    /// SIGINT or SIGTERM before there was anything to report.
-    #[error("{0}")]
-    Interrupted(String),
-}
-
-impl CliError {
-    #[must_use]
-    pub fn exit_code(&self) -> u8 {
-        match self {
-            Self::Usage(_) | Self::Environment(_) => EXIT_USAGE,
-            Self::Interrupted(_) => EXIT_INTERRUPTED,
-        }
-    }
-}
-
 /// Runs the command; returns its exit code.
 pub async fn dispatch(cli: Cli) -> Result<u8, CliError> {
     match cli.command {
@@ -103,17 +82,37 @@ pub async fn dispatch(cli: Cli) -> Result<u8, CliError> {
     }
 }
 
-/// The command's name for error messages (`prober matrix`).
+/// How the user invoked the program: `prober`, or `kubectl probe` for the kubectl plugin.
+static PROGRAM: OnceLock<&'static str> = OnceLock::new();
+
+/// Records how the program was invoked (once, before dispatch).
+pub fn invoked_as(program: &'static str) {
+    let _ = PROGRAM.set(program);
+}
+
+/// The program as the user typed it: `prober`, or `kubectl probe`.
 #[must_use]
-pub fn name(cli: &Cli) -> &'static str {
-    match &cli.command {
-        Command::Matrix(_) => "prober matrix",
-        Command::Preflight(_) => "prober preflight",
-        Command::Report(_) => "prober report",
-        Command::Diff(_) => "prober diff",
-        Command::Discover(_) => "prober discover",
-        Command::Manifests(_) => "prober manifests",
-        Command::Cleanup(_) => "prober cleanup",
-        Command::Lab(_) => "prober lab",
-    }
+pub fn program() -> &'static str {
+    PROGRAM.get().copied().unwrap_or("prober")
+}
+
+/// A command as the user typed it, for its messages (`prober matrix`, `kubectl probe matrix`).
+#[must_use]
+pub fn command(name: &str) -> String {
+    format!("{} {name}", program())
+}
+
+/// The command's name for error messages (`prober matrix`, or `kubectl probe matrix`).
+#[must_use]
+pub fn name(cli: &Cli) -> String {
+    command(match &cli.command {
+        Command::Matrix(_) => "matrix",
+        Command::Preflight(_) => "preflight",
+        Command::Report(_) => "report",
+        Command::Diff(_) => "diff",
+        Command::Discover(_) => "discover",
+        Command::Manifests(_) => "manifests",
+        Command::Cleanup(_) => "cleanup",
+        Command::Lab(_) => "lab",
+    })
 }

@@ -20,9 +20,10 @@ pub fn print(text: &str) -> Result<(), CliError> {
 pub fn written(r: std::io::Result<()>) -> Result<(), CliError> {
     match r {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        Err(e) => Err(CliError::Environment(format!(
-            "cannot write to standard output: {e}"
-        ))),
+        Err(source) => Err(CliError::Write {
+            what: "to standard output".into(),
+            source,
+        }),
         Ok(()) => Ok(()),
     }
 }
@@ -52,6 +53,8 @@ mod tests {
     fn a_closed_pipe_is_no_error_and_other_failures_are() {
         assert!(written(Err(Error::from(ErrorKind::BrokenPipe))).is_ok());
         let full = written(Err(Error::from(ErrorKind::StorageFull)));
-        assert!(matches!(full, Err(CliError::Environment(m)) if m.contains("standard output")));
+        assert!(
+            matches!(full, Err(CliError::Write { what, .. }) if what.contains("standard output"))
+        );
     }
 }

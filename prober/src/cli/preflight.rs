@@ -7,12 +7,12 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use prober::diagnose::preflight::{PortConflict, candidate_resolver, clock_skew, port_conflicts};
-use prober::diagnose::{Kind, Severity};
+use prober::diagnose::preflight::PortConflict;
+use prober::diagnose::{Severity, preflight_candidate};
 use prober::inventory::Inventory;
 use prober::plan::preflight::{Candidate, Role, preflight, with_candidate};
 use prober::report::{EXIT_FAILURES, EXIT_INTERRUPTED, Preflight, Report};
-use prober::run::preflight::{ApiError, CLEANUP_DEADLINE, RUN_TTL, through_api};
+use prober::run::preflight::{CLEANUP_DEADLINE, RUN_TTL, through_api};
 use prober::run::{RunConfig, RunOutput};
 use prober::runtime::local::Local;
 use prober::runtime::standins::{self, STANDIN_AGENT_PORT};
@@ -66,7 +66,7 @@ pub async fn run(args: &Args) -> Result<u8, CliError> {
     refuse_filters(&args.probe)?;
     let report = match &args.inventory {
         Some(path) => {
-            let inv = Inventory::load(path).map_err(|e| CliError::Usage(e.to_string()))?;
+            let inv = Inventory::load(path)?;
             let candidate = candidate(args, &inv)?;
             run_preflight(&inv, &candidate, &args.probe).await?
         }
@@ -109,8 +109,9 @@ fn candidate(args: &Args, inv: &Inventory) -> Result<Candidate, CliError> {
         Some(n) => n.clone(),
         None => std::fs::read_to_string("/proc/sys/kernel/hostname")
             .map(|h| h.trim().to_string())
-            .map_err(|e| {
-                CliError::Environment(format!("--candidate: cannot read the hostname: {e}"))
+            .map_err(|source| CliError::Local {
+                what: "--candidate: cannot read the hostname".into(),
+                source,
             })?,
     };
     if inv.nodes.iter().any(|n| n.name == name) {
@@ -145,13 +146,11 @@ fn candidate(args: &Args, inv: &Inventory) -> Result<Candidate, CliError> {
 /// stand-ins on the candidate, probe with the existing nodes' host agents (the permanent ones,
 /// or this run's own, removed afterwards), stop the stand-ins.
 async fn kube_preflight(args: &Args) -> Result<Report, CliError> {
-    let env = |e: &dyn std::fmt::Display| CliError::Environment(e.to_string());
-    let found = args.kube.discover("prober preflight").await?;
+    let command = super::command("preflight");
+    let found = args.kube.discover(&command).await?;
     let candidate = candidate(args, &found.inventory)?;
     let agent_bin = args.probe.agent_bin(&found.inventory);
-    let (standins, conflicts) = standins::start(&found.inventory, &candidate, &agent_bin)
-        .await
-        .map_err(|e| env(&e))?;
+    let (standins, conflicts) = standins::start(&found.inventory, &candidate, &agent_bin).await?;
     let on_candidate = Local::new(&with_candidate(&found.inventory, &candidate), agent_bin);
     let session = args.agents.session(RUN_TTL, CLEANUP_DEADLINE);
     let ran = through_api(
@@ -165,12 +164,9 @@ async fn kube_preflight(args: &Args) -> Result<Report, CliError> {
     )
     .await;
     standins.stop().await;
-    let ran = ran.map_err(|e| match e {
-        ApiError::Interrupted => CliError::Interrupted(e.to_string()),
-        ApiError::Deploy(d) => env(&d),
-    })?;
+    let ran = ran?;
     for n in &ran.notes {
-        eprintln!("prober preflight: {n}");
+        eprintln!("{command}: {n}");
     }
     finish(ran.out, &ran.inventory, &candidate, &conflicts, &args.probe)
 }
@@ -207,9 +203,7 @@ pub async fn run_preflight(
     probe: &ProbeArgs,
 ) -> Result<Report, CliError> {
     let agent_bin = probe.agent_bin(inv);
-    let (standins, conflicts) = standins::start(inv, candidate, &agent_bin)
-        .await
-        .map_err(|e| CliError::Environment(e.to_string()))?;
+    let (standins, conflicts) = standins::start(inv, candidate, &agent_bin).await?;
     let full = with_candidate(inv, candidate);
     let planned = preflight(inv, candidate);
     let runtime = Arc::new(Local::new(&full, agent_bin));
@@ -242,17 +236,13 @@ fn finish(
     probe: &ProbeArgs,
 ) -> Result<Report, CliError> {
     let mut report = Report::new(out, full);
-    let c = candidate.name.as_str();
-    let mut found = port_conflicts(c, conflicts);
-    // Unless the matrix's own loop check already named the candidate (no DNS nodes known).
-    let named = report
-        .findings
-        .iter()
-        .any(|f| f.kind() == Kind::Dns && f.facts().nodes().iter().any(|n| n == c));
-    if !named {
-        found.extend(candidate_resolver(c, full, &report.results));
-    }
-    found.extend(clock_skew(c, &report.results));
+    let found = preflight_candidate(
+        &candidate.name,
+        full,
+        &report.results,
+        &report.findings,
+        conflicts,
+    );
     if found.iter().any(|f| f.severity == Severity::Error)
         && report.summary.exit_code != EXIT_INTERRUPTED
     {
@@ -267,28 +257,38 @@ fn finish(
         },
     });
     if let Some(path) = &probe.save {
-        report.save_json(path).map_err(|e| {
-            CliError::Environment(format!("--save: cannot write {}: {e}", path.display()))
-        })?;
+        report
+            .save_json(path)
+            .map_err(|e| CliError::save(path, e))?;
     }
     Ok(report)
 }
 
 /// The source address the kernel picks toward the first API endpoint (no packet is sent).
 fn source_address(inv: &Inventory) -> Result<Ipv4Addr, CliError> {
-    let env = |e: String| CliError::Environment(format!("--candidate-address: {e}"));
-    let ep = inv
-        .cluster
-        .api
-        .endpoints
-        .first()
-        .ok_or_else(|| env("the inventory names no API endpoint to route toward".into()))?;
-    let sock = std::net::UdpSocket::bind("0.0.0.0:0").map_err(|e| env(e.to_string()))?;
+    let flag = "--candidate-address";
+    let local = |what: String| {
+        move |source| CliError::Local {
+            what: format!("{flag}: {what}"),
+            source,
+        }
+    };
+    let ep = inv.cluster.api.endpoints.first().ok_or_else(|| {
+        CliError::Environment(format!(
+            "{flag}: the inventory names no API endpoint to route toward"
+        ))
+    })?;
+    let sock =
+        std::net::UdpSocket::bind("0.0.0.0:0").map_err(local("cannot open a UDP socket".into()))?;
     sock.connect(ep)
-        .map_err(|e| env(format!("no route to {ep}: {e}")))?;
-    match sock.local_addr().map_err(|e| env(e.to_string()))?.ip() {
+        .map_err(local(format!("no route to {ep}")))?;
+    match sock
+        .local_addr()
+        .map_err(local("no source address".into()))?
+        .ip()
+    {
         IpAddr::V4(a) => Ok(a),
-        IpAddr::V6(a) => Err(env(format!("{a} is not IPv4"))),
+        IpAddr::V6(a) => Err(CliError::Environment(format!("{flag}: {a} is not IPv4"))),
     }
 }
 

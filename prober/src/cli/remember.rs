@@ -24,11 +24,17 @@ pub async fn recall(enabled: bool, client: &kube::Client, namespace: &str) -> Op
     Some(match remembered::recall(client, namespace).await {
         Ok(r) => Previous::Found(r),
         Err(RememberError::Encode(e)) => {
-            eprintln!("prober matrix: --remember: {e}; this run replaces it");
+            eprintln!(
+                "{}: --remember: {e}; this run replaces it",
+                super::command("matrix")
+            );
             Previous::Found(None)
         }
         Err(e) => {
-            eprintln!("prober matrix: --remember: {e}; this run is not remembered");
+            eprintln!(
+                "{}: --remember: {e}; this run is not remembered",
+                super::command("matrix")
+            );
             Previous::Unreachable
         }
     })
@@ -61,15 +67,16 @@ pub async fn remember(
             // memory, and a refused one must not make every later run repeat it.
             if let Some(e) = &c.events_error {
                 eprintln!(
-                    "prober matrix: --remember: warning: {e}; {} of the changes were announced as \
-                     Events, and this run is remembered",
+                    "{}: --remember: warning: {e}; {} of the changes were announced as Events, \
+                     and this run is remembered",
+                    super::command("matrix"),
                     c.events
                 );
             }
             Some(c)
         }
         Err(e) => {
-            eprintln!("prober matrix: --remember: {e}");
+            eprintln!("{}: --remember: {e}", super::command("matrix"));
             None
         }
     }

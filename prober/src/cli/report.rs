@@ -1,7 +1,7 @@
 //! `prober report`: re-render a saved JSON report.
 
 use super::out::out;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use prober::model::read::{MAX_REPORT_BYTES, read_capped};
 use prober::report::Report;
@@ -19,11 +19,17 @@ pub struct Args {
     pub export: ExportArgs,
 }
 
+/// A saved report, read with the cap and checked to be one.
+pub fn load(path: &Path) -> Result<Report, CliError> {
+    let text = read_capped(path, MAX_REPORT_BYTES, "saved report")?;
+    Report::from_json(&text).map_err(|source| CliError::SavedReport {
+        path: path.into(),
+        source,
+    })
+}
+
 pub async fn run(args: &Args) -> Result<u8, CliError> {
-    let file = args.file.display();
-    let text = read_capped(&args.file, MAX_REPORT_BYTES, "saved report")
-        .map_err(|e| CliError::Usage(e.to_string()))?;
-    let report = Report::from_json(&text).map_err(|e| CliError::Usage(format!("{file}: {e}")))?;
+    let report = load(&args.file)?;
     // The report carries no clock: it finished when it was saved.
     let finished = std::fs::metadata(&args.file)
         .and_then(|m| m.modified())
@@ -33,6 +39,6 @@ pub async fn run(args: &Args) -> Result<u8, CliError> {
     out!("{}", args.out.render_finished(&report, finished))?;
     Ok(args
         .export
-        .finish("prober report", &report, finished, None)
+        .finish(&super::command("report"), &report, finished, None)
         .await)
 }

@@ -82,5 +82,27 @@ pub fn diagnose_sampled(
     findings
 }
 
+/// What a preflight adds about the candidate itself, in the order it leads the report: the ports
+/// already taken there, its resolver (unless `matrix`'s own loop check, run over `findings`,
+/// already named it: no DNS node was known), its clock.
+#[must_use]
+pub fn preflight_candidate(
+    candidate: &str,
+    inv: &Inventory,
+    results: &Results,
+    findings: &[Finding],
+    conflicts: &[preflight::PortConflict],
+) -> Vec<Finding> {
+    let mut found = preflight::port_conflicts(candidate, conflicts);
+    let named = findings
+        .iter()
+        .any(|f| f.kind() == Kind::Dns && f.facts().nodes().iter().any(|n| n == candidate));
+    if !named {
+        found.extend(preflight::candidate_resolver(candidate, inv, results));
+    }
+    found.extend(preflight::clock_skew(candidate, results));
+    found
+}
+
 #[cfg(test)]
 mod tests;

@@ -5,7 +5,7 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 use tokio::process::{Child, Command};
 
 use crate::inventory::Inventory;
@@ -44,6 +44,8 @@ pub enum Problem {
     Spawn(std::io::Error),
     #[error("no stderr")]
     NoStderr,
+    #[error("no stdout")]
+    NoStdout,
     #[error("not serving within {} s", .0.as_secs())]
     NotServing(Duration),
     /// It exited, saying this on its stderr.
@@ -99,12 +101,14 @@ pub async fn start(
             .args(&argv[1..])
             .env("PROBE_POD_LOG", "info")
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
+            // Its typed lines (`probe_proto::ServeEvent`): the port it could not take.
+            .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true)
             .spawn()
             .map_err(|e| env(Problem::Spawn(e)))?;
         let stderr = child.stderr.take().ok_or_else(|| env(Problem::NoStderr))?;
+        let stdout = child.stdout.take().ok_or_else(|| env(Problem::NoStdout))?;
         let mut lines = BufReader::new(stderr).lines();
         let mut said = String::new();
         let ready = tokio::time::timeout(START_DEADLINE, async {
@@ -122,10 +126,18 @@ pub async fn start(
         if ready {
             // Keep draining its log so it never blocks on a full pipe.
             tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+            let mut events = BufReader::new(stdout).lines();
+            tokio::spawn(async move { while let Ok(Some(_)) = events.next_line().await {} });
             return Ok((Standins { child }, conflicts));
         }
         let _ = child.wait().await;
-        let Some((protocol, port)) = taken(&said) else {
+        let mut events = String::new();
+        let _ = tokio::time::timeout(
+            Duration::from_secs(5),
+            stdout.take(MAX_EVENTS_BYTES).read_to_string(&mut events),
+        )
+        .await;
+        let Some((protocol, port)) = taken(&events) else {
             return Err(env(Problem::Said(said.trim().to_string())));
         };
         let list = if protocol == Protocol::Tcp {
@@ -158,22 +170,23 @@ fn join(ports: &[u16]) -> String {
         .join(",")
 }
 
-/// The port `probe-pod serve` could not listen on, from its error
-/// (`cannot listen on tcp 0.0.0.0:10250: Address in use`).
-fn taken(stderr: &str) -> Option<(Protocol, u16)> {
-    let rest = &stderr[stderr.find("cannot listen on ")? + "cannot listen on ".len()..];
-    let (proto, rest) = rest.split_once(' ')?;
-    let addr = rest.split(": ").next()?;
-    let port = addr.rsplit(':').next()?.parse().ok()?;
-    if !rest.contains("in use") {
-        return None;
-    }
-    let protocol = match proto {
-        "tcp" => Protocol::Tcp,
-        "udp" => Protocol::Udp,
-        _ => return None,
-    };
-    Some((protocol, port))
+/// The most of the stand-ins' standard output read after they exit (a few typed lines).
+const MAX_EVENTS_BYTES: u64 = 64 << 10;
+
+/// The port `probe-pod serve` could not listen on, from the typed line it prints on its
+/// standard output (`probe_proto::ServeEvent::PortInUse`).
+fn taken(stdout: &str) -> Option<(Protocol, u16)> {
+    stdout
+        .lines()
+        .find_map(|line| match probe_proto::ServeEvent::parse(line)? {
+            probe_proto::ServeEvent::PortInUse { protocol, port } => Some((
+                match protocol {
+                    probe_proto::Transport::Tcp => Protocol::Tcp,
+                    probe_proto::Transport::Udp => Protocol::Udp,
+                },
+                port,
+            )),
+        })
 }
 
 /// What holds a port on the candidate, as `ss -p` names it; `None` when it cannot be read.
@@ -213,14 +226,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_taken_port_is_read_from_the_agents_error() {
-        let e =
-            "probe-pod serve: cannot listen on tcp 0.0.0.0:10250: Address in use (os error 98)\n";
-        assert_eq!(taken(e), Some((Protocol::Tcp, 10250)));
-        let e = "probe-pod serve: cannot listen on udp 0.0.0.0:8472: Address already in use (os error 98)";
-        assert_eq!(taken(e), Some((Protocol::Udp, 8472)));
+    fn the_taken_port_is_the_agents_typed_line_not_its_wording() {
+        let line = |protocol, port| probe_proto::ServeEvent::PortInUse { protocol, port }.to_line();
+        let out = format!("{}\n", line(probe_proto::Transport::Tcp, 10250));
+        assert_eq!(taken(&out), Some((Protocol::Tcp, 10250)));
+        let out = format!("noise\n{}", line(probe_proto::Transport::Udp, 8472));
+        assert_eq!(taken(&out), Some((Protocol::Udp, 8472)));
+        // The log's wording is no contract: an error text alone names no port.
         assert_eq!(
-            taken("cannot listen on tcp 0.0.0.0:10250: Permission denied"),
+            taken(
+                "probe-pod serve: cannot listen on tcp 0.0.0.0:10250: Address in use (os error 98)"
+            ),
             None
         );
     }

@@ -1,0 +1,86 @@
+//! Bootstrap cycles and the service proxy (`bootstrap.rs`): a broken `ClusterIP` path is an active
+//! cycle, never a gap.
+
+use super::*;
+
+#[test]
+fn healthy_cluster_on_the_service_path_has_only_a_latent_cycle() {
+    let mut inv = inventory(3, 1, "calico");
+    components(&mut inv, CALICO_AND_COREDNS);
+    let (_, f) = run(&inv, &|_| None);
+    assert_eq!(kinds(&f), [Kind::BootstrapCycle], "{f:#?}");
+    assert_eq!(f[0].severity, Severity::Warning);
+    assert!(like(json!({"kind": "bootstrap-cycle", "state": "latent", "components": ["calico-node", "coredns"]})).matches(&f[0]), "{:#?}", f[0]);
+    assert_eq!(
+        f[0].facts().cycle().first(),
+        Some(&"calico-node".to_string())
+    );
+    assert!(
+        f[0].fix
+            .iter()
+            .any(|l| l.contains("KUBERNETES_SERVICE_HOST=192.168.56.10")
+                && l.contains("-c install-cni")),
+        "{:#?}",
+        f[0].fix
+    );
+    assert!(f[0].consequences.is_empty());
+}
+
+#[test]
+fn incident_2_clusterip_broken_is_an_active_cycle_not_a_gap() {
+    let mut inv = inventory(2, 1, "calico");
+    components(&mut inv, CALICO_AND_COREDNS);
+    let (_, f) = run(&inv, &|p| {
+        let service = matches!(p.path, PathClass::PodToService | PathClass::NodeToService)
+            || (p.path == PathClass::Dns && p.to.service.as_deref() == Some("kube-dns"));
+        if service { timeout() } else { None }
+    });
+    assert_eq!(kinds(&f), [Kind::BootstrapCycle], "{f:#?}");
+    let c = &f[0];
+    assert!(like(json!({"kind": "bootstrap-cycle", "state": "active", "components": ["calico-node", "coredns"], "nodes": ["n1", "n2"]})).matches(c), "{c:#?}");
+    assert_eq!(c.severity, Severity::Error);
+    assert_eq!(c.facts().components()[0], "calico-node", "the CNI first");
+    // Broken on every node: the service proxy is named, and its fix comes before the env fix.
+    assert!(
+        c.summary.contains("kube-proxy") && !c.summary.contains("(es)"),
+        "{}",
+        c.summary
+    );
+    assert!(c.fix[0].contains("kube-proxy"), "{:#?}", c.fix);
+    for ct in ["install-cni", "calico-node"] {
+        assert!(
+            c.fix
+                .iter()
+                .any(|l| l.contains(&format!("set env ds/calico-node -c {ct} "))),
+            "{:#?}",
+            c.fix
+        );
+    }
+    assert!(
+        c.consequences.iter().any(|id| id.starts_with("dns:")),
+        "DNS through its Service is a consequence: {c:#?}"
+    );
+}
+
+#[test]
+fn kube_proxy_missing_without_components_is_service_proxy() {
+    let inv = inventory(3, 1, "flannel");
+    let (_, f) = run(&inv, &|p| {
+        let service = matches!(p.path, PathClass::PodToService | PathClass::NodeToService)
+            || (p.path == PathClass::Dns && p.to.service.as_deref() == Some("kube-dns"));
+        if service && p.from.node == "n2" {
+            timeout()
+        } else {
+            None
+        }
+    });
+    assert_eq!(kinds(&f), [Kind::ServiceProxy], "{f:#?}");
+    assert_eq!(f[0].facts().nodes(), ["n2"]);
+    assert!(
+        f[0].consequences
+            .iter()
+            .any(|c| c.starts_with("dns:n2/pod->svc/kube-dns")),
+        "{:#?}",
+        f[0]
+    );
+}
