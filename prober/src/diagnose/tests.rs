@@ -1285,6 +1285,7 @@ fn a_zone_pair_blocked_one_way_among_two_zones_is_one_finding() {
     assert!(f[0].summary.contains("everywhere"), "{}", f[0].summary);
 }
 
+mod hop_where;
 mod inferred_tunnel;
 mod mtu_unknown;
 mod narrowed_run;
