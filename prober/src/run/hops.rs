@@ -14,7 +14,7 @@ use probe_proto::{
 
 use super::pass::{Slots, fan_out};
 use super::{Pass, Phase, Progress, Store, plan_for};
-use crate::model::{AgentRef, Protocol};
+use crate::model::{AgentRef, PathClass, Protocol};
 use crate::plan::PlannedRef;
 use crate::runtime::Runtime;
 
@@ -38,9 +38,16 @@ struct Route {
 
 /// The path a failed result is traced along, when it died on the network: a TCP or UDP probe
 /// (a crafted tunnel datagram is traced as plain UDP to its port) that its receiver's sniffer
-/// never saw.
+/// never saw. Only a host agent's paths to a node's host address: a pod's packets inside the
+/// overlay carry their own TTL, which the underlay's routers never see.
 fn route(p: &PlannedRef<'_>, r: &ProbeResult) -> Option<Route> {
     if r.outcome != Outcome::Timeout || r.receipt != Some(Receipt::NotArrived) {
+        return None;
+    }
+    if !matches!(
+        p.path,
+        PathClass::NodeToNode | PathClass::Overlay | PathClass::NodeToApiserver
+    ) {
         return None;
     }
     let protocol = match p.to.protocol {
