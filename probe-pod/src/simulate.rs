@@ -30,7 +30,12 @@ pub fn answer(spec: &ProbeSpec, now_ms: u64) -> ProbeResult {
     let what = spec.probe.kind();
     let mut r = ProbeResult::new(id, Outcome::Ok, format!("{MARK} {what}: ok"));
     match &spec.probe {
-        Probe::Tcp(_) | Probe::Udp(_) | Probe::Icmp(_) | Probe::Vtep(_) | Probe::Dns(_) => {
+        Probe::Tcp(_)
+        | Probe::Udp(_)
+        | Probe::Hop(_)
+        | Probe::Icmp(_)
+        | Probe::Vtep(_)
+        | Probe::Dns(_) => {
             r.rtt_micros = Some(rtt_for(&spec.id));
         }
         Probe::Mtu(MtuProbe { size, .. }) => {

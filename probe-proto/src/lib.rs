@@ -242,6 +242,12 @@ mod tests {
                 }]),
                 port: p(9917),
             }),
+            Probe::Hop(HopProbe {
+                address: ip("192.168.57.12"),
+                port: p(8472),
+                protocol: Transport::Udp,
+                ttl: std::num::NonZeroU8::new(2).unwrap(),
+            }),
         ];
         Plan {
             deadline_ms: NonZeroU64::new(5000).unwrap(),

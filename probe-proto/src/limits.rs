@@ -4,8 +4,8 @@
 use std::net::{IpAddr, Ipv4Addr};
 
 use crate::{
-    DnsProbe, GeneveProbe, IcmpProbe, IpipProbe, MtuProbe, NodeProbe, Plan, PlanError, Probe,
-    ProbeSpec, TcpProbe, TlsProbe, UdpProbe, VxlanProbe, WireguardProbe,
+    DnsProbe, GeneveProbe, HopProbe, IcmpProbe, IpipProbe, MtuProbe, NodeProbe, Plan, PlanError,
+    Probe, ProbeSpec, TcpProbe, TlsProbe, UdpProbe, VxlanProbe, WireguardProbe,
 };
 
 /// The largest plan an agent reads (about 500,000 probes).
@@ -134,7 +134,9 @@ pub(crate) fn check_spec(i: usize, spec: &ProbeSpec) -> Result<(), PlanError> {
         )?;
     }
     match &spec.probe {
-        Probe::Tcp(TcpProbe { address, .. }) | Probe::Udp(UdpProbe { address, .. }) => {
+        Probe::Tcp(TcpProbe { address, .. })
+        | Probe::Udp(UdpProbe { address, .. })
+        | Probe::Hop(HopProbe { address, .. }) => {
             target(i, "address", *address)?;
         }
         Probe::Icmp(IcmpProbe { address })

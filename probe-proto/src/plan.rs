@@ -69,6 +69,7 @@ pub enum Probe {
     Wireguard(WireguardProbe),
     Node(NodeProbe),
     Seen(SeenProbe),
+    Hop(HopProbe),
 }
 
 // An unknown field is a coordinator newer than the agent or a typo: refused, never ignored (a
@@ -91,6 +92,18 @@ pub struct TcpProbe {
 pub struct UdpProbe {
     pub address: IpAddr,
     pub port: Port,
+}
+
+/// A TCP SYN or a UDP probe datagram to `address:port` that may cross at most `ttl` routers
+/// (kind `hop`): where it expires, that router's ICMP time exceeded (read from the error queue)
+/// names it. A tcptraceroute step through the same protocol and port as a blocked path.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HopProbe {
+    pub address: IpAddr,
+    pub port: Port,
+    pub protocol: Transport,
+    pub ttl: std::num::NonZeroU8,
 }
 
 /// ICMP echo (kind `icmp`, or `vtep` when the address is a remote VXLAN tunnel endpoint).
@@ -282,6 +295,7 @@ impl Probe {
             Self::Wireguard(_) => "wireguard",
             Self::Seen(_) => "seen",
             Self::Node(_) => "node",
+            Self::Hop(_) => "hop",
         }
     }
 }

@@ -186,6 +186,18 @@ pub enum Receipt {
     NotArrived,
 }
 
+/// How far a failed path's packets got, from the same probe sent with rising TTL: the last hop
+/// that answered with ICMP time exceeded, and how many hops from the sender it is. The packets
+/// died at that hop (a router that filters what it forwards) or just after it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Trace {
+    /// The last hop that answered.
+    pub after: IpAddr,
+    /// Its distance from the sender, in hops (1: the sender's own gateway).
+    pub hops: u8,
+}
+
 /// The answer to one `ProbeSpec`: exactly one per probe.
 #[derive(Debug, Clone, PartialEq, Hash, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -229,6 +241,10 @@ pub struct ProbeResult {
     /// Set by the coordinator from the receiving host's sniffer: where the probe got to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub receipt: Option<Receipt>,
+    /// Set by the coordinator from TTL-limited probes along a path that failed on the network:
+    /// how far its packets got.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<Trace>,
     /// `seen` probes: the TCP ports whose SYNs the local sniffer records (absent: none, or an
     /// older agent), so a SYN it was not watching for is never read as one that did not arrive.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -369,6 +385,7 @@ impl ProbeResult {
             ok_attempts: None,
             source: None,
             receipt: None,
+            trace: None,
             watched_tcp_ports: None,
         }
     }

@@ -4,6 +4,7 @@
 pub mod crafted;
 pub mod dns;
 pub mod geneve;
+pub mod hop;
 pub mod httpdate;
 pub mod icmp;
 pub mod ipip;
@@ -80,10 +81,11 @@ pub async fn run(spec: &ProbeSpec, deadline: Instant) -> ProbeResult {
                 address,
                 port,
                 echo,
-            }) => tcp::probe(id, (*address, port.get()).into(), *echo, deadline).await,
+            }) => tcp::probe(id, (*address, port.get()).into(), *echo, None, deadline).await,
             Probe::Udp(UdpProbe { address, port }) => {
-                udp::probe(id, (*address, port.get()).into(), deadline).await
+                udp::probe(id, (*address, port.get()).into(), None, deadline).await
             }
+            Probe::Hop(p) => hop::probe(id, p, deadline).await,
             Probe::Icmp(IcmpProbe { address }) | Probe::Vtep(IcmpProbe { address }) => {
                 icmp::echo(id, *address, deadline).await
             }

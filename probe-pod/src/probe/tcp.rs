@@ -18,13 +18,15 @@ use crate::proto::{Outcome, ProbeResult};
 
 /// Connects to `addr` before `deadline`, returning the stream and the handshake time.
 pub async fn connect(addr: SocketAddr, deadline: Instant) -> Result<(TcpStream, Duration), Fail> {
-    connect_from(addr, deadline, &mut None).await
+    connect_from(addr, None, deadline, &mut None).await
 }
 
 /// As [`connect`], also writing the local address the SYN left from into `source` as soon as
 /// the kernel chose it, so a failed connect can still be matched with the receiver's sniffer.
+/// With `ttl`, the SYN may cross at most that many routers.
 async fn connect_from(
     addr: SocketAddr,
+    ttl: Option<u32>,
     deadline: Instant,
     source: &mut Option<SocketAddr>,
 ) -> Result<(TcpStream, Duration), Fail> {
@@ -33,6 +35,7 @@ async fn connect_from(
     if addr.is_ipv4() {
         errqueue::enable(&sock)?;
     }
+    super::hop::limit(&sock, addr, ttl)?;
     let start = Instant::now();
     match sock.connect(&addr.into()) {
         Ok(()) => {}
@@ -66,23 +69,29 @@ async fn connect_from(
     Ok((TcpStream::from_std(std)?, rtt))
 }
 
-pub async fn probe(id: &str, addr: SocketAddr, echo: bool, deadline: Instant) -> ProbeResult {
+pub async fn probe(
+    id: &str,
+    addr: SocketAddr,
+    echo: bool,
+    ttl: Option<u32>,
+    deadline: Instant,
+) -> ProbeResult {
     let start = Instant::now();
     let mut source = None;
-    let mut r = probe_from(id, addr, echo, deadline, start, &mut source).await;
+    let mut r = probe_from(id, (addr, ttl), echo, deadline, start, &mut source).await;
     r.source = source;
     r
 }
 
 async fn probe_from(
     id: &str,
-    addr: SocketAddr,
+    (addr, ttl): (SocketAddr, Option<u32>),
     echo: bool,
     deadline: Instant,
     start: Instant,
     source: &mut Option<SocketAddr>,
 ) -> ProbeResult {
-    let (mut stream, rtt) = match connect_from(addr, deadline, source).await {
+    let (mut stream, rtt) = match connect_from(addr, ttl, deadline, source).await {
         Ok(s) => s,
         Err(f) => return f.into_result(id, &format!("tcp connect {addr}"), start.elapsed()),
     };

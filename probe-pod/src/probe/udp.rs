@@ -43,10 +43,15 @@ pub async fn recv_matching(
     }
 }
 
-pub async fn probe(id: &str, addr: SocketAddr, deadline: Instant) -> ProbeResult {
+/// With `ttl`, the datagram may cross at most that many routers.
+pub async fn probe(id: &str, addr: SocketAddr, ttl: Option<u32>, deadline: Instant) -> ProbeResult {
     let start = Instant::now();
     let what = format!("udp echo {addr}");
-    let sock = match connected(addr) {
+    let limited = connected(addr).and_then(|s| {
+        super::hop::limit(&s, addr, ttl)?;
+        Ok(s)
+    });
+    let sock = match limited {
         Ok(s) => s,
         Err(f) => return f.into_result(id, &what, start.elapsed()),
     };

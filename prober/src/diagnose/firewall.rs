@@ -365,6 +365,34 @@ fn whole_zone<'a>(ctx: &Ctx<'a>, nodes: &[u32]) -> Option<&'a str> {
     .then_some(first)
 }
 
+/// The port a gap is on, as the summary names it: `udp/8472 (the overlay's VXLAN port)`,
+/// `tcp/6443 (the API server)`, or the overlay's IP-in-IP.
+fn port_text(ctx: &Ctx<'_>, udp: bool, port: u16, proto: Protocol) -> String {
+    let overlay = udp == ctx.overlay_udp && ctx.overlay_port == Some(port);
+    let what = if overlay && udp {
+        format!(" (the overlay's {} port)", ctx.overlay_name)
+    } else if !udp && ctx.api_backends.iter().any(|(_, p)| *p == port) {
+        " (the API server)".into()
+    } else if !udp && port == 10250 {
+        " (the kubelet)".into()
+    } else {
+        String::new()
+    };
+    // IP-in-IP has no port: its name stands where `proto/port` would.
+    if proto == Protocol::Ipip {
+        format!(
+            "IP-in-IP (IP protocol 4{})",
+            if overlay {
+                ", the overlay's encapsulation"
+            } else {
+                ""
+            }
+        )
+    } else {
+        format!("{proto}/{port}{what}")
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 pub(super) fn gap_finding(
     ctx: &Ctx<'_>,
@@ -389,29 +417,7 @@ pub(super) fn gap_finding(
         Some(z) => format!("zone {z} ({})", names_text(names)),
         None => names_text(names),
     };
-    let overlay = udp == ctx.overlay_udp && ctx.overlay_port == Some(port);
-    let what = if overlay && udp {
-        format!(" (the overlay's {} port)", ctx.overlay_name)
-    } else if !udp && ctx.api_backends.iter().any(|(_, p)| *p == port) {
-        " (the API server)".into()
-    } else if !udp && port == 10250 {
-        " (the kubelet)".into()
-    } else {
-        String::new()
-    };
-    // IP-in-IP has no port: its name stands where `proto/port` would.
-    let what = if proto == Protocol::Ipip {
-        format!(
-            "IP-in-IP (IP protocol 4{})",
-            if overlay {
-                ", the overlay's encapsulation"
-            } else {
-                ""
-            }
-        )
-    } else {
-        format!("{proto}/{port}{what}")
-    };
+    let what = port_text(ctx, udp, port, proto);
     let summary = if both && from == to {
         // A sample's "every pair" would claim pairs that were never probed.
         let scope = match (from.len() == ctx.inv.nodes.len(), ctx.sampled) {
@@ -444,8 +450,24 @@ pub(super) fn gap_finding(
         None => summary,
     };
     let where_ = gap_where(ctx, ev);
+    let hop = super::hop::gap_hop(ctx, ev, &where_, from);
+    let summary = match &hop {
+        Some(h) => format!(
+            "{summary}{}",
+            super::hop::summary_words(h, &names_text(&fn_))
+        ),
+        None => summary,
+    };
     // Written once `where` is known: the lines go where the packets died.
-    let fix = fix::lines(ctx.inv, proto, port, (from, to), both, &where_);
+    let fix = fix::lines(
+        ctx.inv,
+        proto,
+        port,
+        (from, to),
+        both,
+        &where_,
+        hop.as_ref(),
+    );
     let notes = fix::notes(ctx.inv, (from, to), both, &where_);
     let mut f = Finding::new(
         FirewallGap {
@@ -460,7 +482,7 @@ pub(super) fn gap_finding(
             },
             where_,
             inferred: false,
-            hop: None,
+            hop,
         },
         Severity::Error,
         summary,

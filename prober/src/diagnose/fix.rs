@@ -7,7 +7,7 @@
 use crate::inventory::Inventory;
 use crate::model::Protocol;
 
-use super::Where;
+use super::{Hop, Where};
 
 /// The nodes' addresses, summarised exactly as CIDR blocks (a lone address stays bare).
 fn addrs(inv: &Inventory, nodes: &[u32]) -> Vec<String> {
@@ -98,7 +98,8 @@ fn host_rules(inv: &Inventory, recv: u32, srcs: &[u32], proto: Protocol, port: u
 }
 
 /// The fix lines that open `proto`/`port` from `from` to `to` (and back when `both`), at the
-/// places `where_` names (empty: unknown).
+/// places `where_` names (empty: unknown); the network's line names the hop where they died,
+/// when known.
 pub(super) fn lines(
     inv: &Inventory,
     proto: Protocol,
@@ -106,14 +107,16 @@ pub(super) fn lines(
     (from, to): (&[u32], &[u32]),
     both: bool,
     where_: &[Where],
+    hop: Option<&Hop>,
 ) -> Vec<String> {
     let mut fix = Vec::new();
     let network = where_.contains(&Where::Network);
     let unknown = where_.is_empty();
     if network || unknown {
         fix.push(format!(
-            "{}on the firewall, router or security group{}: allow {} from {} to {}{}",
+            "{}{}{}: allow {} from {} to {}{}",
             if unknown { "network side: " } else { "" },
+            super::hop::device(hop),
             zones(inv, from, to),
             traffic(proto, port),
             addrs(inv, from).join(", "),
@@ -207,6 +210,7 @@ mod tests {
             (&to, &from),
             false,
             &[Where::Host("n1".into())],
+            None,
         );
         let want = [
             "192.168.56.11",
@@ -245,6 +249,7 @@ mod tests {
             (&to, &from),
             false,
             &[Where::Network],
+            None,
         );
         assert!(
             net[0].contains(&format!("from {} to 192.168.56.10", want.join(", "))),
@@ -275,6 +280,7 @@ mod tests {
             (&from, &to),
             true,
             &[Where::Network],
+            None,
         );
         assert!(
             net[0].starts_with("on the firewall, router or security group"),
@@ -302,6 +308,7 @@ mod tests {
             (&from, &to),
             true,
             &[Where::Host("n3".into())],
+            None,
         );
         assert!(host.iter().all(|l| l.starts_with("on n3 ")), "{host:#?}");
         assert_eq!(host.len(), 3, "{host:#?}");
@@ -317,7 +324,7 @@ mod tests {
             1,
             "one rule for the /31: {fw}"
         );
-        let unknown = lines(&inv, Protocol::Tcp, 6443, (&from, &to), false, &[]);
+        let unknown = lines(&inv, Protocol::Tcp, 6443, (&from, &to), false, &[], None);
         let said = notes(&inv, (&from, &to), false, &[]);
         assert!(said[0].contains("unknown"), "{said:#?}");
         assert!(
@@ -343,6 +350,7 @@ mod tests {
             (&from, &to),
             false,
             &[Where::Host("n3".into())],
+            None,
         );
         let src = addrs(&inv, &from)[0].clone();
         assert_eq!(host.len(), 3, "{host:#?}");
@@ -368,6 +376,7 @@ mod tests {
             (&from, &to),
             true,
             &[Where::Network],
+            None,
         );
         assert!(
             net[0].contains("allow IP protocol 4 (IP-in-IP) from"),

@@ -16,6 +16,7 @@ mod dns;
 pub mod finding;
 mod firewall;
 mod fix;
+mod hop;
 mod inferred_tunnel;
 mod loss;
 mod mtu_unknown;

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::{Direction, Protocol};
 
-use super::finding::{Finding, Kind, Severity, State, is_known_state, places_text};
+use super::finding::{Finding, Hop, Kind, Severity, State, is_known_state, places_text};
 
 /// A finding expectation: the fields it names must all hold (lists as sets), the others are free.
 /// Unknown keys are an error, so a misspelled key cannot silently match nothing (or everything).
@@ -46,6 +46,9 @@ pub struct FindingPattern {
     /// Whether the cause was inferred from the pattern rather than probed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inferred: Option<bool>,
+    /// The hop where the packets died: `{after: ADDRESS, hops: N}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hop: Option<Hop>,
 }
 
 /// A pattern's `state`, refused unless it is one of the states the diagnosis writes.
@@ -92,6 +95,7 @@ impl FindingPattern {
             && set(self.components.as_ref(), facts.components())
             && set(self.nodes.as_ref(), facts.nodes())
             && same(self.inferred.as_ref(), Some(&facts.inferred()))
+            && same(self.hop.as_ref(), facts.hop())
     }
 
     /// Whether the pattern names no field (it would match every finding).
@@ -147,6 +151,7 @@ mod tests {
             "{where: \"host:n2\"}",
             "{nodes: [n1]}",
             "{inferred: true}",
+            "{hop: {after: 192.168.64.2, hops: 2}}",
         ] {
             assert!(!pattern(no).matches(&f), "{no} should not match {f:?}");
         }
@@ -167,7 +172,9 @@ mod tests {
         assert!(!pattern("{port: 6443}").matches(&f));
         let err = serde_saphyr::from_str::<FindingPattern>("{state: expird}").unwrap_err();
         assert!(err.to_string().contains("expird"), "{err}");
-        let err = serde_saphyr::from_str::<FindingPattern>("{hop: 1}").unwrap_err();
-        assert!(err.to_string().contains("hop"), "{err}");
+        let err =
+            serde_saphyr::from_str::<FindingPattern>("{hop: {after: 10.0.0.1, hops: 2, via: r}}")
+                .unwrap_err();
+        assert!(err.to_string().contains("via"), "{err}");
     }
 }

@@ -124,6 +124,7 @@ fn finding(
         (senders, &[to]),
         false,
         &places,
+        None,
     ));
     let summary = format!(
         "tcp/{port}{what} on {name} answers {} with a TCP reset while {} connect: the service is up, a firewall rule rejects these senders",

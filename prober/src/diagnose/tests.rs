@@ -153,6 +153,7 @@ mod cutoff;
 mod dns;
 mod firewall;
 mod healthy;
+mod hop_where;
 mod inferred_tunnel;
 mod loss;
 mod mtu_unknown;

@@ -15,6 +15,7 @@ use crate::model::{AgentKind, AgentRef, AgentStatus, Id, Results, Unknown};
 use crate::plan::{Planned, PlannedRef};
 use crate::runtime::Runtime;
 
+mod hops;
 #[cfg(test)]
 mod interrupt_tests;
 mod pass;
@@ -34,6 +35,8 @@ pub enum Phase {
     Retrying { round: u32 },
     /// Asking the receivers' sniffers what arrived: one question per receiver.
     AskingReceivers,
+    /// Sending a few paths that died on the network again with rising TTL: one probe per hop.
+    TracingHops,
 }
 
 impl std::fmt::Display for Phase {
@@ -42,6 +45,7 @@ impl std::fmt::Display for Phase {
             Self::Probing => f.write_str("probing"),
             Self::Retrying { round } => write!(f, "retrying {round}"),
             Self::AskingReceivers => f.write_str("asking receivers"),
+            Self::TracingHops => f.write_str("tracing hops"),
         }
     }
 }
@@ -195,6 +199,9 @@ pub async fn run_owned<R: Runtime + 'static>(
     }
     if !interrupted {
         interrupted |= receipts::collect(&first, &mut results, progress, &mut cancel).await;
+    }
+    if !interrupted {
+        interrupted |= hops::trace(&first, &mut results, progress, &mut cancel).await;
     }
     drop(order);
     let records = into_records(planned, results, &dead, &failed, interrupted);

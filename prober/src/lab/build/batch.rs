@@ -50,14 +50,22 @@ pub(super) fn router(l: &Layout) -> NsSetup {
 }
 
 /// One bridge per zone, its uplink to the router and a port per node of the zone; the router's
-/// side of each uplink goes to `router`.
-pub(super) fn switches(l: &Layout, router: &mut NsSetup) -> Vec<NsSetup> {
+/// side of each uplink goes to `router` (to `second` for the zones behind a second router).
+pub(super) fn switches(
+    l: &Layout,
+    first: &mut NsSetup,
+    mut second: Option<&mut NsSetup>,
+) -> Vec<NsSetup> {
     let mut out = Vec::new();
     for (z, sw) in l.switch_ns.iter().enumerate() {
         let mut setup = NsSetup::new(sw);
+        let router = match second.as_deref_mut() {
+            Some(r) if super::routers::behind_second(l, z) => r,
+            _ => &mut *first,
+        };
         setup.links.push(format!(
             "link add rt type veth peer name z{z} netns {}",
-            l.router_ns
+            router.ns
         ));
         setup.config.push("link add br0 type bridge".into());
         setup.config.push("link set br0 up".into());

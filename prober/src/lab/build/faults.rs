@@ -76,6 +76,8 @@ fn host<'a>(l: &'a Layout, name: &str) -> Option<&'a LabNode> {
 #[derive(Default)]
 struct FaultRules {
     router: Vec<String>,
+    /// The second router's forward rules (`routers: 2`).
+    router2: Vec<String>,
     /// Per switch: per ingress port, netdev rules.
     ports: Vec<Vec<(String, String)>>,
     /// Per switch: bridge forward rules.
@@ -91,7 +93,7 @@ pub(super) fn apply_faults(
     scenario: &Scenario,
     l: &Layout,
     out: &mut [NsSetup],
-    router: &mut NsSetup,
+    (router, router2): (&mut NsSetup, Option<&mut NsSetup>),
 ) {
     let mut rules = FaultRules {
         ports: vec![Vec::new(); l.switch_ns.len()],
@@ -122,6 +124,15 @@ pub(super) fn apply_faults(
                             .entry(b.ns.clone())
                             .or_default()
                             .push(format!("ip saddr {} {matcher} {action}", a.address)),
+                        Place::SecondRouter => rules.router2.push(rule),
+                        // Between two zones behind the second router, it is the only one.
+                        Place::Network
+                            if a.zone != b.zone
+                                && super::routers::behind_second(l, a.zone)
+                                && super::routers::behind_second(l, b.zone) =>
+                        {
+                            rules.router2.push(rule);
+                        }
                         Place::Network if a.zone != b.zone => rules.router.push(rule),
                         // Within one zone the switch filters frames as they enter from the sender
                         // (netdev ingress can both drop and reject).
@@ -164,6 +175,10 @@ pub(super) fn apply_faults(
         router
             .nft
             .push_str(&chain("inet", "forward", "forward", &rules.router));
+    }
+    if let Some(r) = router2.filter(|_| !rules.router2.is_empty()) {
+        r.nft
+            .push_str(&chain("inet", "forward", "forward", &rules.router2));
     }
     place(&rules, l, out);
 }

@@ -54,6 +54,8 @@ pub struct Layout {
     pub prefix: String,
     pub state_dir: PathBuf,
     pub router_ns: String,
+    /// The second router's namespace (`routers: 2`): the gateway of every zone after the first.
+    pub router2_ns: Option<String>,
     pub zones: Vec<String>,
     pub switch_ns: Vec<String>,
     pub nodes: Vec<LabNode>,
@@ -93,6 +95,7 @@ impl Layout {
     #[must_use]
     pub fn namespaces(&self) -> Vec<String> {
         let mut v = vec![self.router_ns.clone()];
+        v.extend(self.router2_ns.iter().cloned());
         v.extend(self.switch_ns.iter().cloned());
         for n in &self.nodes {
             v.push(n.ns.clone());
@@ -174,6 +177,7 @@ pub fn layout(s: &Scenario, prefix: &str, state_dir: &Path) -> Layout {
         prefix: prefix.to_string(),
         state_dir: state_dir.to_path_buf(),
         router_ns: format!("{prefix}rt"),
+        router2_ns: (s.routers == 2).then(|| format!("{prefix}rt2")),
         switch_ns: (0..zones.len()).map(|z| format!("{prefix}sw{z}")).collect(),
         zones,
         nodes,

@@ -10,6 +10,7 @@ mod inventory;
 mod layout;
 mod nat;
 mod processes;
+mod routers;
 
 use std::net::Ipv4Addr;
 
@@ -32,12 +33,13 @@ pub const DNS_SERVICE: Ipv4Addr = Ipv4Addr::new(10, 96, 0, 10);
 pub const POD_CIDR: &str = "10.244.0.0/16";
 pub const SERVICE_CIDR: &str = "10.96.0.0/12";
 
-/// The commands that build the lab, namespace by namespace: the router first, then each switch,
+/// The commands that build the lab, namespace by namespace: the router(s) first, then each switch,
 /// each node followed by its pods.
 #[must_use]
 pub fn setups(s: &Scenario, l: &Layout) -> Vec<NsSetup> {
     let mut router = batch::router(l);
-    let mut out = batch::switches(l, &mut router);
+    let mut router2 = routers::second(l, &mut router);
+    let mut out = batch::switches(l, &mut router, router2.as_mut());
     for n in &l.nodes {
         out.push(batch::node_setup(s, l, n));
         for p in &n.pods {
@@ -48,8 +50,8 @@ pub fn setups(s: &Scenario, l: &Layout) -> Vec<NsSetup> {
         }
     }
     out.extend(l.candidate.iter().map(candidate::setup));
-    faults::apply_faults(s, l, &mut out, &mut router);
-    out.insert(0, router);
+    faults::apply_faults(s, l, &mut out, (&mut router, router2.as_mut()));
+    out.splice(0..0, std::iter::once(router).chain(router2));
     out
 }
 

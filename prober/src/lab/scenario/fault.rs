@@ -23,6 +23,9 @@ pub enum Place {
     Network,
     /// In the receiving node's own input chain.
     Host,
+    /// On the second of two routers in a row (`routers: 2`), whichever zones it joins.
+    #[serde(rename = "second-router")]
+    SecondRouter,
 }
 
 /// A port or an inclusive range, `8472` or `"2379-2380"`.

@@ -24,6 +24,11 @@ pub struct Scenario {
     /// Zones (each an L2 switch; zones are joined by a router). Nodes not listed join the first.
     #[serde(default)]
     pub zones: Vec<Zone>,
+    /// Routers in a row: 1 joins every zone; 2 puts the zones after the first behind a second
+    /// router, joined to the first by a transit link (192.168.64.0/30), so a path between the
+    /// first zone and another crosses two routers that each decrement the TTL.
+    #[serde(default = "default_routers", skip_serializing_if = "is_one_router")]
+    pub routers: usize,
     /// Agent pods per node.
     #[serde(default = "default_pods")]
     pub pods_per_node: usize,
@@ -90,6 +95,13 @@ fn default_nodes() -> usize {
 }
 fn default_control_planes() -> usize {
     1
+}
+fn default_routers() -> usize {
+    1
+}
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's `skip_serializing_if` passes a reference
+fn is_one_router(n: &usize) -> bool {
+    *n == 1
 }
 fn default_pods() -> usize {
     1

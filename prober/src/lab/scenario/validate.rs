@@ -54,6 +54,12 @@ pub enum InvalidScenario {
     Role { field: String, value: String },
     #[error("{field}: no zone is named {value:?}")]
     UnknownZone { field: String, value: String },
+    #[error(
+        "routers: 2 routers in a row need at least 2 zones (the second router joins the zones after the first)"
+    )]
+    RoutersWithoutZones,
+    #[error("{field}: second-router needs `routers: 2`")]
+    NoSecondRouter { field: String },
 }
 
 /// The longest scenario or zone name (a DNS label).
@@ -131,6 +137,16 @@ impl Scenario {
         }
         if self.zones.len() > 8 {
             return Err(InvalidScenario::TooManyZones(self.zones.len()));
+        }
+        if !(1..=2).contains(&self.routers) {
+            return Err(InvalidScenario::OutOfRange {
+                field: "routers".into(),
+                value: self.routers,
+                range: "1-2",
+            });
+        }
+        if self.routers == 2 && self.zones.len() < 2 {
+            return Err(InvalidScenario::RoutersWithoutZones);
         }
         self.validate_names()?;
         let mut names = self.node_names();
@@ -221,8 +237,14 @@ impl Scenario {
                     to,
                     protocol,
                     port,
+                    place,
                     ..
                 } => {
+                    if *place == super::Place::SecondRouter && self.routers != 2 {
+                        return Err(InvalidScenario::NoSecondRouter {
+                            field: field("place"),
+                        });
+                    }
                     for n in from {
                         known(n, field("from"))?;
                     }
