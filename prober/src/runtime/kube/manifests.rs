@@ -17,11 +17,17 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::inventory::NodeFiles;
 
+mod network_policy;
+
+pub use network_policy::network_policy;
+
 pub const DEFAULT_NAMESPACE: &str = "prober-system";
 pub const DEFAULT_IMAGE: &str = concat!("ghcr.io/prober-dev/prober:", env!("CARGO_PKG_VERSION"));
 pub const SERVICE_ACCOUNT: &str = "prober-agent";
 pub const HOST_DAEMONSET: &str = "probe-host";
 pub const POD_DAEMONSET: &str = "probe-pod";
+/// The agents' own `NetworkPolicy`, admitting the probes to and from them.
+pub const ALLOW_POLICY: &str = "prober-agents";
 /// Every object the prober creates carries this label, so `prober cleanup` finds leftovers.
 pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "prober");
 /// The label tying agents to one run.
