@@ -230,7 +230,9 @@ fn place(rules: &FaultRules, l: &Layout, out: &mut [NsSetup]) {
 
 /// A policy's drop at the pod agents of its nodes: stateful (new connections only, so the
 /// answers of allowed ones pass), and on ingress never from the pod's own node (its `cni0`
-/// address and its node address), whose traffic the policy engines always let through.
+/// address and its node address), whose traffic the policy engines always let through; never on
+/// the pod's loopback either (a pod reaching its own address, as the agent's self-check does,
+/// never passes the CNI's hooks).
 fn policy_drop(l: &Layout, d: &PolicyDrop, rules: &mut FaultRules) {
     let matcher = d
         .protocol
@@ -258,7 +260,7 @@ fn policy_drop(l: &Layout, d: &PolicyDrop, rules: &mut FaultRules) {
                     PolicyPeers::Pods => format!(" ip saddr {{ {} }}", pods.join(", ")),
                 };
                 input.push(format!(
-                    "ct state new ip saddr != {{ {bridge}, {} }}{peers}{matcher} drop",
+                    "ct state new iifname != \"lo\" ip saddr != {{ {bridge}, {} }}{peers}{matcher} drop",
                     n.address
                 ));
             }
@@ -267,7 +269,9 @@ fn policy_drop(l: &Layout, d: &PolicyDrop, rules: &mut FaultRules) {
                     PolicyPeers::All => String::new(),
                     PolicyPeers::Pods => format!(" ip daddr {{ {} }}", pods.join(", ")),
                 };
-                output.push(format!("ct state new{peers}{matcher} drop"));
+                output.push(format!(
+                    "ct state new oifname != \"lo\"{peers}{matcher} drop"
+                ));
             }
         }
     }

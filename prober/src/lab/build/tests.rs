@@ -475,13 +475,13 @@ faults:
     assert!(
         pod.contains("hook input")
             && pod.contains(
-                "ct state new ip saddr != { 10.244.2.1, 192.168.56.11 } tcp dport 9917 drop"
+                "ct state new iifname != \"lo\" ip saddr != { 10.244.2.1, 192.168.56.11 } tcp dport 9917 drop"
             ),
         "{pod}"
     );
     assert!(
         pod.contains("hook output")
-            && pod.contains("ct state new ip daddr { 10.244.1.2, 10.244.2.2, 10.244.3.2, 10.244.1.53 } meta l4proto icmp drop"),
+            && pod.contains("ct state new oifname != \"lo\" ip daddr { 10.244.1.2, 10.244.2.2, 10.244.3.2, 10.244.1.53 } meta l4proto icmp drop"),
         "{pod}"
     );
     // Not on the other nodes' pods, nor on any host.
