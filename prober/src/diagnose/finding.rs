@@ -11,12 +11,13 @@ use serde::{Deserialize, Serialize, Serializer};
 
 pub use detail::{
     AgentMissing, BootstrapCycle, Credential, Dns, Facts, FirewallGap, Hop, Loss, Misconfiguration,
-    Mtu, NotListening, Overlay, Partition, PortConflict, ProberPort, ServiceProxy, Unexplained,
+    Mtu, NotListening, Overlay, Partition, Policy, PortConflict, ProberPort, ServiceProxy,
+    Unexplained,
 };
 pub use place::{BadWhere, Where, places_text};
 pub use state::{
-    CredentialState, CycleState, DnsState, LossState, MisconfigurationState, PartitionState, State,
-    is_known as is_known_state,
+    CredentialState, CycleState, DnsState, LossState, MisconfigurationState, PartitionState,
+    PolicyState, State, is_known as is_known_state,
 };
 
 /// Declares the kinds: [`Kind`] (the name alone) and [`Detail`] (the name with its fields),
@@ -94,6 +95,8 @@ kinds! {
     Partition,
     /// The agents' own port is not open on a node: a limit of this run, not a cluster fault.
     ProberPort,
+    /// A network policy denies probes to or from the pod agents: untested, not broken.
+    Policy,
     Unexplained,
 }
 
@@ -353,6 +356,14 @@ mod tests {
                 nodes: Vec::new(),
             }
             .into(),
+            Policy {
+                state: PolicyState::Denied,
+                policy: Some("NetworkPolicy prober-system/default-deny".into()),
+                denies: vec!["tcp/9917".into()],
+                nodes: Vec::new(),
+                inferred: false,
+            }
+            .into(),
             Unexplained::default().into(),
         ];
         let mut kinds = std::collections::BTreeSet::new();
@@ -365,7 +376,7 @@ mod tests {
             );
             kinds.insert(d.kind());
         }
-        assert_eq!(kinds.len(), 15, "every kind once");
+        assert_eq!(kinds.len(), 16, "every kind once");
     }
 
     #[test]

@@ -60,12 +60,14 @@ pub fn diagnose_sampled(
     let mut ctx = Ctx::new(inv, results);
     ctx.sampled = sample.is_some();
     let mut findings = Vec::new();
+    policy::denied_by_policy(&mut ctx, &mut findings);
     cutoff::unreachable_nodes(&mut ctx, &mut findings);
     prober_port::prober_port(&mut ctx, &mut findings);
     let gaps = firewall::firewall_gaps(&mut ctx, &mut findings);
     selective::selective_refusals(&mut ctx, &mut findings);
     not_listening::not_listening(&mut ctx, &mut findings);
     inferred_tunnel::inferred_tunnels(&mut ctx, &mut findings);
+    policy::unread_policy(&mut ctx, &mut findings);
     bootstrap::bootstrap_cycles(&mut ctx, &mut findings);
     bootstrap::service_proxy(&mut ctx, &mut findings);
     node_config::node_checks(&mut ctx, &mut findings);

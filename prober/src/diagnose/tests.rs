@@ -162,6 +162,7 @@ mod node_checks;
 mod not_listening;
 mod optional_port;
 mod overlay;
+mod policy_denies;
 mod prober_port;
 mod router_reject;
 mod selective_refusal;

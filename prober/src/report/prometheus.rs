@@ -16,7 +16,7 @@ const BUCKETS: [f64; 15] = [
 ];
 
 /// Every finding kind, so that a kind that went away reads 0 rather than vanishing.
-const KINDS: [Kind; 15] = [
+const KINDS: [Kind; 16] = [
     Kind::FirewallGap,
     Kind::BootstrapCycle,
     Kind::ServiceProxy,
@@ -31,6 +31,7 @@ const KINDS: [Kind; 15] = [
     Kind::NotListening,
     Kind::Partition,
     Kind::ProberPort,
+    Kind::Policy,
     Kind::Unexplained,
 ];
 

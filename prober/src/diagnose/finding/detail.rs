@@ -7,7 +7,8 @@ use crate::model::{Direction, Protocol};
 
 use super::place::{Where, places};
 use super::state::{
-    CredentialState, CycleState, DnsState, LossState, MisconfigurationState, PartitionState, State,
+    CredentialState, CycleState, DnsState, LossState, MisconfigurationState, PartitionState,
+    PolicyState, State,
 };
 
 /// Where on the way a blocked path died: the last router that answered a TTL-limited probe, and
@@ -112,6 +113,39 @@ pub struct Loss {
     pub state: LossState,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub nodes: Vec<String>,
+}
+
+/// `policy`: a network policy denies probes to or from the pod agents, so those paths are
+/// untested, not broken.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Policy {
+    pub state: PolicyState,
+    /// The policy, as `Kind name` or `Kind namespace/name`; absent when no readable policy
+    /// explains the failures (`unreadable`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<String>,
+    /// What it denies, as `tcp/9917`, `udp/9917`, `icmp`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub denies: Vec<String>,
+    /// The nodes whose pod agents it denies at.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nodes: Vec<String>,
+    /// Read from the failures' pattern, not from a policy.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub inferred: bool,
+}
+
+impl Facts for Policy {
+    fn state(&self) -> Option<&dyn State> {
+        Some(&self.state)
+    }
+    fn nodes(&self) -> &[String] {
+        &self.nodes
+    }
+    fn inferred(&self) -> bool {
+        self.inferred
+    }
 }
 
 /// A port and its nodes: `not-listening` (refused on a path that otherwise works),

@@ -134,6 +134,17 @@ state_enum! {
     }
 }
 
+state_enum! {
+    /// `policy`.
+    PolicyState {
+        /// A policy prober read and evaluated denies the probes.
+        Denied = "denied",
+        /// The failures' pattern is a policy's, but no policy prober could read and evaluate
+        /// says so.
+        Unreadable = "unreadable",
+    }
+}
+
 /// Whether `s` is a state some kind names (a scenario's expectation may only name those).
 #[must_use]
 pub fn is_known(s: &str) -> bool {
@@ -146,6 +157,7 @@ pub fn is_known(s: &str) -> bool {
         || known(MisconfigurationState::KNOWN, s)
         || known(PartitionState::KNOWN, s)
         || known(LossState::KNOWN, s)
+        || known(PolicyState::KNOWN, s)
 }
 
 #[cfg(test)]
@@ -204,6 +216,10 @@ mod tests {
         ]);
         round_trips(&[("unreachable", PartitionState::Unreachable)]);
         round_trips(&[("intermittent", LossState::Intermittent)]);
+        round_trips(&[
+            ("denied", PolicyState::Denied),
+            ("unreadable", PolicyState::Unreadable),
+        ]);
         // A state of another kind is not one of this kind's.
         assert_eq!(
             CycleState::from("expired"),
@@ -219,6 +235,7 @@ mod tests {
             "no-answer",
             "clock-skew",
             "intermittent",
+            "denied",
         ] {
             assert!(is_known(s), "{s}");
         }

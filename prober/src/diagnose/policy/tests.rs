@@ -83,7 +83,7 @@ spec:
     ports: [{protocol: TCP, port: 5978}]
 ";
 
-const DEFAULT_DENY_INGRESS: &str = "
+pub(in crate::diagnose) const DEFAULT_DENY_INGRESS: &str = "
 apiVersion: networking.k8s.io/v1
 kind: NetworkPolicy
 metadata: {name: default-deny-ingress, namespace: prober-system}
@@ -231,7 +231,7 @@ spec:
 // --- AdminNetworkPolicy (network-policy-api.sigs.k8s.io, "Examples") ---
 
 /// Story 1, "deny traffic at a cluster level", its subject moved to the agents' namespace.
-const ANP_DENY: &str = "
+pub(in crate::diagnose) const ANP_DENY: &str = "
 apiVersion: policy.networking.k8s.io/v1alpha1
 kind: AdminNetworkPolicy
 metadata: {name: cluster-wide-deny-example}
