@@ -168,18 +168,29 @@ impl From<std::convert::Infallible> for CliError {
 }
 
 /// The message and every cause under it, each once: a cause a message already quotes (most of
-/// the layers' messages end with their cause) is not repeated.
+/// the layers' messages end with their cause) is not repeated, and a message that already quotes
+/// the root cause has said it in its own words (the Kubernetes layer's "the cluster was not
+/// reached: connection refused ... [os error]"), so the library layers between are not added.
 #[must_use]
 pub fn with_causes(e: &(dyn Error + 'static)) -> String {
     let mut text = e.to_string();
+    let mut causes = Vec::new();
     let mut cause = e.source();
     while let Some(c) = cause {
-        let said = c.to_string();
+        causes.push(c.to_string());
+        cause = c.source();
+    }
+    if causes
+        .last()
+        .is_some_and(|root| !root.is_empty() && text.contains(root.as_str()))
+    {
+        return text;
+    }
+    for said in causes {
         if !said.is_empty() && !text.contains(&said) {
             text.push_str(": ");
             text.push_str(&said);
         }
-        cause = c.source();
     }
     text
 }
@@ -213,6 +224,45 @@ mod tests {
             IoError::new(ErrorKind::InvalidInput, "at least 2"),
         );
         assert_eq!(with_causes(&e), "--nodes 0: at least 2");
+    }
+
+    /// A link of a cause chain, for the chain tests.
+    #[derive(Debug)]
+    struct Link(&'static str, Option<Box<Link>>);
+
+    impl std::fmt::Display for Link {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(self.0)
+        }
+    }
+
+    impl Error for Link {
+        fn source(&self) -> Option<&(dyn Error + 'static)> {
+            self.1.as_deref().map(|l| l as &(dyn Error + 'static))
+        }
+    }
+
+    #[test]
+    fn a_message_quoting_its_root_cause_adds_no_library_layers() {
+        let root = Link("Connection refused (os error 111)", None);
+        let tcp = Link("tcp connect error", Some(Box::new(root)));
+        let hyper = Link("client error (Connect)", Some(Box::new(tcp)));
+        let worded = Link(
+            "the cluster was not reached: connection refused [Connection refused (os error 111)]",
+            Some(Box::new(hyper)),
+        );
+        assert_eq!(
+            with_causes(&worded),
+            "the cluster was not reached: connection refused [Connection refused (os error 111)]"
+        );
+        // Without the root in the message, every layer is said once.
+        let root = Link("Connection refused (os error 111)", None);
+        let tcp = Link("tcp connect error", Some(Box::new(root)));
+        let plain = Link("cannot list nodes", Some(Box::new(tcp)));
+        assert_eq!(
+            with_causes(&plain),
+            "cannot list nodes: tcp connect error: Connection refused (os error 111)"
+        );
     }
 
     #[test]
