@@ -10,7 +10,7 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-use super::admission::{Admission, TRIAGE_PER_SOURCE, TRIAGE_SLOTS};
+use super::admission::{Admission, Slot, TRIAGE_PER_SOURCE, TRIAGE_SLOTS};
 use super::http;
 
 /// Echo at most this much per connection, then close.
@@ -37,7 +37,7 @@ pub async fn serve(listener: TcpListener, state: Arc<http::State>, admission: Ad
                     tokio::time::timeout(CONNECTION_DEADLINE, handle(stream, peer, &state)).await;
                 drop(slot);
             });
-        } else if let Some(permit) = triage.admit(peer.ip()) {
+        } else if let Some(permit) = triage_slot(&triage, peer.ip()).await {
             // Over a cap: still answer /healthz, so a flood from one peer cannot make the agent
             // look dead to its readiness probe; anything else is closed.
             tokio::spawn(async move {
@@ -48,6 +48,24 @@ pub async fn serve(listener: TcpListener, state: Arc<http::State>, admission: Ad
         }
         // Otherwise the stream drops here: closed at once.
     }
+}
+
+/// Times the accept loop lets the runtime run before it gives up on a triage slot.
+const TRIAGE_YIELDS: usize = 4;
+
+/// A triage slot for `ip`, letting the tasks already spawned run first when none is free: behind
+/// a backlog of flood connections the slots are held by tasks that free them at their first read,
+/// and the accept loop, which outpaces them on a busy machine, must not drop a health check
+/// queued behind them for want of a poll. A yield costs microseconds, so a flood that holds its
+/// slots for real still has its connections closed at once.
+async fn triage_slot(triage: &Admission, ip: std::net::IpAddr) -> Option<Slot> {
+    for _ in 0..TRIAGE_YIELDS {
+        if let Some(slot) = triage.admit(ip) {
+            return Some(slot);
+        }
+        tokio::task::yield_now().await;
+    }
+    triage.admit(ip)
 }
 
 /// Whether `got` can still become a health check request.
