@@ -39,8 +39,11 @@ pub fn answer(spec: &ProbeSpec, now_ms: u64) -> ProbeResult {
             r.rtt_micros = Some(rtt_for(&spec.id));
         }
         Probe::Mtu(MtuProbe { size, .. }) => {
+            // A simulated interface's MTU is the overlay's usual one.
+            let size = size.unwrap_or(1450);
             r.rtt_micros = Some(rtt_for(&spec.id));
-            r.path_mtu = Some(u32::from(*size).max(1500));
+            r.path_mtu = Some(u32::from(size).max(1500));
+            r.packet_size = Some(size);
         }
         Probe::Tls(_) => {
             r.rtt_micros = Some(rtt_for(&spec.id));

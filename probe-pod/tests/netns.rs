@@ -632,6 +632,17 @@ fn mtu_black_hole() {
         Some(1500),
         "the sender saw nothing wrong"
     );
+
+    // Without a size, the sender probes at its own interface's MTU and says what it sent: 1500
+    // vanishes in the switch; once a's interface says 1400, its packets fit.
+    let own = json!([{"id": "own", "kind": "mtu", "address": "10.78.0.2"}]);
+    let r = a.probe(&plan(800, own.clone()));
+    assert_outcomes(&r, &[("own", Outcome::Timeout)]);
+    assert_eq!(r["own"].packet_size, Some(1500), "{:?}", r["own"]);
+    a.ip(&["link", "set", "eth0", "mtu", "1400"]);
+    let r = a.probe(&plan(800, own));
+    assert_outcomes(&r, &[("own", Outcome::Ok)]);
+    assert_eq!(r["own"].packet_size, Some(1400), "{:?}", r["own"]);
 }
 
 #[test]

@@ -186,7 +186,7 @@ mod tests {
             }),
             Probe::Mtu(MtuProbe {
                 address: v4("10.0.0.1"),
-                size: 1500,
+                size: Some(1500),
             }),
             Probe::Tls(TlsProbe {
                 address: ip("10.96.0.1"),

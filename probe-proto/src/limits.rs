@@ -149,7 +149,7 @@ pub(crate) fn check_spec(i: usize, spec: &ProbeSpec) -> Result<(), PlanError> {
         }
         Probe::Mtu(MtuProbe { address, size }) => {
             target(i, "address", IpAddr::V4(*address))?;
-            if *size < MIN_MTU_PROBE_BYTES {
+            if let Some(size) = size.filter(|&s| s < MIN_MTU_PROBE_BYTES) {
                 return Err(named(
                     "size",
                     format!("{size} is smaller than an IPv4+ICMP header ({MIN_MTU_PROBE_BYTES})"),

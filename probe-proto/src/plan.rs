@@ -118,7 +118,11 @@ pub struct IcmpProbe {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct MtuProbe {
     pub address: Ipv4Addr,
-    pub size: u16,
+    /// Absent: the MTU of the sender's own route toward `address` (its interface's, as the
+    /// kernel has it), which the result reports as `packetSize`: a pod's MTU is what its CNI
+    /// configured, whatever the inventory knows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<u16>,
 }
 
 /// TCP + TLS + one HTTP GET: the API server probe.

@@ -223,6 +223,10 @@ pub struct ProbeResult {
     /// The local path MTU the kernel reported (mtu probes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path_mtu: Option<u32>,
+    /// The IPv4 packet an mtu probe sent, in bytes: the plan's size, or the sender's own route
+    /// MTU when the plan left it to the agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub packet_size: Option<u16>,
     /// What a `node` probe read on the node.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node: Option<Box<NodeFacts>>,
@@ -380,6 +384,7 @@ impl ProbeResult {
             nonce: None,
             seen: None,
             path_mtu: None,
+            packet_size: None,
             node: None,
             attempts: None,
             ok_attempts: None,

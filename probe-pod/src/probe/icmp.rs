@@ -16,9 +16,37 @@ pub async fn echo(id: &str, addr: Ipv4Addr, deadline: Instant) -> ProbeResult {
     send(id, addr, None, deadline).await
 }
 
-/// Echo of exactly `size` bytes of IPv4 packet with DF set.
-pub async fn mtu(id: &str, addr: Ipv4Addr, size: u16, deadline: Instant) -> ProbeResult {
-    send(id, addr, Some(size), deadline).await
+/// Echo of exactly `size` bytes of IPv4 packet with DF set; without a size, of the MTU of this
+/// side's own route toward `addr` (its interface's), which the result reports.
+pub async fn mtu(id: &str, addr: Ipv4Addr, size: Option<u16>, deadline: Instant) -> ProbeResult {
+    let start = Instant::now();
+    let size = match size {
+        Some(s) => s,
+        None => match route_mtu(addr) {
+            Ok(s) => s,
+            Err(e) => {
+                let what = format!("icmp echo {addr} at this side's MTU");
+                return Fail::Local(e).into_result(id, &what, start.elapsed());
+            }
+        },
+    };
+    let mut r = send(id, addr, Some(size), deadline).await;
+    r.packet_size = Some(size);
+    r
+}
+
+/// The MTU of the route toward `addr` as the kernel has it: a connected UDP socket's `IP_MTU`,
+/// which sends nothing.
+fn route_mtu(addr: Ipv4Addr) -> Result<u16, String> {
+    let sock = std::net::UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0))
+        .and_then(|s| s.connect((addr, 9)).map(|()| s))
+        .map_err(|e| format!("cannot read the MTU of the route toward {addr}: {e}"))?;
+    let mtu = nix::sys::socket::getsockopt(&sock, nix::sys::socket::sockopt::IpMtu)
+        .map_err(|e| format!("cannot read the MTU of the route toward {addr}: {e}"))?;
+    u16::try_from(mtu)
+        .ok()
+        .filter(|&m| usize::from(m) > IP_AND_ICMP_HEADERS)
+        .ok_or_else(|| format!("the route toward {addr} has an MTU of {mtu}, too small to probe"))
 }
 
 async fn send(id: &str, addr: Ipv4Addr, size: Option<u16>, deadline: Instant) -> ProbeResult {
