@@ -74,7 +74,7 @@ pub fn diagnose_sampled(
     unmounted::node_files_unmounted(&mut ctx, &mut findings);
     overlay::overlay_and_mtu(&mut ctx, &mut findings, &gaps);
     overlay_unprobed::overlay_unprobed(&ctx, &mut findings);
-    mtu_unknown::mtu_unknown(&ctx, &mut findings);
+    mtu_unknown::mtu_unknown(&mut ctx, &mut findings);
     dns::dns(&mut ctx, &mut findings);
     agents::agent_missing(&mut ctx, &mut findings, agents);
     loss::loss(&mut ctx, &mut findings);

@@ -1,34 +1,48 @@
-//! An overlay whose MTU neither the inventory says nor its encapsulation implies: no MTU probe
-//! was planned, and the report says so in a warning rather than staying silent.
+//! Pod MTU probes that could not be sent: the pod agents, left to use their own interface MTU
+//! (the inventory gave the overlay none), could not read it. The report says the MTU was not
+//! probed, in a warning, rather than staying silent or calling it a network failure.
 
-use crate::plan::pod_mtu;
+use probe_proto::Outcome;
 
 use super::context::Ctx;
 use super::finding::{Finding, Mtu, Severity};
 
-pub(super) fn mtu_unknown(ctx: &Ctx<'_>, findings: &mut Vec<Finding>) {
-    let Some(ov) = &ctx.inv.cluster.overlay else {
-        return;
-    };
-    let pods = ctx
-        .inv
-        .nodes
+pub(super) fn mtu_unknown(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
+    let unsent: Vec<usize> = ctx
+        .results
         .iter()
-        .filter(|n| n.agents.pod.is_some())
-        .count();
-    if pod_mtu(ov).is_some() || pods < 2 {
+        .enumerate()
+        .filter(|(i, r)| {
+            Ctx::is_mtu(r)
+                && !r.is_unknown()
+                && r.result.outcome == Outcome::Error
+                && r.result.packet_size.is_none()
+                && !ctx.explained.contains(i)
+        })
+        .map(|(i, _)| i)
+        .collect();
+    if unsent.is_empty() {
         return;
     }
+    let mut nodes: Vec<String> = unsent
+        .iter()
+        .map(|&i| ctx.results.at(i).from.node.clone())
+        .collect();
+    nodes.sort();
+    nodes.dedup();
     let mut f = Finding::new(
-        Mtu::default(),
+        Mtu {
+            nodes: nodes.clone(),
+        },
         Severity::Warning,
         format!(
-            "MTU not probed: the inventory gives the overlay ({}) no mtu and its encapsulation implies none, so an MTU black hole between pods would go unnoticed",
-            ov.mode()
+            "MTU not probed from {}: the inventory gives the overlay no mtu and the pod agent could not read its own interface's ({}), so an MTU black hole between pods would go unnoticed",
+            nodes.join(", "),
+            ctx.results.at(unsent[0]).result.detail
         ),
     );
     f.fix.push(
         "give the inventory's overlay its mtu (the pods' interface MTU: ip link show eth0 in a pod) so full-size packets are sent between pods".into(),
     );
-    findings.push(f);
+    ctx.emit(findings, f, &unsent, &[]);
 }

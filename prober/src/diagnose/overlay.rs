@@ -66,7 +66,8 @@ pub(super) fn overlay_and_mtu(
     findings: &mut Vec<Finding>,
     blocked: &HashSet<Link>,
 ) {
-    let Some(port) = ctx.overlay_port else { return };
+    // Native routing has no encapsulation to blame, but its pods' MTU is probed all the same.
+    let port = ctx.overlay_port;
     let Seen {
         vxlan_ok,
         small_ok,
@@ -99,6 +100,7 @@ pub(super) fn overlay_and_mtu(
                 underlay.push(i);
             }
         } else if overlay_path
+            && port.is_some()
             && vxlan_ok.contains(&(a, b))
             && vxlan_ok.contains(&(b, a))
             && !carried.contains(&(a, b))
@@ -122,7 +124,7 @@ pub(super) fn overlay_and_mtu(
             format!(
                 "overlay traffic fails although {} is open both ways ({} receipts confirmed){}: routes, fdb or neighbour entries for the {} device are missing or wrong",
                 if ctx.overlay_udp {
-                    format!("udp/{port}")
+                    format!("udp/{}", port.unwrap_or_default())
                 } else {
                     "IP protocol 4".into()
                 },
@@ -145,12 +147,18 @@ fn pod_mtu(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>, mtu: &[usize]) {
     if mtu.is_empty() {
         return;
     }
-    let size = ctx
-        .inv
-        .cluster
-        .overlay
-        .as_ref()
-        .and_then(crate::plan::pod_mtu)
+    // What the probes sent: the inventory's MTU, or each pod's own interface MTU.
+    let size = mtu
+        .iter()
+        .filter_map(|&i| ctx.results.at(i).result.packet_size)
+        .max()
+        .or_else(|| {
+            ctx.inv
+                .cluster
+                .overlay
+                .as_ref()
+                .and_then(crate::plan::pod_mtu)
+        })
         .unwrap_or(0);
     let pairs: BTreeSet<(u32, u32)> = mtu
         .iter()
@@ -177,18 +185,26 @@ fn pod_mtu(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>, mtu: &[usize]) {
             }
         ),
     );
+    // The underlay must carry the pods' packets plus the encapsulation (none: native routing).
+    let overhead = u32::from(
+        ctx.inv
+            .cluster
+            .overlay
+            .as_ref()
+            .map_or(0, |o| crate::plan::encapsulation_overhead(o.mode())),
+    );
+    let underlay = u32::from(size) + overhead;
     if let Some(&(a, b)) = pairs.iter().next() {
-        f.fix.push(ping_line(
-            ctx,
-            a,
-            b,
-            (u32::from(size) + 50).saturating_sub(28),
-        ));
+        f.fix
+            .push(ping_line(ctx, a, b, underlay.saturating_sub(28)));
     }
-    f.fix.push(format!(
-        "raise the underlay MTU to {}, or lower the CNI's MTU to the underlay's minus 50",
-        u32::from(size) + 50
-    ));
+    f.fix.push(if overhead == 0 {
+        format!("raise the underlay MTU to {underlay}, or lower the pods' MTU to the underlay's")
+    } else {
+        format!(
+            "raise the underlay MTU to {underlay}, or lower the CNI's MTU to the underlay's minus {overhead}"
+        )
+    });
     f.notes.push(PING_NOTE.into());
     ctx.emit(findings, f, mtu, &[]);
 }

@@ -79,9 +79,13 @@ impl<'a> Builder<'a> {
         self.pod_mtu(&ov);
     }
 
-    /// Full-size packets between pods: small ones passing while these vanish is an MTU hole.
+    /// Full-size packets between pods: small ones passing while these vanish is an MTU hole. The
+    /// size is the inventory's overlay MTU; without one, each pod agent sends its own interface's
+    /// (the MTU its CNI configured), which the result reports, so the MTU is probed under every
+    /// encapsulation and native routing alike.
     fn pod_mtu(&mut self, ov: &Overlay) {
-        let Some(size) = pod_mtu(ov) else { return };
+        let size = ov.mtu();
+        let kind = size.map_or_else(|| "mtu/own".to_string(), |s| format!("mtu/{s}"));
         for (fnode, _) in self.agents(AgentKind::Pod) {
             for (tnode, tagent) in self
                 .agents(AgentKind::Pod)
@@ -109,7 +113,7 @@ impl<'a> Builder<'a> {
                     from,
                     to,
                     &format!("{}/pod", tnode.name),
-                    &format!("mtu/{size}"),
+                    &kind,
                     probe,
                 );
             }
@@ -162,10 +166,10 @@ pub fn encapsulation_overhead(mode: OverlayMode) -> u16 {
     }
 }
 
-/// The MTU pods see over the overlay: the inventory's, else the encapsulation's default on a
-/// 1500-byte underlay (1450 for VXLAN and Geneve, 1480 for IP-in-IP, 1440 for `WireGuard`), so
-/// the MTU is probed even when the inventory does not say it; `None` when neither is known (the
-/// diagnosis then says the MTU was not probed).
+/// The MTU pods see over the overlay as the inventory tells it: its own, else the
+/// encapsulation's default on a 1500-byte underlay (1450 for VXLAN and Geneve, 1480 for
+/// IP-in-IP, 1440 for `WireGuard`); `None` for native routing without one. What the probes sent
+/// is in their results (`packetSize`): without an inventory MTU, each pod's own.
 #[must_use]
 pub fn pod_mtu(ov: &Overlay) -> Option<u16> {
     const UNDERLAY: u16 = 1500;

@@ -374,7 +374,7 @@ fn underlay_mtu(inv: &Inventory, c: &Candidate, others: &[&Node], out: &mut Buil
             &format!("mtu/{size}"),
             Probe::Mtu(MtuProbe {
                 address: n.address,
-                size,
+                size: Some(size),
             }),
         );
     }
@@ -509,7 +509,13 @@ mod tests {
             .collect();
         assert_eq!(mtu.len(), 3, "one per node");
         assert!(mtu.iter().all(|p| p.from.node == "new"
-            && matches!(p.probe, Probe::Mtu(MtuProbe { size: 1500, .. }))
+            && matches!(
+                p.probe,
+                Probe::Mtu(MtuProbe {
+                    size: Some(1500),
+                    ..
+                })
+            )
             && p.id.ends_with("mtu/1500")
             && p.to.protocol == Protocol::Icmp));
         // IP-in-IP adds 20 bytes; an unknown overlay MTU plans nothing.

@@ -132,6 +132,10 @@ pub struct LabOverlay {
     /// that publishes none discovery reads: the tunnel cannot be probed directly.
     #[serde(default = "yes", skip_serializing_if = "is_yes")]
     pub vteps_known: bool,
+    /// Whether the inventory gives the overlay its MTU (default: yes). `false` is an inventory
+    /// that does not say it: each pod agent then probes at its own interface's MTU.
+    #[serde(default = "yes", skip_serializing_if = "is_yes")]
+    pub mtu_known: bool,
 }
 
 fn yes() -> bool {
@@ -163,15 +167,15 @@ impl Scenario {
         const WIREGUARD: Port = Port::new(probe_proto::DEFAULT_WIREGUARD_PORT).expect("non-zero");
         const CALICO_VNI: Vni = Vni::new(4096).expect("24 bits");
         const FLANNEL_VNI: Vni = Vni::new(1).expect("24 bits");
-        let (mode, port) = self
-            .overlay
-            .map_or((OverlayMode::Vxlan, None), |o| (o.mode, o.port));
+        let (mode, port, mtu_known) = self.overlay.map_or((OverlayMode::Vxlan, None, true), |o| {
+            (o.mode, o.port, o.mtu_known)
+        });
         let vni = if self.cni == Cni::Calico {
             CALICO_VNI
         } else {
             FLANNEL_VNI
         };
-        let mtu = Some(OVERLAY_MTU);
+        let mtu = mtu_known.then_some(OVERLAY_MTU);
         match mode {
             OverlayMode::Vxlan => Overlay::Vxlan {
                 port: port.unwrap_or(VXLAN),
