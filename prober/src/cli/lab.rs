@@ -218,7 +218,8 @@ async fn run_scenario(args: &RunArgs) -> Result<u8, CliError> {
     )))?;
     let inv = lab::build::inventory(&s, &lab.layout);
     let agent_bin = lab.agent_bin.display().to_string();
-    let probe = ProbeArgs::with_agent(agent_bin.clone(), args.save.clone());
+    let mut probe = ProbeArgs::with_agent(agent_bin.clone(), args.save.clone());
+    probe.filter.paths.clone_from(&s.paths);
     let runtime = Arc::new(Local::new(&inv, agent_bin));
     // A scenario with a candidate checks a join: preflight instead of the matrix.
     let join = super::preflight::lab_candidate(&s, &lab.layout);

@@ -46,6 +46,10 @@ pub struct Scenario {
     pub components: Vec<Component>,
     #[serde(default)]
     pub faults: Vec<Fault>,
+    /// Probe only these path classes (`matrix --paths`): a narrowed run, whose findings must
+    /// claim only what it probed. Every path class when absent.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub paths: Vec<crate::model::PathClass>,
     #[serde(default)]
     pub expect: Expect,
     /// A machine about to join: `lab run` runs `prober preflight` for it instead of `matrix`.

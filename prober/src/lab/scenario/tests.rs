@@ -75,6 +75,12 @@ fn bad_scenarios_name_the_field() {
             "expect: {reachability: [{from: n1, to: n2/pod, probe: tcp, outcome: ok}]}",
             "NODE/host",
         ),
+        ("paths: [overlay, sideways]", "sideways"),
+        (
+            "candidate: {name: new}\npaths: [overlay]",
+            "paths: a scenario with a candidate",
+        ),
+        ("overlay: {mode: vxlan, mtuKnown: maybe}", "mtuKnown"),
     ];
     for (text, want) in cases {
         let err = Scenario::parse(text).unwrap_err().to_string();

@@ -60,6 +60,10 @@ pub enum InvalidScenario {
     RoutersWithoutZones,
     #[error("{field}: second-router needs `routers: 2`")]
     NoSecondRouter { field: String },
+    #[error(
+        "paths: a scenario with a candidate runs preflight, which probes every port a join needs"
+    )]
+    PathsWithCandidate,
 }
 
 /// The longest scenario or zone name (a DNS label).
@@ -198,6 +202,9 @@ impl Scenario {
         let Some(c) = &self.candidate else {
             return Ok(());
         };
+        if !self.paths.is_empty() {
+            return Err(InvalidScenario::PathsWithCandidate);
+        }
         plain_name("candidate.name", &c.name, MAX_CANDIDATE_NAME)?;
         if lab_namespace(&c.name) {
             return Err(InvalidScenario::TakenName {
