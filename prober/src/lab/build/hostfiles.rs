@@ -62,12 +62,26 @@ pub fn host_files(s: &Scenario, l: &Layout, ca_pem: &str, tokens: &Tokens) -> Ho
             format!("nameserver {}\n", l.upstream_dns)
         };
         files.push((etc.join("resolv.conf"), resolv));
+        let insecure =
+            has(&|f| matches!(f, Fault::CniKubeconfigInsecure { node } if *node == n.name));
         let age = token_fault(s, &n.name)
-            .or((s.cni == crate::inventory::Cni::Calico).then_some(TokenAge::Fresh));
+            .or((s.cni == crate::inventory::Cni::Calico || insecure).then_some(TokenAge::Fresh));
+        if has(&|f| matches!(f, Fault::MultusTokenStale { node } if *node == n.name)) {
+            let jwt = multus_token(tokens);
+            files.push(multus_kubeconfig(&etc, &ca_b64, &jwt));
+            allowed.push(jwt);
+        }
         match age {
             Some(age) => {
                 let jwt = cni_token(tokens, age);
-                files.extend(calico_cni_files(&etc, &ca_b64, &jwt));
+                let mut cni = calico_cni_files(&etc, &ca_b64, &jwt);
+                if insecure {
+                    cni[0].1 = cni[0].1.replace(
+                        &format!("certificate-authority-data: {ca_b64}"),
+                        "insecure-skip-tls-verify: true",
+                    );
+                }
+                files.extend(cni);
                 // Outside the host root: the token alone, so reachability expectations can send it.
                 files.push((l.state_dir.join("tokens").join(&n.name), format!("{jwt}\n")));
                 allowed.push(jwt);
@@ -126,6 +140,32 @@ pub(super) fn cni_token(tokens: &Tokens, age: TokenAge) -> String {
             expires_at: exp,
         },
         &tokens.key,
+    )
+}
+
+/// A token of Multus's own service account, issued three hours ago, valid for a year: stale.
+fn multus_token(tokens: &Tokens) -> String {
+    pki::token(
+        &pki::TokenClaims {
+            namespace: "kube-system",
+            service_account: "multus",
+            issued_at: tokens.now - 3 * HOUR,
+            expires_at: tokens.now + 365 * 24 * HOUR,
+        },
+        &tokens.key,
+    )
+}
+
+/// Multus's kubeconfig as its thin plugin writes it once, at start-up.
+fn multus_kubeconfig(etc: &Path, ca_b64: &str, jwt: &str) -> (PathBuf, String) {
+    (
+        etc.join("cni/net.d/multus.d/multus.kubeconfig"),
+        kubeconfig(
+            &format!("https://{API_SERVICE}:443"),
+            ca_b64,
+            "multus",
+            &format!("    token: {jwt}"),
+        ),
     )
 }
 

@@ -126,6 +126,17 @@ pub enum Fault {
     CniTokenStale {
         node: String,
     },
+    /// The CNI kubeconfig (Calico's) on the node trusts any server: `insecure-skip-tls-verify`
+    /// instead of the cluster's CA; its token is fresh.
+    CniKubeconfigInsecure {
+        node: String,
+    },
+    /// A Multus kubeconfig (`multus.d/multus.kubeconfig`) on the node holds a token of Multus's
+    /// own service account written three hours ago and never refreshed (docs/incidents.md,
+    /// incident 4), beside the CNI's own.
+    MultusTokenStale {
+        node: String,
+    },
     KubeletLocalhost {
         node: String,
     },

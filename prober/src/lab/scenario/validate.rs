@@ -272,6 +272,8 @@ impl Scenario {
                 Fault::KubeProxyMissing { node }
                 | Fault::CniTokenExpired { node }
                 | Fault::CniTokenStale { node }
+                | Fault::CniKubeconfigInsecure { node }
+                | Fault::MultusTokenStale { node }
                 | Fault::KubeletLocalhost { node } => known(node, field("node"))?,
                 Fault::Mtu { node, mtu } => {
                     known(node, field("node"))?;
