@@ -4,6 +4,7 @@ use std::fmt::Write as _;
 
 use super::{Report, Style, wrap};
 use crate::model::PathClass;
+use probe_proto::ServerTrust;
 
 /// Every CNI token the host agents found: whose, issued, expires, and the API server's verdict
 /// (docs/incidents.md, incidents 3 and 4). Claims only; the token itself is never in the report.
@@ -37,10 +38,20 @@ pub(super) fn credentials(out: &mut String, report: &Report, style: Style) {
                 None if t.format == "jwt" => "never expires".into(),
                 None => "opaque token".into(),
             };
+            // A server that could not be verified was never sent the token: say so, not "error".
+            let unverified = matches!(
+                kc.server_trust,
+                Some(
+                    ServerTrust::InsecureSkipVerify
+                        | ServerTrust::Untrusted
+                        | ServerTrust::Unverifiable
+                )
+            );
             let api =
                 kc.check
                     .as_ref()
                     .map_or_else(String::new, |c| match (c.outcome, c.http_status) {
+                        _ if unverified => ", not sent (server not verifiable)".into(),
                         (o, Some(s)) => format!(", API {o} ({s})"),
                         (o, None) => format!(", API {o}"),
                     });

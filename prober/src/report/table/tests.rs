@@ -350,3 +350,36 @@ fn a_config_finding_shows_in_summary_and_grid() {
     let grid = &text[text.find("\nnode-to-node (").unwrap()..];
     assert!(grid.lines().take(5).any(|l| l.contains('!')), "{text}");
 }
+
+#[test]
+fn a_token_never_sent_to_an_unverifiable_server_is_not_an_api_error() {
+    let mut r = super::super::fixture::healthy(3);
+    let mut records = r.results.to_vec();
+    // The fixture's inventory gives no host root: n2's host agent stands in for its node check.
+    let files = records
+        .iter_mut()
+        .find(|x| x.from.node == "n2" && x.from.agent == crate::model::AgentKind::Host)
+        .unwrap();
+    files.path = PathClass::NodeConfig;
+    // As the host agent reports a CNI kubeconfig with insecure-skip-tls-verify (a lab run's own).
+    files.result.node = Some(Box::new(
+        serde_json::from_str(
+            r#"{"root": "/", "cniKubeconfigs": [{"path": "/etc/cni/net.d/calico-kubeconfig",
+                "server": "https://10.96.0.1:443", "auth": "token",
+                "token": {"format": "jwt", "subject": "system:serviceaccount:kube-system:calico-cni-plugin",
+                    "issuedAt": 1796402105, "expiresAt": 1796488505, "serviceAccount": "calico-cni-plugin",
+                    "namespace": "kube-system", "bound": true, "checkedAt": 1796402105},
+                "check": {"outcome": "error", "detail": "insecure-skip-tls-verify: the API server at https://10.96.0.1:443 cannot be verified, so the credential was not sent"},
+                "insecureSkipTlsVerify": true, "serverTrust": "insecure-skip-verify"}]}"#,
+        )
+        .unwrap(),
+    ));
+    r.results = crate::model::Results::of(&records);
+    let text = render(&r, style(100));
+    let section = &text[text.find("CNI credentials:").expect("the section is shown")..];
+    assert!(
+        section.contains("not sent (server not verifiable)"),
+        "{section}"
+    );
+    assert!(!section.contains("API error"), "{section}");
+}
