@@ -242,6 +242,9 @@ pub(crate) async fn deploy_mode(flavour: &'static str) -> Vec<Seen> {
                 "GET" if path.ends_with("/serviceaccounts") => {
                     respond(200, &list_of("ServiceAccountList", Vec::new(), "1"))
                 }
+                "GET" if path.ends_with("/networkpolicies") => {
+                    respond(200, &list_of("NetworkPolicyList", Vec::new(), "1"))
+                }
                 _ => status(403, "Forbidden"),
             };
         }
@@ -356,6 +359,14 @@ pub(crate) async fn cleanup_mode() -> Vec<Seen> {
                     "1",
                 ),
             ),
+            ("GET", p) if p.ends_with("/networkpolicies") => respond(
+                200,
+                &list_of(
+                    "List",
+                    vec![json!({"metadata": {"name": "prober-agents-r9", "uid": "u3"}})],
+                    "1",
+                ),
+            ),
             ("DELETE", _) => status(200, "Success"),
             _ => status(404, "NotFound"),
         }
@@ -364,7 +375,7 @@ pub(crate) async fn cleanup_mode() -> Vec<Seen> {
         prober::runtime::kube::deploy::cleanup_leftovers(&client, "prober-system", true)
             .await
             .unwrap();
-    assert_eq!(deleted.len(), 3, "{deleted:?}");
+    assert_eq!(deleted.len(), 4, "{deleted:?}");
     drop(client);
     server.await.unwrap()
 }
