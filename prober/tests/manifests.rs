@@ -104,7 +104,7 @@ fn namespace_and_image_flags() {
             .all(|d| d["metadata"]["namespace"] == "probing")
     );
     assert_eq!(
-        printed[2]["spec"]["template"]["spec"]["containers"][0]["image"],
+        printed[3]["spec"]["template"]["spec"]["containers"][0]["image"],
         "registry.local/prober:dev"
     );
 }
@@ -391,7 +391,7 @@ fn the_agents_namespace_admits_them_and_they_stay_on_linux() {
         deployed[0]["metadata"]["labels"]["pod-security.kubernetes.io/enforce"],
         "privileged"
     );
-    for ds in &deployed[2..] {
+    for ds in deployed.iter().filter(|d| d["kind"] == "DaemonSet") {
         let pod = &ds["spec"]["template"]["spec"];
         assert_eq!(pod["nodeSelector"]["kubernetes.io/os"], "linux");
         assert!(
@@ -481,8 +481,10 @@ fn each_distributions_component_mounts_what_a_run_there_mounts() {
         let agents: Vec<serde_json::Value> = docs(&rendered)
             .into_iter()
             .filter(|o| {
-                matches!(o["kind"].as_str(), Some("Namespace" | "DaemonSet"))
-                    || o["metadata"]["name"] == "prober-agent"
+                matches!(
+                    o["kind"].as_str(),
+                    Some("Namespace" | "DaemonSet" | "NetworkPolicy")
+                ) || o["metadata"]["name"] == "prober-agent"
             })
             .collect();
         let key = |o: &serde_json::Value| format!("{}/{}", o["kind"], o["metadata"]["name"]);
