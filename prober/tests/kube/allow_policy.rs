@@ -68,9 +68,10 @@ fn a_run_creates_its_allow_policy_and_removes_it_with_its_agents() {
     let np = created.expect("the run created its allow policy");
     assert_eq!(np["kind"], "NetworkPolicy");
     assert_eq!(
-        np["spec"]["podSelector"]["matchLabels"]["prober.io/run"],
-        "r1"
+        np["spec"]["podSelector"]["matchLabels"]["app.kubernetes.io/component"],
+        "pod-agent"
     );
+    assert_eq!(np["metadata"]["labels"]["prober.io/run"], "r1");
     assert_eq!(np["spec"]["policyTypes"], json!(["Ingress", "Egress"]));
     assert_eq!(
         made.network_policy.as_ref().map(|o| o.name.as_str()),

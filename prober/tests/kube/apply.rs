@@ -81,10 +81,10 @@ async fn apply_creates_this_runs_objects_and_records_them() {
     let np = &seen[2].body;
     assert_eq!(np["metadata"]["name"], "prober-agents-r1");
     assert_eq!(np["metadata"]["labels"]["prober.io/run"], "r1");
+    // Every pod agent of the namespace: diagnosis knows them by name and component.
     assert_eq!(
         np["spec"]["podSelector"]["matchLabels"],
-        json!({"app.kubernetes.io/name": "prober", "app.kubernetes.io/component": "pod-agent",
-               "prober.io/run": "r1"})
+        json!({"app.kubernetes.io/name": "prober", "app.kubernetes.io/component": "pod-agent"})
     );
     assert_eq!(np["spec"]["ingress"], json!([{}]));
     assert_eq!(np["spec"]["egress"], json!([{}]));
@@ -586,5 +586,63 @@ async fn a_run_not_allowed_to_create_its_allow_policy_goes_on_and_says_so() {
                 && n.contains("deploy/base/rbac.yaml")
         ),
         "{notes:?}"
+    );
+}
+
+#[tokio::test]
+async fn diagnosis_sees_the_allow_policy_a_run_created() {
+    // Discovery read a namespace default-deny before the run created its allow policy: the
+    // inventory the probes are diagnosed with carries both, and the allow policy selects the
+    // pod agents as diagnosis knows them.
+    let mut inv = discover("calico-vxlan").await;
+    inv.nodes.retain(|n| n.name == "cp1" || n.name == "w1");
+    let (client, server) = serve(Box::new(|s| {
+        if let Some(r) = crate::wait::agents_router(s, "r1") {
+            return r;
+        }
+        match (s.method.as_str(), s.uri.as_str()) {
+            ("POST", _) => created(s),
+            ("DELETE", _) => status(200, "Success"),
+            ("GET", u) if u.contains("/daemonsets?") => {
+                respond(200, &list_of("DaemonSetList", Vec::new(), "1"))
+            }
+            _ => status(404, "NotFound"),
+        }
+    }));
+    let session = deploy::Session {
+        namespace: "prober-system".into(),
+        image: "example/prober:test".into(),
+        use_existing: false,
+        keep_agents: false,
+        wait: std::time::Duration::from_secs(30),
+        run_id: "r1".into(),
+        ttl: "2h".into(),
+        cleanup_deadline: std::time::Duration::from_secs(10),
+        image_pull_secrets: Vec::new(),
+    };
+    let selecting: Result<Vec<String>, deploy::SessionError<()>> = deploy::with_agents(
+        &client,
+        &session,
+        &mut inv,
+        &mut |_| {},
+        &|_, _| {},
+        std::future::pending,
+        async |inv: &Inventory, _| {
+            use prober::diagnose::policy::{Agents, Policies};
+            let p = Policies::new(&inv.cluster.policies, Agents::deployed());
+            Ok(p.selecting()
+                .into_iter()
+                .map(|(r, _)| format!("{}/{}", r.kind, r.name))
+                .collect())
+        },
+    )
+    .await;
+    drop(client);
+    server.await.unwrap();
+    let selecting = selecting.unwrap_or_else(|e| panic!("{e:?}"));
+    assert!(
+        selecting.contains(&"NetworkPolicy/default-deny-all".to_string())
+            && selecting.contains(&"NetworkPolicy/prober-agents-r1".to_string()),
+        "{selecting:?}"
     );
 }

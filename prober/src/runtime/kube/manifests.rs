@@ -20,7 +20,7 @@ use crate::inventory::NodeFiles;
 
 mod network_policy;
 
-pub use network_policy::network_policy;
+pub use network_policy::{as_read as allow_policy_as_read, network_policy};
 
 pub const DEFAULT_NAMESPACE: &str = "prober-system";
 pub const DEFAULT_IMAGE: &str = concat!("ghcr.io/prober-dev/prober:", env!("CARGO_PKG_VERSION"));
