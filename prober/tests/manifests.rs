@@ -6,6 +6,9 @@ use common::{prober, root};
 
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::api::networking::v1::{
+    NetworkPolicy, NetworkPolicyEgressRule, NetworkPolicyIngressRule,
+};
 
 fn docs(text: &str) -> Vec<serde_json::Value> {
     text.split("\n---")
@@ -31,12 +34,31 @@ fn manifests_are_kubernetes_objects_and_match_deploy() {
         .collect();
     assert_eq!(
         kinds,
-        ["Namespace", "ServiceAccount", "DaemonSet", "DaemonSet"]
+        [
+            "Namespace",
+            "ServiceAccount",
+            "NetworkPolicy",
+            "DaemonSet",
+            "DaemonSet"
+        ]
     );
     let _: Namespace = serde_json::from_value(printed[0].clone()).unwrap();
     let sa: ServiceAccount = serde_json::from_value(printed[1].clone()).unwrap();
     assert_eq!(sa.automount_service_account_token, Some(false));
-    for d in &printed[2..] {
+    // The agents' allow policy: every ingress and egress of the pod agents, and only theirs.
+    let np: NetworkPolicy = serde_json::from_value(printed[2].clone()).unwrap();
+    assert_eq!(np.metadata.name.as_deref(), Some("prober-agents"));
+    assert_eq!(np.metadata.namespace.as_deref(), Some("prober-system"));
+    let spec = np.spec.unwrap();
+    let selected = spec.pod_selector.unwrap().match_labels.unwrap();
+    assert_eq!(selected["app.kubernetes.io/component"], "pod-agent");
+    assert_eq!(
+        spec.policy_types.as_deref(),
+        Some(&["Ingress".to_string(), "Egress".to_string()][..])
+    );
+    assert_eq!(spec.ingress.unwrap(), [NetworkPolicyIngressRule::default()]);
+    assert_eq!(spec.egress.unwrap(), [NetworkPolicyEgressRule::default()]);
+    for d in &printed[3..] {
         let ds: DaemonSet = serde_json::from_value(d.clone()).unwrap();
         let pod = ds.spec.unwrap().template.spec.unwrap();
         assert_eq!(
@@ -82,7 +104,7 @@ fn namespace_and_image_flags() {
             .all(|d| d["metadata"]["namespace"] == "probing")
     );
     assert_eq!(
-        printed[2]["spec"]["template"]["spec"]["containers"][0]["image"],
+        printed[3]["spec"]["template"]["spec"]["containers"][0]["image"],
         "registry.local/prober:dev"
     );
 }
@@ -318,6 +340,7 @@ fn deploy_base_validates_strictly_against_kubernetes_1_30_to_1_34() {
         "Namespace",
         "DaemonSet",
         "ServiceAccount",
+        "NetworkPolicy",
         "ClusterRole",
         "Role",
         "RoleBinding",
@@ -368,7 +391,7 @@ fn the_agents_namespace_admits_them_and_they_stay_on_linux() {
         deployed[0]["metadata"]["labels"]["pod-security.kubernetes.io/enforce"],
         "privileged"
     );
-    for ds in &deployed[2..] {
+    for ds in deployed.iter().filter(|d| d["kind"] == "DaemonSet") {
         let pod = &ds["spec"]["template"]["spec"];
         assert_eq!(pod["nodeSelector"]["kubernetes.io/os"], "linux");
         assert!(
@@ -458,8 +481,10 @@ fn each_distributions_component_mounts_what_a_run_there_mounts() {
         let agents: Vec<serde_json::Value> = docs(&rendered)
             .into_iter()
             .filter(|o| {
-                matches!(o["kind"].as_str(), Some("Namespace" | "DaemonSet"))
-                    || o["metadata"]["name"] == "prober-agent"
+                matches!(
+                    o["kind"].as_str(),
+                    Some("Namespace" | "DaemonSet" | "NetworkPolicy")
+                ) || o["metadata"]["name"] == "prober-agent"
             })
             .collect();
         let key = |o: &serde_json::Value| format!("{}/{}", o["kind"], o["metadata"]["name"]);

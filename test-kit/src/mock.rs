@@ -111,10 +111,50 @@ pub fn decode(s: &str) -> String {
     String::from_utf8(out).unwrap()
 }
 
+/// The network policy resources discovery reads, by plural.
+const POLICY_PLURALS: [&str; 7] = [
+    "networkpolicies",
+    "adminnetworkpolicies",
+    "baselineadminnetworkpolicies",
+    "globalnetworkpolicies",
+    "stagedglobalnetworkpolicies",
+    "ciliumclusterwidenetworkpolicies",
+    "ciliumnetworkpolicies",
+];
+
+/// A list of network policies (`/apis/G/V/[namespaces/NS/]PLURAL`): its group and plural.
+pub fn policy_list(path: &str) -> Option<(String, String)> {
+    let seg: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    match seg.as_slice() {
+        ["apis", group, _, plural] | ["apis", group, _, "namespaces", _, plural]
+            if POLICY_PLURALS.contains(plural) =>
+        {
+            Some(((*group).to_string(), (*plural).to_string()))
+        }
+        _ => None,
+    }
+}
+
+/// A policy list's answer: the flavour's `policy-PLURAL.GROUP.json`; else an empty list for
+/// Kubernetes' own `NetworkPolicy` (every API server serves it) and 404 for the CRDs and
+/// alpha APIs the cluster does not have.
+fn policy_answer(flavour: &str, group: &str, plural: &str) -> Response<Body> {
+    match fixture(flavour, &format!("policy-{plural}.{group}.json")) {
+        Some(b) => Response::builder().status(200).body(Body::from(b)).unwrap(),
+        None if group == "networking.k8s.io" => {
+            respond(200, &list_of("NetworkPolicyList", Vec::new(), "1"))
+        }
+        None => status(404, "NotFound"),
+    }
+}
+
 /// How a cluster shaped like `flavour` answers a discovery request: its fixture file, an empty
 /// list for a workload namespace without one, and 404 for everything it does not have.
 pub fn discovery_answer(flavour: &str, s: &Seen) -> Response<Body> {
     let (path, q) = split(&s.uri);
+    if let Some((group, plural)) = policy_list(&path) {
+        return policy_answer(flavour, &group, &plural);
+    }
     let sel = q.get("labelSelector").cloned().unwrap_or_default();
     let seg: Vec<&str> = path.trim_start_matches('/').split('/').collect();
     let file = match seg.as_slice() {

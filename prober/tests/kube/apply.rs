@@ -51,6 +51,10 @@ async fn apply_creates_this_runs_objects_and_records_them() {
             ),
             (
                 "POST".to_string(),
+                format!("/apis/networking.k8s.io/v1/namespaces/prober-system/networkpolicies{q}")
+            ),
+            (
+                "POST".to_string(),
                 format!("/apis/apps/v1/namespaces/prober-system/daemonsets{q}")
             ),
             (
@@ -73,6 +77,22 @@ async fn apply_creates_this_runs_objects_and_records_them() {
     assert_eq!(ns["metadata"]["labels"]["prober.io/run"], "r1");
     assert_eq!(seen[1].body["metadata"]["name"], "prober-agent-r1");
     assert_eq!(seen[1].body["automountServiceAccountToken"], false);
+    // The agents' allow policy, before the agents: this run's pod agents, all ways.
+    let np = &seen[2].body;
+    assert_eq!(np["metadata"]["name"], "prober-agents-r1");
+    assert_eq!(np["metadata"]["labels"]["prober.io/run"], "r1");
+    // Every pod agent of the namespace: diagnosis knows them by name and component.
+    assert_eq!(
+        np["spec"]["podSelector"]["matchLabels"],
+        json!({"app.kubernetes.io/name": "prober", "app.kubernetes.io/component": "pod-agent"})
+    );
+    assert_eq!(np["spec"]["ingress"], json!([{}]));
+    assert_eq!(np["spec"]["egress"], json!([{}]));
+    assert_eq!(
+        made.network_policy.as_ref().unwrap().uid.as_deref(),
+        Some("uid-prober-agents-r1")
+    );
+    let seen = &seen[1..];
     let host = &seen[2].body;
     assert_eq!(host["metadata"]["name"], "probe-host-r1");
     assert_eq!(host["metadata"]["labels"]["prober.io/run"], "r1");
@@ -160,7 +180,11 @@ async fn a_failed_apply_is_cleaned_up_exactly_and_an_existing_namespace_is_kept(
     let seen = server.await.unwrap();
     assert_eq!(
         deleted,
-        ["daemonset/probe-host-r1", "serviceaccount/prober-agent-r1"]
+        [
+            "daemonset/probe-host-r1",
+            "networkpolicy/prober-agents-r1",
+            "serviceaccount/prober-agent-r1"
+        ]
     );
     let removals: Vec<(&str, &Value)> = seen
         .iter()
@@ -173,6 +197,10 @@ async fn a_failed_apply_is_cleaned_up_exactly_and_an_existing_namespace_is_kept(
             (
                 "/apis/apps/v1/namespaces/prober-system/daemonsets/probe-host-r1?",
                 &json!("uid-probe-host-r1")
+            ),
+            (
+                "/apis/networking.k8s.io/v1/namespaces/prober-system/networkpolicies/prober-agents-r1?",
+                &json!("uid-prober-agents-r1")
             ),
             (
                 "/api/v1/namespaces/prober-system/serviceaccounts/prober-agent-r1?",
@@ -281,6 +309,9 @@ async fn a_run_never_takes_over_or_wipes_another_runs_live_agents() {
             ("GET", p) if p.ends_with("/serviceaccounts") => {
                 respond(200, &list_of("ServiceAccountList", Vec::new(), "1"))
             }
+            ("GET", p) if p.ends_with("/networkpolicies") => {
+                respond(200, &list_of("NetworkPolicyList", Vec::new(), "1"))
+            }
             ("DELETE", _) => status(200, "Success"),
             (m, p) => panic!("run r1 must not {m} {p}"),
         }
@@ -336,6 +367,7 @@ async fn an_interruption_while_creating_removes_what_was_created_in_flight_too()
             }
             ("GET", p) if p.ends_with("/daemonsets") => listed("DaemonSet"),
             ("GET", p) if p.ends_with("/serviceaccounts") => listed("ServiceAccount"),
+            ("GET", p) if p.ends_with("/networkpolicies") => listed("NetworkPolicy"),
             // No namespace yet (GET it: 404, the fall-through): the run creates it.
             ("POST", p) => {
                 let mut o = s.body.clone();
@@ -343,6 +375,8 @@ async fn an_interruption_while_creating_removes_what_was_created_in_flight_too()
                     "DaemonSet"
                 } else if p.ends_with("/serviceaccounts") {
                     "ServiceAccount"
+                } else if p.ends_with("/networkpolicies") {
+                    "NetworkPolicy"
                 } else {
                     "Namespace"
                 });
@@ -401,6 +435,9 @@ async fn an_interruption_while_creating_removes_what_was_created_in_flight_too()
         deleted.contains(&"/apis/apps/v1/namespaces/prober-system/daemonsets/probe-host-r1?")
             && deleted
                 .contains(&"/api/v1/namespaces/prober-system/serviceaccounts/prober-agent-r1?")
+            && deleted.contains(
+                &"/apis/networking.k8s.io/v1/namespaces/prober-system/networkpolicies/prober-agents-r1?"
+            )
             && deleted.contains(&"/api/v1/namespaces/prober-system?"),
         "{deleted:?} {notes:?}"
     );
@@ -471,6 +508,27 @@ async fn prober_cleanup_removes_run_leftovers_and_never_a_permanent_install() {
             ("GET", "/api/v1/namespaces/prober-system/serviceaccounts") => {
                 respond(200, &list_of("ServiceAccountList", Vec::new(), "3"))
             }
+            // r9's allow policy goes with its agents; r8's stays.
+            ("GET", "/apis/networking.k8s.io/v1/namespaces/prober-system/networkpolicies") => {
+                let np = |name: &str, run: &str, at: &str| {
+                    expiring(
+                        json!({"metadata": {"name": name, "namespace": "prober-system",
+                            "uid": format!("uid-{name}"), "labels": {"prober.io/run": run}}}),
+                        at,
+                    )
+                };
+                respond(
+                    200,
+                    &list_of(
+                        "NetworkPolicyList",
+                        vec![
+                            np("prober-agents-r9", "r9", "2020-01-01T00:00:00Z"),
+                            np("prober-agents-r8", "r8", "2999-01-01T00:00:00Z"),
+                        ],
+                        "3",
+                    ),
+                )
+            }
             // The namespace of a permanent install: no run label.
             ("GET", "/api/v1/namespaces/prober-system") => respond(
                 200,
@@ -487,7 +545,7 @@ async fn prober_cleanup_removes_run_leftovers_and_never_a_permanent_install() {
     let seen = server.await.unwrap();
     assert_eq!(
         deleted,
-        ["daemonset/probe-host-r9"],
+        ["daemonset/probe-host-r9", "networkpolicy/prober-agents-r9"],
         "never a live run's agents"
     );
     assert_eq!(kept, ["r8"]);
@@ -499,5 +557,92 @@ async fn prober_cleanup_removes_run_leftovers_and_never_a_permanent_install() {
         !seen
             .iter()
             .any(|s| s.method == "DELETE" && s.uri.contains("/namespaces/prober-system?"))
+    );
+}
+
+#[tokio::test]
+async fn a_run_not_allowed_to_create_its_allow_policy_goes_on_and_says_so() {
+    // An RBAC bound before the policy shipped: the policy's create is refused, the run goes on.
+    let (client, server) = serve(Box::new(|s| match (s.method.as_str(), s.uri.as_str()) {
+        ("POST", u) if u.contains("/networkpolicies") => status(403, "Forbidden"),
+        ("POST", _) => created(s),
+        ("GET", u) if u.contains("/daemonsets?") => {
+            respond(200, &list_of("DaemonSetList", Vec::new(), "1"))
+        }
+        _ => status(404, "NotFound"),
+    }));
+    let mut made = Created::default();
+    let mut notes = Vec::new();
+    deploy::apply(&client, &run_spec(), &mut made, &mut |n| notes.push(n))
+        .await
+        .unwrap();
+    drop(client);
+    server.await.unwrap();
+    assert_eq!(made.network_policy, None);
+    assert_eq!(made.daemonsets.len(), 2, "the agents are still created");
+    assert!(
+        notes.iter().any(
+            |n| n.contains("NetworkPolicy prober-system/prober-agents-r1")
+                && n.contains("deploy/base/rbac.yaml")
+        ),
+        "{notes:?}"
+    );
+}
+
+#[tokio::test]
+async fn diagnosis_sees_the_allow_policy_a_run_created() {
+    // Discovery read a namespace default-deny before the run created its allow policy: the
+    // inventory the probes are diagnosed with carries both, and the allow policy selects the
+    // pod agents as diagnosis knows them.
+    let mut inv = discover("calico-vxlan").await;
+    inv.nodes.retain(|n| n.name == "cp1" || n.name == "w1");
+    let (client, server) = serve(Box::new(|s| {
+        if let Some(r) = crate::wait::agents_router(s, "r1") {
+            return r;
+        }
+        match (s.method.as_str(), s.uri.as_str()) {
+            ("POST", _) => created(s),
+            ("DELETE", _) => status(200, "Success"),
+            ("GET", u) if u.contains("/daemonsets?") => {
+                respond(200, &list_of("DaemonSetList", Vec::new(), "1"))
+            }
+            _ => status(404, "NotFound"),
+        }
+    }));
+    let session = deploy::Session {
+        namespace: "prober-system".into(),
+        image: "example/prober:test".into(),
+        use_existing: false,
+        keep_agents: false,
+        wait: std::time::Duration::from_secs(30),
+        run_id: "r1".into(),
+        ttl: "2h".into(),
+        cleanup_deadline: std::time::Duration::from_secs(10),
+        image_pull_secrets: Vec::new(),
+    };
+    let selecting: Result<Vec<String>, deploy::SessionError<()>> = deploy::with_agents(
+        &client,
+        &session,
+        &mut inv,
+        &mut |_| {},
+        &|_, _| {},
+        std::future::pending,
+        async |inv: &Inventory, _| {
+            use prober::diagnose::policy::{Agents, Policies};
+            let p = Policies::new(&inv.cluster.policies, Agents::deployed());
+            Ok(p.selecting()
+                .into_iter()
+                .map(|(r, _)| format!("{}/{}", r.kind, r.name))
+                .collect())
+        },
+    )
+    .await;
+    drop(client);
+    server.await.unwrap();
+    let selecting = selecting.unwrap_or_else(|e| panic!("{e:?}"));
+    assert!(
+        selecting.contains(&"NetworkPolicy/default-deny-all".to_string())
+            && selecting.contains(&"NetworkPolicy/prober-agents-r1".to_string()),
+        "{selecting:?}"
     );
 }

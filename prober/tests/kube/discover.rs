@@ -73,8 +73,43 @@ pub(crate) fn calico_crds() -> Vec<String> {
     .collect()
 }
 
+/// The policies that can select the pod agents, read last on every cluster: Kubernetes'
+/// `NetworkPolicy` in the agents' namespace, `AdminNetworkPolicy` and its baseline, Calico's
+/// (its API server's, then the CRDs', none served by these fixtures) and Cilium's.
+pub(crate) fn policy_requests() -> Vec<String> {
+    let ns = |g: &str, plural: &str| {
+        list_uri(
+            &format!("/apis/{g}/namespaces/prober-system/{plural}"),
+            None,
+        )
+    };
+    let all = |g: &str, plural: &str| list_uri(&format!("/apis/{g}/{plural}"), None);
+    vec![
+        ns("networking.k8s.io/v1", "networkpolicies"),
+        all("policy.networking.k8s.io/v1alpha1", "adminnetworkpolicies"),
+        all(
+            "policy.networking.k8s.io/v1alpha1",
+            "baselineadminnetworkpolicies",
+        ),
+        all("projectcalico.org/v3", "globalnetworkpolicies"),
+        all("crd.projectcalico.org/v1", "globalnetworkpolicies"),
+        ns("projectcalico.org/v3", "networkpolicies"),
+        ns("crd.projectcalico.org/v1", "networkpolicies"),
+        all("projectcalico.org/v3", "stagedglobalnetworkpolicies"),
+        all("crd.projectcalico.org/v1", "stagedglobalnetworkpolicies"),
+        all("cilium.io/v2", "ciliumclusterwidenetworkpolicies"),
+        ns("cilium.io/v2", "ciliumnetworkpolicies"),
+    ]
+}
+
 /// The exact requests discovery must make on each fixture cluster.
 pub(crate) fn expected(flavour: &str) -> Vec<String> {
+    let mut v = expected_before_policies(flavour);
+    v.extend(policy_requests());
+    v
+}
+
+fn expected_before_policies(flavour: &str) -> Vec<String> {
     let cm = |ns: &str, name: &str| format!("/api/v1/namespaces/{ns}/configmaps/{name}");
     let cilium_nodes = list_uri("/apis/cilium.io/v2/ciliumnodes", None);
     match flavour {
@@ -224,6 +259,73 @@ async fn a_forbidden_namespace_is_said_and_skipped() {
     );
     let inv = build(&raw).unwrap();
     assert_eq!(inv.nodes.len(), 3);
+}
+
+#[tokio::test]
+async fn a_policy_kind_not_readable_is_said_and_the_others_are_read() {
+    let (client, server) = serve(Box::new(move |s| {
+        let (path, _) = split(&s.uri);
+        if path == "/apis/policy.networking.k8s.io/v1alpha1/adminnetworkpolicies" {
+            return status(403, "Forbidden");
+        }
+        discovery_answer("flannel", s)
+    }));
+    let raw = read(&client)
+        .await
+        .expect("a 403 on a policy kind is not fatal");
+    drop(client);
+    let seen = server.await.unwrap();
+    assert_eq!(
+        raw.forbidden,
+        ["list adminnetworkpolicies.policy.networking.k8s.io"]
+    );
+    let uris: Vec<String> = seen.iter().map(|s| s.uri.clone()).collect();
+    assert!(
+        uris.ends_with(&policy_requests()),
+        "every other policy kind is still read: {uris:?}"
+    );
+}
+
+#[tokio::test]
+async fn calico_policies_served_by_its_api_server_are_not_read_twice_from_the_crds() {
+    let (client, server) = serve(Box::new(move |s| {
+        let (path, _) = split(&s.uri);
+        if path == "/apis/projectcalico.org/v3/globalnetworkpolicies" {
+            return respond(
+                200,
+                &json!({"apiVersion": "projectcalico.org/v3", "kind": "GlobalNetworkPolicyList",
+                        "metadata": {}, "items": [{"metadata": {"name": "default-deny"},
+                        "spec": {"selector": "all()", "types": ["Ingress"]}}]}),
+            );
+        }
+        discovery_answer("flannel", s)
+    }));
+    let raw = read(&client).await.unwrap();
+    drop(client);
+    let seen = server.await.unwrap();
+    assert!(
+        !seen.iter().any(|s| s
+            .uri
+            .starts_with("/apis/crd.projectcalico.org/v1/globalnetworkpolicies")),
+        "the CRDs hold the same objects"
+    );
+    assert!(
+        seen.iter().any(|s| s
+            .uri
+            .starts_with("/apis/crd.projectcalico.org/v1/networkpolicies")
+            || s.uri.starts_with(
+                "/apis/crd.projectcalico.org/v1/namespaces/prober-system/networkpolicies"
+            )),
+        "a kind the API server does not serve is read from its CRD"
+    );
+    let names: Vec<(&str, &str)> = raw
+        .policies
+        .iter()
+        .map(|p| (p.api_version.as_str(), p.metadata.name.as_str()))
+        .collect();
+    assert_eq!(names, [("projectcalico.org/v3", "default-deny")]);
+    assert_eq!(raw.policies[0].kind, "GlobalNetworkPolicy");
+    assert_eq!(raw.policies[0].spec["selector"], "all()");
 }
 
 /// A 401 is "reached but not accepted", in words, never the library's `Status { … }` dump; a 403

@@ -75,7 +75,8 @@ async fn gke_dataplane_v2() {
 /// Cilium, VXLAN, cluster-pool IPAM: the VNI is the identity (no constant); the pod ranges from
 /// the CiliumNodes, not the (unused) kubeadm spec.podCIDR; the tunnel endpoints are the
 /// CiliumNodes' CiliumInternalIPs (no MAC: a flow-based device); the L7 proxy is not the CNI;
-/// cilium-health's port is served.
+/// cilium-health's port is served. Its policy: the Cilium docs' CiliumClusterwideNetworkPolicy
+/// example.
 #[tokio::test]
 async fn cilium_vxlan_cluster_pool() {
     golden("cilium-vxlan").await;
@@ -103,7 +104,10 @@ async fn calico_ipip_with_bgp() {
 }
 
 /// Calico VXLAN without BGP: calico_backend vxlan means no BIRD, whatever BGPConfiguration says
-/// (no 179, no 5473).
+/// (no 179, no 5473). Its policies, as `cluster.policies` (kind, name, namespace, labels and
+/// spec only): the Kubernetes docs' default-deny-all stamped into the agents' namespace, the
+/// network-policy-api docs' AdminNetworkPolicy example and the Calico docs' global default deny
+/// (as its CRD stores it).
 #[tokio::test]
 async fn calico_vxlan_without_bgp() {
     golden("calico-vxlan").await;
@@ -128,4 +132,33 @@ async fn a_changed_field_fails_the_golden_comparison_naming_it() {
         "{err}"
     );
     assert!(err.contains("1 field(s)"), "{err}");
+}
+
+/// The policies discovery read from the upstream projects' own examples are ones diagnosis can
+/// evaluate: none is left as "not evaluated", and those that select the pod agents are the
+/// namespace default-deny and Calico's global deny, not the ANP of another namespace.
+#[tokio::test]
+async fn the_policies_read_are_evaluated_for_the_pod_agents() {
+    use prober::diagnose::policy::{Agents, Policies};
+    let inv = discover("calico-vxlan").await;
+    assert_eq!(inv.cluster.policies.len(), 3);
+    let p = Policies::new(&inv.cluster.policies, Agents::deployed());
+    assert!(p.notes.is_empty(), "{:?}", p.notes);
+    let mut selecting: Vec<String> = p
+        .selecting()
+        .into_iter()
+        .map(|(r, _)| format!("{}/{}", r.kind, r.name))
+        .collect();
+    selecting.sort();
+    assert_eq!(
+        selecting,
+        [
+            "GlobalNetworkPolicy/default.default-deny",
+            "NetworkPolicy/default-deny-all"
+        ]
+    );
+    let inv = discover("cilium-vxlan").await;
+    let p = Policies::new(&inv.cluster.policies, Agents::deployed());
+    assert!(p.notes.is_empty(), "{:?}", p.notes);
+    assert!(p.selecting().is_empty(), "it selects name=leia only");
 }

@@ -7,7 +7,8 @@ use crate::discover::*;
 use prober::runtime::kube::discover::{build, read};
 use serde_json::{Value, json};
 use test_kit::mock::{
-    Seen, created, discovery_answer, fixture_json, list_of, respond, serve, split, status,
+    Seen, created, discovery_answer, fixture_json, list_of, policy_list, respond, serve, split,
+    status,
 };
 
 /// One granted (verb, group, resource, name) in one scope (a namespace, or everywhere).
@@ -226,6 +227,10 @@ pub(crate) async fn deploy_mode(flavour: &'static str) -> Vec<Seen> {
     let spec = crate::apply::run_spec();
     let (client, server) = serve(Box::new(move |s| {
         let (path, _) = split(&s.uri);
+        // Discovery's reads of the policies in the agents' namespace, and cleanup's list.
+        if s.method == "GET" && policy_list(&path).is_some() {
+            return discovery_answer(flavour, s);
+        }
         if path.contains("/namespaces/prober-system/")
             || path == "/api/v1/namespaces"
             || path == "/api/v1/namespaces/prober-system"
@@ -285,29 +290,34 @@ pub(crate) async fn exec_once(
         .await;
 }
 
+/// How a cluster shaped like `flavour` with deploy/base's permanent agents answers: their
+/// `DaemonSets`, pods and exec in prober-system (anything else there refused), and the
+/// discovery fixtures (the policies in prober-system included) for the rest.
+pub(crate) fn existing_answer(flavour: &str, s: &Seen) -> http::Response<kube::client::Body> {
+    let (path, _) = split(&s.uri);
+    if path.contains("/namespaces/prober-system/") && policy_list(&path).is_none() {
+        if path.ends_with("/daemonsets") {
+            let d = |n: &str, c: &str| json!({"metadata": {"name": n, "labels": {"app.kubernetes.io/name": "prober", "app.kubernetes.io/component": c}}});
+            return respond(
+                200,
+                &list_of(
+                    "DaemonSetList",
+                    vec![d("probe-host", "host-agent"), d("probe-pod", "pod-agent")],
+                    "2",
+                ),
+            );
+        }
+        return crate::wait::agents_router(s, "").unwrap_or_else(|| status(403, "Forbidden"));
+    }
+    discovery_answer(flavour, s)
+}
+
 /// `--use-existing` (or a permanent install found): discovery, the check, wait, exec; nothing
 /// created or deleted.
 pub(crate) async fn existing_mode(flavour: &'static str) -> Vec<Seen> {
     use prober::runtime::kube::deploy;
     use prober::runtime::kube::manifests::AgentSpec;
-    let (client, server) = serve(Box::new(move |s| {
-        let (path, _) = split(&s.uri);
-        if path.contains("/namespaces/prober-system/") {
-            if path.ends_with("/daemonsets") {
-                let d = |n: &str, c: &str| json!({"metadata": {"name": n, "labels": {"app.kubernetes.io/name": "prober", "app.kubernetes.io/component": c}}});
-                return respond(
-                    200,
-                    &list_of(
-                        "DaemonSetList",
-                        vec![d("probe-host", "host-agent"), d("probe-pod", "pod-agent")],
-                        "2",
-                    ),
-                );
-            }
-            return crate::wait::agents_router(s, "").unwrap_or_else(|| status(403, "Forbidden"));
-        }
-        discovery_answer(flavour, s)
-    }));
+    let (client, server) = serve(Box::new(move |s| existing_answer(flavour, s)));
     let raw = read(&client).await.unwrap();
     build(&raw).unwrap();
     assert!(deploy::permanent(&client, "prober-system").await.unwrap());
@@ -356,6 +366,14 @@ pub(crate) async fn cleanup_mode() -> Vec<Seen> {
                     "1",
                 ),
             ),
+            ("GET", p) if p.ends_with("/networkpolicies") => respond(
+                200,
+                &list_of(
+                    "List",
+                    vec![json!({"metadata": {"name": "prober-agents-r9", "uid": "u3"}})],
+                    "1",
+                ),
+            ),
             ("DELETE", _) => status(200, "Success"),
             _ => status(404, "NotFound"),
         }
@@ -364,7 +382,7 @@ pub(crate) async fn cleanup_mode() -> Vec<Seen> {
         prober::runtime::kube::deploy::cleanup_leftovers(&client, "prober-system", true)
             .await
             .unwrap();
-    assert_eq!(deleted.len(), 3, "{deleted:?}");
+    assert_eq!(deleted.len(), 4, "{deleted:?}");
     drop(client);
     server.await.unwrap()
 }

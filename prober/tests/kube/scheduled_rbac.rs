@@ -7,7 +7,7 @@ use crate::discover::*;
 use crate::rbac::*;
 use prober::runtime::kube::discover::{build, read};
 use serde_json::json;
-use test_kit::mock::{Seen, discovery_answer, list_of, respond, serve, split, status};
+use test_kit::mock::{Seen, respond, serve, split, status};
 
 /// A report with one error finding: a scheduled run that has something to announce.
 pub(crate) fn report_with_a_gap() -> prober::report::Report {
@@ -58,21 +58,7 @@ pub(crate) async fn scheduled_mode(flavour: &'static str, first: bool) -> Vec<Se
             ) => return respond(201, &s.body),
             _ => {}
         }
-        if path.contains("/namespaces/prober-system/") {
-            if path.ends_with("/daemonsets") {
-                let d = |n: &str, c: &str| json!({"metadata": {"name": n, "labels": {"app.kubernetes.io/name": "prober", "app.kubernetes.io/component": c}}});
-                return respond(
-                    200,
-                    &list_of(
-                        "DaemonSetList",
-                        vec![d("probe-host", "host-agent"), d("probe-pod", "pod-agent")],
-                        "2",
-                    ),
-                );
-            }
-            return crate::wait::agents_router(s, "").unwrap_or_else(|| status(403, "Forbidden"));
-        }
-        discovery_answer(flavour, s)
+        existing_answer(flavour, s)
     }));
     let raw = read(&client).await.unwrap();
     build(&raw).unwrap();

@@ -71,6 +71,7 @@ fn manifests_scheduled_is_the_overlay_and_valid() {
     use k8s_openapi::api::apps::v1::DaemonSet;
     use k8s_openapi::api::batch::v1::CronJob;
     use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+    use k8s_openapi::api::networking::v1::NetworkPolicy;
     use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 
     let out = run(&["manifests", "--scheduled"]);
@@ -87,6 +88,7 @@ fn manifests_scheduled_is_the_overlay_and_valid() {
             "ClusterRoleBinding" => strict::<ClusterRoleBinding>(o),
             "CronJob" => strict::<CronJob>(o),
             "DaemonSet" => strict::<DaemonSet>(o),
+            "NetworkPolicy" => strict::<NetworkPolicy>(o),
             other => panic!("unexpected kind {other}"),
         }
     }

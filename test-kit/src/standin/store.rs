@@ -72,6 +72,13 @@ pub static KINDS: &[Kind] = &[
         false,
     ),
     k(
+        "networking.k8s.io",
+        "v1",
+        "networkpolicies",
+        "NetworkPolicy",
+        true,
+    ),
+    k(
         "rbac.authorization.k8s.io",
         "v1",
         "clusterroles",

@@ -359,7 +359,12 @@ mod tests {
             .filter_map(|l| l.strip_prefix("kind: "))
             .collect();
         assert_eq!(kinds.first(), Some(&"Namespace"));
-        assert_eq!(kinds.last(), Some(&"DaemonSet"));
+        // Kinds kustomize's legacy order does not list come last, by group: the DaemonSets
+        // (apps), then the agents' NetworkPolicy (networking.k8s.io).
+        assert_eq!(
+            kinds[kinds.len() - 3..],
+            ["DaemonSet", "DaemonSet", "NetworkPolicy"]
+        );
         let cron = kinds.iter().position(|k| *k == "CronJob").unwrap();
         assert!(kinds[..cron].iter().all(|k| *k != "DaemonSet"));
         assert!(text.contains("    pod-security.kubernetes.io/enforce: privileged\n"));

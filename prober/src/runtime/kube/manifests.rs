@@ -1,7 +1,8 @@
 //! The agents as Kubernetes objects, built in code: a namespace, a `ServiceAccount` with no API
-//! access, and two `DaemonSets` (host network and pod network). `prober manifests` prints exactly
-//! these, and `deploy/base` holds the same (a test compares them). A run's objects carry its run
-//! id in their names and labels, so they never collide with a permanent install or another run.
+//! access, the agents' own allow `NetworkPolicy`, and two `DaemonSets` (host network and pod
+//! network). `prober manifests` prints exactly these, and `deploy/base` holds the same (a test
+//! compares them). A run's objects carry its run id in their names and labels, so they never
+//! collide with a permanent install or another run.
 
 use std::collections::BTreeMap;
 
@@ -19,7 +20,7 @@ use crate::inventory::NodeFiles;
 
 mod network_policy;
 
-pub use network_policy::network_policy;
+pub use network_policy::{as_read as allow_policy_as_read, network_policy};
 
 pub const DEFAULT_NAMESPACE: &str = "prober-system";
 pub const DEFAULT_IMAGE: &str = concat!("ghcr.io/prober-dev/prober:", env!("CARGO_PKG_VERSION"));
@@ -497,6 +498,11 @@ pub fn all(spec: &AgentSpec) -> Vec<serde_json::Value> {
             json(serde_json::to_value(service_account(spec))),
             "v1",
             "ServiceAccount",
+        ),
+        with_type(
+            json(serde_json::to_value(network_policy(spec))),
+            "networking.k8s.io/v1",
+            "NetworkPolicy",
         ),
         with_type(
             json(serde_json::to_value(host_daemonset(spec))),

@@ -4,22 +4,25 @@
 //! included — waiting for them, and removing them.
 
 pub mod agents;
+mod cleanup;
 pub mod runs;
 pub mod session;
 pub mod wait;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Client;
-use kube::api::{Api, DeleteParams, ListParams, PostParams, Preconditions};
+use kube::api::{Api, ListParams, PostParams};
 
 pub use agents::{AgentPod, agents_from_pods, attach_agents};
+pub use cleanup::{cleanup, cleanup_leftovers};
 pub use session::{Session, SessionError, with_agents};
 pub use wait::wait;
 
 use super::manifests::{
-    self, AgentSpec, HOST_DAEMONSET, POD_DAEMONSET, RUN_LABEL, SERVICE_ACCOUNT,
+    self, ALLOW_POLICY, AgentSpec, HOST_DAEMONSET, POD_DAEMONSET, RUN_LABEL, SERVICE_ACCOUNT,
 };
 
 /// The field manager of every object the prober writes.
@@ -104,6 +107,8 @@ impl Owned {
 pub struct Created {
     pub namespace: Option<Owned>,
     pub service_account: Option<Owned>,
+    /// The agents' allow `NetworkPolicy` ([`manifests::network_policy`]).
+    pub network_policy: Option<Owned>,
     pub daemonsets: Vec<Owned>,
 }
 
@@ -262,7 +267,9 @@ async fn no_other_run(client: &Client, spec: &AgentSpec) -> Result<(), DeployErr
 }
 
 /// Creates this run's objects (`spec.run` set): the namespace when it does not exist (waiting
-/// for one a previous run is still deleting), the service account, both `DaemonSets`. Each one
+/// for one a previous run is still deleting), the service account, the agents' allow
+/// `NetworkPolicy` (before the agents, so a namespace default-deny never drops their first
+/// probes; not allowed to create it, the run goes on and says so), both `DaemonSets`. Each one
 /// created is recorded in `created` at once, so a failure half-way leaves nothing cleanup does
 /// not know about. Objects are created, never updated: an existing object is someone else's
 /// and is left alone. Another run's live agents in the namespace stop it before it creates
@@ -298,6 +305,9 @@ pub async fn apply(
     .await
     .map_err(terminating)?;
     created.service_account = Some(Owned::of(&sa.metadata, &sa_name));
+    Box::pin(allow_policy(client, spec, created, note))
+        .await
+        .map_err(terminating)?;
     let daemonsets: Api<DaemonSet> = Api::namespaced(client.clone(), ns);
     for ds in [
         manifests::host_daemonset(spec),
@@ -347,191 +357,34 @@ pub async fn apply(
     Ok(())
 }
 
-/// Deletes one object, only if it is still the one recorded; `Ok(false)` when it was gone or
-/// replaced by another object of that name.
-async fn delete_owned<K>(api: &Api<K>, owned: &Owned, what: String) -> Result<bool, DeployError>
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    let dp = DeleteParams {
-        preconditions: owned.uid.clone().map(|uid| Preconditions {
-            uid: Some(uid),
-            resource_version: None,
-        }),
-        ..DeleteParams::background()
-    };
-    match timed(what, api.delete(&owned.name, &dp)).await {
-        Ok(_) => Ok(true),
-        Err(DeployError::Api {
-            source: kube::Error::Api(s),
-            ..
-        }) if s.code == 404 || s.code == 409 => Ok(false),
-        Err(e) => Err(e),
-    }
-}
-
-/// This run's objects found by its run label, beyond what `created` recorded: a create whose
-/// answer never came (an interruption, a deadline) may still have made its object. Best
-/// effort: a list that fails leaves the recorded objects to delete.
-async fn found_by_label<K>(
-    api: &Api<K>,
-    run: &str,
-    known: &[Owned],
-    what: String,
-) -> Result<Vec<Owned>, DeployError>
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    let lp = ListParams::default().labels(&format!("{RUN_LABEL}={run}"));
-    let list = timed(what, api.list(&lp)).await?;
-    Ok(list
-        .items
-        .iter()
-        // Checked here too: deleting another run's object on a server's word is not an option.
-        .filter(|o| runs::run_of(o.meta()) == Some(run))
-        .map(|o| Owned::of(o.meta(), ""))
-        .filter(|o| !o.name.is_empty() && !known.iter().any(|k| k.name == o.name))
-        .collect())
-}
-
-/// Deletes what `apply` recorded, newest first, and whatever else carries this run's label (a
-/// create interrupted before its answer). The namespace goes only when this run created it and
-/// no other run's live objects are in it. Returns what was deleted (`kind/name`).
-pub async fn cleanup(
+/// Creates the agents' allow `NetworkPolicy` and records it. A 403 (an RBAC from before the
+/// policy was shipped) is said through `note`, not fatal: the probes then pass only where no
+/// policy selects the agents, and diagnosis tells a policy's drop from a firewall's.
+async fn allow_policy(
     client: &Client,
     spec: &AgentSpec,
-    created: &Created,
-) -> Result<Vec<String>, DeployError> {
+    created: &mut Created,
+    note: &mut dyn FnMut(String),
+) -> Result<(), DeployError> {
     let ns = &spec.namespace;
-    let mut deleted = Vec::new();
-    let daemonsets: Api<DaemonSet> = Api::namespaced(client.clone(), ns);
-    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
-    let mut ds_list: Vec<Owned> = created.daemonsets.iter().rev().cloned().collect();
-    let mut sa_list: Vec<Owned> = created.service_account.iter().cloned().collect();
-    let mut namespace = created.namespace.clone();
-    if let Some(run) = &spec.run {
-        let more = found_by_label(
-            &daemonsets,
-            run,
-            &ds_list,
-            format!("list run DaemonSets in {ns}"),
-        )
-        .await
-        .unwrap_or_default();
-        ds_list.extend(more);
-        let more = found_by_label(
-            &sas,
-            run,
-            &sa_list,
-            format!("list run service accounts in {ns}"),
-        )
-        .await
-        .unwrap_or_default();
-        sa_list.extend(more);
-        if namespace.is_none() {
-            let api: Api<Namespace> = Api::all(client.clone());
-            let found = timed(format!("get namespace {ns}"), api.get_opt(ns)).await;
-            // Not allowed to read it: then this run could not have created it either.
-            if let Ok(Some(n)) = found
-                && n.metadata.deletion_timestamp.is_none()
-                && runs::run_of(&n.metadata) == Some(run.as_str())
-            {
-                namespace = Some(Owned::of(&n.metadata, ns));
-            }
-        }
-    }
-    for ds in &ds_list {
-        let what = format!("delete daemonset {ns}/{}", ds.name);
-        if delete_owned(&daemonsets, ds, what).await? {
-            deleted.push(format!("daemonset/{}", ds.name));
-        }
-    }
-    for sa in &sa_list {
-        let what = format!("delete serviceaccount {ns}/{}", sa.name);
-        if delete_owned(&sas, sa, what).await? {
-            deleted.push(format!("serviceaccount/{}", sa.name));
-        }
-    }
-    if let Some(n) = &namespace {
-        // Another run may have started in the namespace this run created: deleting it would
-        // delete that run's agents with it. It stays, for the last run (or `prober cleanup`).
-        if Box::pin(live_others(client, spec)).await?.is_empty() {
-            let api: Api<Namespace> = Api::all(client.clone());
-            if delete_owned(&api, n, format!("delete namespace {}", n.name)).await? {
-                deleted.push(format!("namespace/{}", n.name));
-            }
-        }
-    }
-    Ok(deleted)
-}
-
-/// Removes what crashed runs left in `namespace`: `DaemonSets` and service accounts carrying a
-/// run label and past their expiry (all of them with `all`: a run still going is stopped), and
-/// the namespace itself when a run created it and no run's object is left in it. A permanent
-/// install (no run label) is never touched. Returns what was deleted, and the live runs kept.
-pub async fn cleanup_leftovers(
-    client: &Client,
-    namespace: &str,
-    all: bool,
-) -> Result<(Vec<String>, Vec<String>), DeployError> {
-    let lp = ListParams::default().labels(RUN_LABEL);
-    let now = k8s_openapi::jiff::Timestamp::now();
-    let mut deleted = Vec::new();
-    let mut kept = std::collections::BTreeSet::new();
-    let mut keep = |meta: &ObjectMeta| {
-        let go = all || runs::stale(meta, now);
-        if !go {
-            kept.insert(runs::run_of(meta).unwrap_or_default().to_string());
-        }
-        go
-    };
-    let daemonsets: Api<DaemonSet> = Api::namespaced(client.clone(), namespace);
-    let list = timed(
-        format!("list run DaemonSets in {namespace}"),
-        daemonsets.list(&lp),
+    let name = spec.name(ALLOW_POLICY);
+    let api = Api::<NetworkPolicy>::namespaced(client.clone(), ns);
+    let made = timed(
+        format!("create networkpolicy {ns}/{name}"),
+        api.create(&post_params(), &manifests::network_policy(spec)),
     )
-    .await?;
-    for ds in list.items.iter().filter(|d| keep(&d.metadata)) {
-        let owned = Owned::of(&ds.metadata, "");
-        let what = format!("delete daemonset {namespace}/{}", owned.name);
-        if delete_owned(&daemonsets, &owned, what).await? {
-            deleted.push(format!("daemonset/{}", owned.name));
+    .await;
+    match made {
+        Ok(np) => {
+            created.network_policy = Some(Owned::of(&np.metadata, &name));
+            Ok(())
         }
-    }
-    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
-    let list = timed(
-        format!("list run service accounts in {namespace}"),
-        sas.list(&lp),
-    )
-    .await?;
-    for sa in list.items.iter().filter(|s| keep(&s.metadata)) {
-        let owned = Owned::of(&sa.metadata, "");
-        let what = format!("delete serviceaccount {namespace}/{}", owned.name);
-        if delete_owned(&sas, &owned, what).await? {
-            deleted.push(format!("serviceaccount/{}", owned.name));
+        Err(e) if api_code(&e) == Some(403) && !being_terminated(&e) => {
+            note(format!(
+                "not allowed to create the agents' NetworkPolicy {ns}/{name}: a policy that                  selects the pod agents (a namespace default-deny) may drop the probes; grant                  networkpolicies create and delete in {ns} as deploy/base/rbac.yaml does"
+            ));
+            Ok(())
         }
+        Err(e) => Err(e),
     }
-    let kept: Vec<String> = kept.into_iter().collect();
-    if !kept.is_empty() {
-        // A live run's objects are in it: the namespace stays with them.
-        return Ok((deleted, kept));
-    }
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    let ns = timed(
-        format!("get namespace {namespace}"),
-        namespaces.get_opt(namespace),
-    )
-    .await?;
-    if let Some(n) = ns.filter(|n| {
-        n.metadata
-            .labels
-            .as_ref()
-            .is_some_and(|l| l.contains_key(RUN_LABEL))
-    }) {
-        let owned = Owned::of(&n.metadata, namespace);
-        if delete_owned(&namespaces, &owned, format!("delete namespace {namespace}")).await? {
-            deleted.push(format!("namespace/{namespace}"));
-        }
-    }
-    Ok((deleted, kept))
 }

@@ -107,6 +107,12 @@ where
                 () = cancel() => return Err(SessionError::Interrupted),
                 a = Box::pin(apply(client, &spec, &mut created, note)) => a?,
             }
+            // Discovery ran before it existed: diagnosis must see the allow policy in force.
+            if created.network_policy.is_some() {
+                inv.cluster
+                    .policies
+                    .push(super::super::manifests::allow_policy_as_read(&spec));
+            }
         }
         let nodes: Vec<String> = inv.nodes.iter().map(|n| n.name.clone()).collect();
         // An interruption while the agents start: stop waiting, clean up below.

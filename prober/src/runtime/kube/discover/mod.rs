@@ -1,7 +1,7 @@
 //! Discovery (read-only): the cluster as the inventory describes it — nodes, the `kubernetes`
 //! and DNS Services and their endpoints, the CNI and how its data path works (overlay, BGP,
-//! Typha, pod ranges), where the node's files are, and every workload that talks to the API
-//! server, with how it does. Every list is paginated; reads of things a cluster may not have
+//! Typha, pod ranges), where the node's files are, every workload that talks to the API server,
+//! with how it does, and the network policies that can select the pod agents. Every list is paginated; reads of things a cluster may not have
 //! (CRDs, `ServiceCIDR` before 1.33, a namespace the role does not cover) take 404 and 403 as
 //! "absent" and say so.
 
@@ -10,15 +10,16 @@ pub mod cidr;
 pub mod cilium;
 pub mod cni;
 pub mod components;
+mod datapath;
 pub mod family;
 pub mod flannel;
 pub mod list;
 pub mod nodefiles;
+pub mod policies;
 pub mod warnings;
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::path::PathBuf;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
@@ -28,9 +29,7 @@ use k8s_openapi::api::networking::v1::ServiceCIDR;
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
 
-use crate::inventory::{
-    Agents, Api as ApiSpec, Cidr, Cluster, Cni, Dns, Inventory, Node, Overlay, OverlayMode,
-};
+use crate::inventory::{Api as ApiSpec, Cidr, Cluster, Cni, Dns, Inventory, Node};
 use list::Found;
 
 /// Namespaces whose workloads are checked for how they reach the API server.
@@ -87,6 +86,8 @@ pub struct Raw {
     pub configmaps: BTreeMap<(String, String), BTreeMap<String, String>>,
     pub cilium_nodes: Vec<DynamicObject>,
     pub calico: calico::Raw,
+    /// The network policies that can select the pod agents, as read ([`policies`]).
+    pub policies: Vec<crate::inventory::PolicyObject>,
     /// What the coordinator was not allowed to read (403): the inventory is partial there.
     pub forbidden: Vec<String>,
 }
@@ -260,7 +261,15 @@ async fn read_rest(client: &Client, raw: &mut Raw) -> Result<(), DiscoverError> 
             .await?
             .and_then(|d| d.get("Corefile").cloned());
     }
-    read_cni(client, raw).await
+    read_cni(client, raw).await?;
+    // The namespace diagnosis evaluates them for (`diagnose::policy::Agents::deployed`).
+    raw.policies = policies::read(
+        client,
+        super::manifests::DEFAULT_NAMESPACE,
+        &mut raw.forbidden,
+    )
+    .await?;
+    Ok(())
 }
 
 /// The CNI's own configuration, read only where its agent says which CNI it is.
@@ -351,18 +360,6 @@ async fn read_calico(client: &Client, raw: &mut Raw, ns: &str) -> Result<(), Dis
     Ok(())
 }
 
-fn roles(n: &K8sNode) -> Vec<String> {
-    let mut r: Vec<String> = n
-        .metadata
-        .labels
-        .iter()
-        .flatten()
-        .filter_map(|(k, _)| k.strip_prefix("node-role.kubernetes.io/").map(String::from))
-        .collect();
-    r.sort();
-    r
-}
-
 /// Endpoints of IPv4 slices, on the port `pick` chooses (else `default_port`), with the node
 /// each runs on; endpoints that are not ready are left out.
 fn slice_endpoints(
@@ -394,171 +391,6 @@ fn slice_endpoints(
     out.sort();
     out.dedup();
     out
-}
-
-fn config<'a>(
-    raw: &'a Raw,
-    agent: Option<&DaemonSet>,
-    name: &str,
-) -> Option<&'a BTreeMap<String, String>> {
-    let ns = agent
-        .and_then(|d| d.metadata.namespace.clone())
-        .unwrap_or_else(|| "kube-system".into());
-    raw.configmaps.get(&(ns, name.to_string()))
-}
-
-/// The CNI's facts: overlay, BGP, per-node ranges, VTEPs and served ports, cluster pod range.
-struct DataPath {
-    overlay: Option<Overlay>,
-    bgp: Option<crate::inventory::Bgp>,
-    /// Per node: pod ranges that replace `spec.podCIDR` (`CiliumNodes`, Calico blocks); `None`
-    /// keeps `spec.podCIDR`; an empty list means "none" (EKS).
-    node_cidrs: Option<BTreeMap<String, Vec<Cidr>>>,
-    cluster_cidr: Option<Cidr>,
-    typha_nodes: Vec<String>,
-    /// Cilium's tunnel endpoints by node, from the `CiliumNodes` (when read).
-    cilium_vteps: BTreeMap<String, Ipv4Addr>,
-    /// The CNI ports every node serves, before Typha.
-    serves: Option<Vec<u16>>,
-}
-
-fn data_path(raw: &Raw, cni: Cni, agent: Option<&DaemonSet>) -> DataPath {
-    let mut dp = DataPath {
-        overlay: None,
-        bgp: None,
-        node_cidrs: None,
-        cluster_cidr: None,
-        typha_nodes: Vec::new(),
-        cilium_vteps: BTreeMap::new(),
-        serves: None,
-    };
-    match cni {
-        Cni::Flannel | Cni::Canal => {
-            let cm = agent
-                .and_then(|d| cni::configmap_volume(d, "flannel-cfg"))
-                .and_then(|name| config(raw, agent, &name));
-            let conf = cm
-                .and_then(|c| c.get("net-conf.json"))
-                .and_then(|t| flannel::net_conf(t));
-            let veth_mtu = cm
-                .and_then(|c| c.get("veth_mtu"))
-                .and_then(|m| m.trim().parse().ok())
-                .filter(|m| *m != 0);
-            dp.overlay = flannel::overlay(&raw.nodes, conf.as_ref(), veth_mtu);
-            dp.cluster_cidr = conf.and_then(|c| c.network);
-            // flannel serves no TCP port to other nodes; Canal's calico-node runs no BIRD.
-            dp.serves = Some(Vec::new());
-        }
-        Cni::Cilium => {
-            let empty = BTreeMap::new();
-            let c = config(raw, agent, "cilium-config").unwrap_or(&empty);
-            let anetd = agent.and_then(|d| d.metadata.name.as_deref()) == Some("anetd");
-            // Dataplane V2 needs VPC-native routing: never a tunnel.
-            dp.overlay = if anetd { None } else { cilium::overlay(c) };
-            dp.cluster_cidr = cilium::cluster_pod_cidr(c);
-            if !cilium::uses_node_pod_cidrs(c) && !raw.cilium_nodes.is_empty() {
-                dp.node_cidrs = Some(cilium::node_pod_cidrs(&raw.cilium_nodes));
-            }
-            dp.cilium_vteps = cilium::internal_ips(&raw.cilium_nodes);
-            // GKE does not document whether anetd runs cilium-health: probe no port there.
-            dp.serves = Some(if !anetd && cilium::health_checking(c) {
-                vec![cilium::HEALTH_PORT]
-            } else {
-                Vec::new()
-            });
-        }
-        Cni::Calico => {
-            let pod = agent.and_then(cni::pod_spec);
-            let f = calico::facts(&raw.calico, pod);
-            dp.overlay = f.overlay;
-            dp.cluster_cidr = f.pool;
-            if !f.blocks.is_empty() {
-                dp.node_cidrs = Some(f.blocks);
-            }
-            dp.serves = Some(if f.bgp.is_some() {
-                vec![calico::BGP_PORT]
-            } else {
-                Vec::new()
-            });
-            dp.bgp = f.bgp;
-            dp.typha_nodes = f.typha_nodes;
-        }
-        Cni::AwsVpc => {
-            // Pods take secondary addresses of the node's VPC subnet: no per-node range.
-            dp.node_cidrs = Some(BTreeMap::new());
-            dp.serves = Some(Vec::new());
-        }
-        Cni::Weave | Cni::Antrea | Cni::KubeRouter | Cni::Other => {}
-    }
-    dp
-}
-
-fn nodes_of(raw: &Raw, cni: Cni, dp: &DataPath) -> Result<Vec<Node>, DiscoverError> {
-    let mut nodes = Vec::new();
-    for n in &raw.nodes {
-        // The agents run on Linux nodes only (their node selector): a Windows node has none.
-        let os = n
-            .metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get("kubernetes.io/os"));
-        if os.is_some_and(|os| os != "linux") {
-            continue;
-        }
-        let Some(address) = family::node_ipv4(n)? else {
-            continue;
-        };
-        let name = n.metadata.name.clone().unwrap_or_default();
-        // Every range, in order: a Calico node owns several IPAM blocks.
-        let mut ranges: Vec<Cidr> = match &dp.node_cidrs {
-            Some(map) => map.get(&name).cloned().unwrap_or_default(),
-            None => n
-                .spec
-                .as_ref()
-                .map(|s| {
-                    s.pod_cidr
-                        .iter()
-                        .chain(s.pod_cidrs.iter().flatten())
-                        .filter_map(|c| cidr::parse(c))
-                        .collect()
-                })
-                .unwrap_or_default(),
-        };
-        ranges.dedup();
-        let pod_cidr = ranges.first().copied();
-        let vtep = match (cni, dp.overlay.as_ref().map(Overlay::mode)) {
-            (Cni::Flannel | Cni::Canal, Some(OverlayMode::Vxlan)) => flannel::vtep(n, pod_cidr),
-            (Cni::Calico, Some(mode)) => calico::vtep(n, mode),
-            (Cni::Cilium, Some(_)) => cilium::vtep(n, &dp.cilium_vteps),
-            _ => None,
-        };
-        let serves = dp.serves.clone().map(|mut ports| {
-            if dp.typha_nodes.contains(&name) {
-                ports.push(calico::TYPHA_PORT);
-            }
-            ports
-        });
-        nodes.push(Node {
-            roles: roles(n),
-            address,
-            pod_cidr,
-            pod_cidrs: if ranges.len() > 1 { ranges } else { Vec::new() },
-            host_root: Some(PathBuf::from("/host")),
-            vtep,
-            zone: n
-                .metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get("topology.kubernetes.io/zone").cloned()),
-            serves,
-            agents: Agents {
-                host: None,
-                pod: None,
-            },
-            name,
-        });
-    }
-    Ok(nodes)
 }
 
 /// The pod range when neither the CNI nor the nodes state one, from the pods' own addresses:
@@ -618,8 +450,8 @@ pub fn build(raw: &Raw) -> Result<Inventory, DiscoverError> {
         .and_then(|p| p.first())
         .map_or(443, |p| u16::try_from(p.port).unwrap_or(443));
     let (cni, agent) = cni::detect(&raw.daemonsets, &raw.nodes);
-    let dp = data_path(raw, cni, agent);
-    let nodes = nodes_of(raw, cni, &dp)?;
+    let dp = datapath::data_path(raw, cni, agent);
+    let nodes = datapath::nodes_of(raw, cni, &dp)?;
     let dns_eps = slice_endpoints(
         &raw.dns_slices,
         |p| p.protocol.as_deref() == Some("UDP") && p.port == Some(53),
@@ -675,7 +507,7 @@ pub fn build(raw: &Raw) -> Result<Inventory, DiscoverError> {
             dns,
             bgp: dp.bgp.clone(),
             node_files: distribution.map(|d| nodefiles::node_files(d, cni)),
-            policies: Vec::new(),
+            policies: raw.policies.clone(),
         },
         nodes,
         components,

@@ -15,12 +15,15 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 use super::{ALLOW_POLICY, AgentSpec, meta, pod_agent_labels};
 
-/// The allow policy for `spec`'s pod agents (the host agents are on the host network, where
-/// no pod policy applies).
+/// The allow policy for the pod agents in `spec`'s namespace (the host agents are on the host
+/// network, where no pod policy applies). It selects every pod agent there, not only this
+/// run's: what it allows is probing, and diagnosis (which knows the agents by name and
+/// component) then sees it select them.
 #[must_use]
 pub fn network_policy(spec: &AgentSpec) -> NetworkPolicy {
     let mut selected = pod_agent_labels(spec);
     selected.remove(super::MANAGED_BY.0);
+    selected.remove(super::RUN_LABEL);
     NetworkPolicy {
         metadata: meta(spec, &spec.name(ALLOW_POLICY), "network-policy", true),
         spec: Some(NetworkPolicySpec {
@@ -32,5 +35,22 @@ pub fn network_policy(spec: &AgentSpec) -> NetworkPolicy {
             ingress: Some(vec![NetworkPolicyIngressRule::default()]),
             egress: Some(vec![NetworkPolicyEgressRule::default()]),
         }),
+    }
+}
+
+/// The allow policy as discovery would have read it once it exists: what a run adds to the
+/// inventory after creating it, so diagnosis evaluates the policies that are in force.
+#[must_use]
+pub fn as_read(spec: &AgentSpec) -> crate::inventory::PolicyObject {
+    let np = network_policy(spec);
+    crate::inventory::PolicyObject {
+        api_version: "networking.k8s.io/v1".into(),
+        kind: "NetworkPolicy".into(),
+        metadata: crate::inventory::PolicyMeta {
+            name: np.metadata.name.unwrap_or_default(),
+            namespace: np.metadata.namespace,
+            labels: np.metadata.labels.unwrap_or_default(),
+        },
+        spec: serde_json::to_value(np.spec).unwrap_or_default(),
     }
 }
