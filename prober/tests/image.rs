@@ -4,6 +4,9 @@
 //! inside each node's and pod's namespace) while lab scenarios pass. Needs root, the lab's tools
 //! and buildah, skopeo, umoci (scripts/install-image-deps).
 
+// A test: it reads fixtures and the clock freely (clippy.toml bans them in shipped code).
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use common::{StateDir, netns_available, prober, require_tool, root, text};

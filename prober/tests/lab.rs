@@ -3,6 +3,9 @@
 //! is named with this run's tag (`common::lab_name`), so a second run on the machine is untouched.
 //! Needs root, iproute2, nftables and dnsmasq (installed by scripts/test).
 
+// A test: it reads fixtures and the clock freely (clippy.toml bans them in shipped code).
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use common::{StateDir, agent, lab, lab_name, netns_available, netns_with, prober, root, text};

@@ -3,6 +3,9 @@
 //! pushed to a real Pushgateway: the unit tests' input series are that Pushgateway's /metrics,
 //! scraped after each run and laid out 15 minutes apart, as the `CronJob` runs.
 
+// A test: it reads fixtures and the clock freely (clippy.toml bans them in shipped code).
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use common::gateway::{Pushgateway, get, tool};

@@ -2,7 +2,7 @@
 //! Job's log collector keeps. Plain HTTP/1.1 over a TCP stream under one deadline: a Pushgateway
 //! is inside the cluster or on a monitoring host, and the push is one request.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use prober::report::remembered::Changes;
 use prober::report::{EXIT_OK, EXIT_USAGE, Report};
@@ -13,9 +13,7 @@ use super::args::{ExportArgs, LogFormat};
 /// Now, in seconds since the epoch.
 #[must_use]
 pub fn now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
+    probe_proto::util::unix_secs()
 }
 
 /// A Pushgateway's address: `http://HOST[:PORT][/PREFIX]`.
