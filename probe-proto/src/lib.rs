@@ -5,6 +5,7 @@ use std::num::NonZeroU16;
 
 use serde::{Deserialize, Serialize};
 
+pub mod files;
 mod lazy;
 mod limits;
 mod plan;

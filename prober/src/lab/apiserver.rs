@@ -21,6 +21,8 @@ const READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiServerError {
+    #[error(transparent)]
+    Read(#[from] probe_proto::files::ReadError),
     #[error("cannot read {what} {path}: {message}")]
     Load {
         what: &'static str,
@@ -87,8 +89,7 @@ fn load(
     // Paths from the command line: each read once, capped, so a device or a huge file fails
     // at once naming it.
     let read = |what, path: &Path| {
-        crate::model::read::read_capped(path, MAX_INPUT_BYTES, what)
-            .map_err(|e| load_err(what, path, &e))
+        probe_proto::files::read_text_capped(path, MAX_INPUT_BYTES, what, path.display())
     };
     let cert_pem = read("certificate", cert)?;
     let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem.as_bytes())

@@ -36,7 +36,7 @@ pub const MAX_REFERENCED_BYTES: u64 = 1 << 20;
 #[derive(Debug, thiserror::Error)]
 pub enum KubeconfigReadError {
     #[error(transparent)]
-    Read(#[from] crate::model::read::ReadError),
+    Read(#[from] probe_proto::files::ReadError),
     #[error("{}: {source}", path.display())]
     Parse {
         path: std::path::PathBuf,
@@ -52,7 +52,7 @@ pub enum KubeconfigReadError {
         source_name: String,
         entry: String,
         field: &'static str,
-        source: crate::model::read::ReadError,
+        source: probe_proto::files::ReadError,
     },
 }
 
@@ -99,7 +99,12 @@ pub fn read_default_kubeconfig(
 /// client certificate and key, token file, an exec command with a path) made relative to its
 /// directory, as `Kubeconfig::read_from` and kubectl resolve them.
 pub fn read_kubeconfig(path: &Path) -> Result<Kubeconfig, KubeconfigReadError> {
-    let text = crate::model::read::read_capped(path, MAX_KUBECONFIG_BYTES, "kubeconfig")?;
+    let text = probe_proto::files::read_text_capped(
+        path,
+        MAX_KUBECONFIG_BYTES,
+        "kubeconfig",
+        path.display(),
+    )?;
     let mut kc = Kubeconfig::from_yaml(&text).map_err(|source| KubeconfigReadError::Parse {
         path: path.into(),
         source,
@@ -177,14 +182,13 @@ pub fn inline_files(
         return Ok(());
     };
     let read = |file: &str, entry: &str, field: &'static str| {
-        crate::model::read::read_capped(Path::new(file), MAX_REFERENCED_BYTES, field).map_err(
-            |source| KubeconfigReadError::Referenced {
+        probe_proto::files::read_text_capped(Path::new(file), MAX_REFERENCED_BYTES, field, file)
+            .map_err(|source| KubeconfigReadError::Referenced {
                 source_name: source_name.to_string(),
                 entry: entry.to_string(),
                 field,
                 source,
-            },
-        )
+            })
     };
     let b64 = |text: String| base64::engine::general_purpose::STANDARD.encode(text);
     for n in kc.clusters.iter_mut().filter(|n| n.name == ctx.cluster) {
