@@ -34,6 +34,25 @@ pub fn inventory(nodes: usize, cps: usize, cni: &str) -> Inventory {
     inv
 }
 
+/// `nodes` nodes dealt round-robin into `zones` zones (`z0`, `z1`, ..., `z0`, ...), or with no
+/// zone label when `zones` is 0.
+pub fn zones_round_robin(nodes: usize, zones: usize) -> Inventory {
+    let mut inv = inventory(nodes, 1, "flannel");
+    for (i, n) in inv.nodes.iter_mut().enumerate() {
+        n.zone = (zones > 0).then(|| format!("z{}", i % zones));
+    }
+    inv
+}
+
+/// `nodes` nodes cut into `zones` zones of consecutive nodes (`z0`, `z0`, ..., `z1`, ...).
+pub fn zones_consecutive(nodes: usize, zones: usize) -> Inventory {
+    let mut inv = inventory(nodes, 1, "flannel");
+    for (i, n) in inv.nodes.iter_mut().enumerate() {
+        n.zone = Some(format!("z{}", i * zones / nodes));
+    }
+    inv
+}
+
 /// Runs the test `name` (its path, as `cargo test` prints it) again in a child process whose
 /// address space may grow by at most `headroom` bytes, and asserts it passed there. Returns
 /// `true` in that child, where the test body runs: a test of bounded memory that fails cannot

@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::{StateDir, netns_available, prober, require_tool, root, text};
+use common::{StateDir, prober, require_root, root, text, tool};
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -314,13 +314,13 @@ fn check_agents_run_from(rootfs: &Path, name: &str) {
 
 #[test]
 fn the_image_runs_both_agents_from_its_own_root_in_a_lab() {
-    if !netns_available() {
+    if !require_root() {
         return;
     }
     let (Some(_), Some(skopeo), Some(umoci)) = (
-        require_tool("buildah", INSTALLER),
-        require_tool("skopeo", INSTALLER),
-        require_tool("umoci", INSTALLER),
+        tool("buildah", INSTALLER),
+        tool("skopeo", INSTALLER),
+        tool("umoci", INSTALLER),
     ) else {
         return;
     };

@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{StateDir, agent, lab, lab_name, netns_available, netns_with, prober, root, text};
+use common::{StateDir, agent, lab, lab_name, netns_with, prober, require_root, root, text};
 
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
@@ -59,7 +59,7 @@ fn scenarios() -> Vec<PathBuf> {
 
 #[test]
 fn every_scenario_holds() {
-    if !netns_available() {
+    if !require_root() {
         return;
     }
     let state = StateDir::new("scen");
@@ -100,7 +100,7 @@ fn every_scenario_holds() {
 
 #[test]
 fn up_status_down_and_only_prefixed_namespaces() {
-    if !netns_available() {
+    if !require_root() {
         return;
     }
     let state = StateDir::new("updown");
@@ -200,7 +200,7 @@ fn start_up_and_wait(name: &str, nodes: &str, state: &StateDir) -> std::process:
 
 #[test]
 fn ctrl_c_midway_tears_down() {
-    if !netns_available() {
+    if !require_root() {
         return;
     }
     let state = StateDir::new("sigint");
@@ -227,7 +227,7 @@ fn ctrl_c_midway_tears_down() {
 /// that nothing was removed.
 #[test]
 fn killed_midway_then_down_by_name_removes_its_leftovers() {
-    if !netns_available() {
+    if !require_root() {
         return;
     }
     let state = StateDir::new("kill");
@@ -276,7 +276,7 @@ fn killed_midway_then_down_by_name_removes_its_leftovers() {
 
 #[test]
 fn twenty_nodes() {
-    if !netns_available() {
+    if !require_root() {
         return;
     }
     let state = StateDir::new("twenty");
@@ -317,7 +317,7 @@ fn twenty_nodes() {
 
 #[test]
 fn bad_input_is_named() {
-    if !netns_available() {
+    if !require_root() {
         return;
     }
     let state = StateDir::new("bad");
@@ -361,7 +361,7 @@ fn bad_input_is_named() {
 /// could not match.
 #[test]
 fn scenario_names_never_reach_a_command() {
-    if !netns_available() {
+    if !require_root() {
         return;
     }
     let state = StateDir::new("inject");
@@ -404,7 +404,7 @@ fn scenario_names_never_reach_a_command() {
 #[test]
 fn ctrl_c_during_the_matrix_keeps_the_report() {
     use std::io::BufRead as _;
-    if !netns_available() {
+    if !require_root() {
         return;
     }
     let state = StateDir::new("runint");
@@ -466,7 +466,7 @@ fn ctrl_c_during_the_matrix_keeps_the_report() {
 /// expectations and the verdict go to stderr.
 #[test]
 fn lab_run_with_a_machine_format_prints_only_the_report() {
-    if !netns_available() {
+    if !require_root() {
         return;
     }
     let state = StateDir::new("json");

@@ -9,5 +9,7 @@
 #![allow(clippy::disallowed_methods)]
 
 pub mod golden;
+pub mod manifests;
 pub mod mock;
+pub mod skip;
 pub mod standin;
