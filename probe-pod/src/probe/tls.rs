@@ -20,7 +20,7 @@ use tokio_rustls::TlsConnector;
 
 use super::{Fail, micros, tcp};
 use crate::files;
-use crate::proto::{self, Outcome, ProbeResult, TlsInfo};
+use crate::proto::{self, Outcome, ProbeResult, TlsInfo, http1};
 
 const MAX_RESPONSE_HEAD: usize = 16 * 1024;
 
@@ -298,25 +298,6 @@ fn read_token(path: &Path) -> Result<Secret, TokenFileError> {
     })
 }
 
-/// The status code of an HTTP/1.x response head.
-#[must_use]
-pub fn parse_status(head: &[u8]) -> Option<u16> {
-    let line_end = head
-        .iter()
-        .position(|&b| b == b'\r' || b == b'\n')
-        .unwrap_or(head.len());
-    let line = std::str::from_utf8(&head[..line_end]).ok()?;
-    let mut parts = line.split(' ');
-    if !parts.next()?.starts_with("HTTP/1.") {
-        return None;
-    }
-    let code = parts.next()?;
-    if code.len() != 3 {
-        return None;
-    }
-    code.parse().ok().filter(|c| (100..600).contains(c))
-}
-
 /// Sends `request` and reads the response head (bounded).
 async fn exchange<S: AsyncReadExt + AsyncWriteExt + Unpin>(
     tls: &mut S,
@@ -325,7 +306,7 @@ async fn exchange<S: AsyncReadExt + AsyncWriteExt + Unpin>(
     tls.write_all(request).await?;
     let mut head = Vec::with_capacity(1024);
     let mut chunk = [0u8; 2048];
-    while head.len() < MAX_RESPONSE_HEAD && !head.windows(4).any(|w| w == b"\r\n\r\n") {
+    while head.len() < MAX_RESPONSE_HEAD && http1::head_end(&head).is_none() {
         let n = tls.read(&mut chunk).await?;
         if n == 0 {
             break;
@@ -369,20 +350,23 @@ fn prepare(
     })
 }
 
-fn http_request(path: &str, host: &str, token: Option<&Secret>) -> Vec<u8> {
-    let mut request = format!(
-        "GET {path} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: probe-pod/{}\r\n\
-         Accept: application/json\r\nConnection: close\r\n",
-        env!("CARGO_PKG_VERSION")
-    )
-    .into_bytes();
-    if let Some(t) = token {
-        request.extend_from_slice(b"Authorization: Bearer ");
-        request.extend_from_slice(t.expose().as_bytes());
-        request.extend_from_slice(b"\r\n");
+fn http_request(
+    path: &str,
+    host: &str,
+    token: Option<&Secret>,
+) -> Result<Vec<u8>, http1::HeadError> {
+    let agent = format!("probe-pod/{}", env!("CARGO_PKG_VERSION"));
+    let mut headers = vec![
+        ("Host", host),
+        ("User-Agent", agent.as_str()),
+        ("Accept", "application/json"),
+        ("Connection", "close"),
+    ];
+    let bearer = token.map(|t| format!("Bearer {}", t.expose()));
+    if let Some(b) = &bearer {
+        headers.push(("Authorization", b));
     }
-    request.extend_from_slice(b"\r\n");
-    request
+    http1::request("GET", path, &headers)
 }
 
 /// 2xx, 401 and 403 all prove the API server answered; 401 to a credential under test is the
@@ -557,10 +541,19 @@ pub async fn request(id: &str, req: Request<'_>, deadline: Instant) -> Exchanged
     let request = http_request(path, &host, token.as_ref());
     drop(token);
     let get = format!("{what}: GET {path}");
+    let request = match request {
+        Ok(r) => r,
+        Err(e) => {
+            return done(
+                ProbeResult::new(id, Outcome::Error, format!("{get}: {e}")),
+                verdict,
+            );
+        }
+    };
     let mut r = match tokio::time::timeout_at(deadline, exchange(&mut tls, &request)).await {
         Err(_) => Fail::Timeout.into_result(id, &get, start.elapsed()),
         Ok(Err(e)) => ProbeResult::new(id, Outcome::HttpError, format!("{get}: {e}")),
-        Ok(Ok(head)) => match parse_status(&head) {
+        Ok(Ok(head)) => match http1::status(&head) {
             None => ProbeResult::new(
                 id,
                 Outcome::HttpError,
@@ -596,11 +589,11 @@ mod tests {
 
     #[test]
     fn status_lines() {
-        assert_eq!(parse_status(b"HTTP/1.1 200 OK\r\n\r\n"), Some(200));
-        assert_eq!(parse_status(b"HTTP/1.0 401 Unauthorized\r\n"), Some(401));
-        assert_eq!(parse_status(b"SSH-2.0-OpenSSH\r\n"), None);
-        assert_eq!(parse_status(b""), None);
-        assert_eq!(parse_status(b"HTTP/1.1 abc"), None);
+        assert_eq!(http1::status(b"HTTP/1.1 200 OK\r\n\r\n"), Some(200));
+        assert_eq!(http1::status(b"HTTP/1.0 401 Unauthorized\r\n"), Some(401));
+        assert_eq!(http1::status(b"SSH-2.0-OpenSSH\r\n"), None);
+        assert_eq!(http1::status(b""), None);
+        assert_eq!(http1::status(b"HTTP/1.1 abc"), None);
     }
 
     #[test]
