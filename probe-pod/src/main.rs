@@ -108,7 +108,7 @@ struct ServeArgs {
     standin_udp_ports: Vec<u16>,
     /// TCP ports whose arriving SYNs the sniffer records (comma-separated; the agent's own ports
     /// are added), so a failed TCP probe to this node says whether it arrived. The default is the
-    /// ports nodes serve each other (docs/design.md section 8).
+    /// ports nodes serve each other (docs/design.md, "Ports the cluster needs").
     #[arg(
         long = "receipt-tcp-port",
         env = "PROBE_POD_RECEIPT_TCP_PORTS",

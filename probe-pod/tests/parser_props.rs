@@ -10,7 +10,7 @@ use probe_pod::net::errqueue::{QueuedError, classify, classify_icmp};
 use probe_pod::net::packet::{parse_captured, parse_echo_reply, payload_nonce};
 use probe_pod::probe::dns::{ResolvConf, judge_answer};
 use probe_pod::probe::kubeconfig;
-use probe_pod::probe::tls::parse_status;
+use probe_pod::proto::http1;
 use probe_pod::serve::{http as agent_http, udp as agent_udp};
 use proptest::prelude::*;
 
@@ -246,7 +246,9 @@ proptest! {
     ) {
         let _ = parse_captured(&pkt, &ports, &ports);
         let _ = parse_echo_reply(&pkt, with_ip);
-        let _ = parse_status(&pkt);
+        let _ = http1::status(&pkt);
+        let _ = http1::request_line(&pkt);
+        let _ = http1::split(&pkt);
     }
 
     /// Mutated real packets (a crafted VXLAN datagram in an IPv4/UDP header) never panic and

@@ -5,6 +5,8 @@ use std::num::NonZeroU16;
 
 use serde::{Deserialize, Serialize};
 
+pub mod files;
+pub mod http1;
 mod lazy;
 mod limits;
 mod plan;

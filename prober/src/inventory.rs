@@ -270,6 +270,24 @@ impl Inventory {
         serde_saphyr::to_string(self)
             .unwrap_or_else(|e| format!("# cannot serialise the inventory: {e}\n"))
     }
+
+    /// Each node's host and pod agent as having run: the agents of a run in which every one
+    /// answered (what a healthy run reports; the renderings' and the diagnosis tests build on it).
+    #[must_use]
+    pub fn every_agent_ran(&self) -> Vec<crate::model::AgentStatus> {
+        use crate::model::{AgentKind, AgentStatus};
+        self.nodes
+            .iter()
+            .flat_map(|n| {
+                [AgentKind::Host, AgentKind::Pod].map(|agent| AgentStatus {
+                    node: n.name.clone(),
+                    agent,
+                    ran: true,
+                    detail: String::new(),
+                })
+            })
+            .collect()
+    }
 }
 
 #[cfg(test)]

@@ -1,5 +1,8 @@
 //! Test fixtures shared by the planner and the diagnosis tests.
 
+// Test code: it reads /proc freely (clippy.toml bans unbounded reads in shipped code).
+#![allow(clippy::disallowed_methods)]
+
 use std::fmt::Write as _;
 
 use crate::inventory::Inventory;
@@ -28,6 +31,25 @@ pub fn inventory(nodes: usize, cps: usize, cni: &str) -> Inventory {
     }
     let inv: Inventory = serde_saphyr::from_str(&y).unwrap();
     inv.validate().unwrap();
+    inv
+}
+
+/// `nodes` nodes dealt round-robin into `zones` zones (`z0`, `z1`, ..., `z0`, ...), or with no
+/// zone label when `zones` is 0.
+pub fn zones_round_robin(nodes: usize, zones: usize) -> Inventory {
+    let mut inv = inventory(nodes, 1, "flannel");
+    for (i, n) in inv.nodes.iter_mut().enumerate() {
+        n.zone = (zones > 0).then(|| format!("z{}", i % zones));
+    }
+    inv
+}
+
+/// `nodes` nodes cut into `zones` zones of consecutive nodes (`z0`, `z0`, ..., `z1`, ...).
+pub fn zones_consecutive(nodes: usize, zones: usize) -> Inventory {
+    let mut inv = inventory(nodes, 1, "flannel");
+    for (i, n) in inv.nodes.iter_mut().enumerate() {
+        n.zone = Some(format!("z{}", i * zones / nodes));
+    }
     inv
 }
 

@@ -3,9 +3,12 @@
 //! is named with this run's tag (`common::lab_name`), so a second run on the machine is untouched.
 //! Needs root, iproute2, nftables and dnsmasq (installed by scripts/test).
 
+// A test: it reads fixtures and the clock freely (clippy.toml bans them in shipped code).
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
-use common::{StateDir, agent, lab, lab_name, netns_available, netns_with, prober, root, text};
+use common::{StateDir, agent, lab, lab_name, netns_with, prober, require_root, root, text};
 
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
@@ -54,50 +57,114 @@ fn scenarios() -> Vec<PathBuf> {
     out
 }
 
+/// One test per checked-in scenario, so a failure names its scenario (`scenario::NAME`, the file
+/// name with `-` and `/` as `_`). `every_scenario_is_listed` keeps the list and the folders equal.
+macro_rules! scenarios {
+    ($($name:ident => $file:literal,)*) => {
+        const LISTED: &[&str] = &[$($file),*];
+        mod scenario {
+            $(
+                #[test]
+                fn $name() {
+                    super::scenario_holds($file);
+                }
+            )*
+        }
+    };
+}
+
+scenarios! {
+    api_port_blocked => "tests/scenarios/api-port-blocked.yaml",
+    clusterip_broken => "tests/scenarios/clusterip-broken.yaml",
+    cni_token_expired => "tests/scenarios/cni-token-expired.yaml",
+    cni_token_stale => "tests/scenarios/cni-token-stale.yaml",
+    coredns_loop => "tests/scenarios/coredns-loop.yaml",
+    flannel_8472 => "tests/scenarios/flannel-8472.yaml",
+    healthy => "tests/scenarios/healthy.yaml",
+    kubelet_localhost => "tests/scenarios/kubelet-localhost.yaml",
+    overlay_calico_bgp_179 => "tests/scenarios/overlay-calico-bgp-179.yaml",
+    overlay_calico_ipip_healthy => "tests/scenarios/overlay-calico-ipip-healthy.yaml",
+    overlay_calico_ipip_zones => "tests/scenarios/overlay-calico-ipip-zones.yaml",
+    overlay_calico_vxlan_4789_one_way => "tests/scenarios/overlay-calico-vxlan-4789-one-way.yaml",
+    overlay_calico_vxlan_healthy => "tests/scenarios/overlay-calico-vxlan-healthy.yaml",
+    overlay_geneve_host => "tests/scenarios/overlay-geneve-host.yaml",
+    overlay_wireguard_zones => "tests/scenarios/overlay-wireguard-zones.yaml",
+    faults_host_drop_agent_port => "tests/scenarios/faults/host-drop-agent-port.yaml",
+    faults_host_drop_vxlan => "tests/scenarios/faults/host-drop-vxlan.yaml",
+    faults_kube_proxy_missing => "tests/scenarios/faults/kube-proxy-missing.yaml",
+    faults_loss_and_block => "tests/scenarios/faults/loss-and-block.yaml",
+    faults_loss_only => "tests/scenarios/faults/loss-only.yaml",
+    faults_loss => "tests/scenarios/faults/loss.yaml",
+    faults_mtu => "tests/scenarios/faults/mtu.yaml",
+    faults_network_reject => "tests/scenarios/faults/network-reject.yaml",
+    faults_switch_reject => "tests/scenarios/faults/switch-reject.yaml",
+    faults_tcp_where => "tests/scenarios/faults/tcp-where.yaml",
+    faults_zone_blocks => "tests/scenarios/faults/zone-blocks.yaml",
+    diagnosis_hop_first_router_drops => "tests/scenarios/diagnosis/hop-first-router-drops.yaml",
+    diagnosis_hop_second_router_drops => "tests/scenarios/diagnosis/hop-second-router-drops.yaml",
+    diagnosis_ipip_unprobed_healthy => "tests/scenarios/diagnosis/ipip-unprobed-healthy.yaml",
+    diagnosis_ipip_unprobed_zones => "tests/scenarios/diagnosis/ipip-unprobed-zones.yaml",
+    diagnosis_policy_anp_deny => "tests/scenarios/diagnosis/policy-anp-deny.yaml",
+    diagnosis_policy_calico_global_deny => "tests/scenarios/diagnosis/policy-calico-global-deny.yaml",
+    diagnosis_policy_namespace_default_deny_allowed => "tests/scenarios/diagnosis/policy-namespace-default-deny-allowed.yaml",
+    diagnosis_policy_namespace_default_deny => "tests/scenarios/diagnosis/policy-namespace-default-deny.yaml",
+    diagnosis_policy_one_zone => "tests/scenarios/diagnosis/policy-one-zone.yaml",
+    diagnosis_reset_api_one_zone => "tests/scenarios/diagnosis/reset-api-one-zone.yaml",
+    diagnosis_reset_everyone_is_not_listening => "tests/scenarios/diagnosis/reset-everyone-is-not-listening.yaml",
+    diagnosis_reset_kubelet_two_senders => "tests/scenarios/diagnosis/reset-kubelet-two-senders.yaml",
+    diagnosis_reset_on_the_router => "tests/scenarios/diagnosis/reset-on-the-router.yaml",
+    diagnosis_typha_unknown_servers => "tests/scenarios/diagnosis/typha-unknown-servers.yaml",
+    diagnosis_vxlan_unprobed_one_node => "tests/scenarios/diagnosis/vxlan-unprobed-one-node.yaml",
+}
+
 #[test]
-fn every_scenario_holds() {
-    if !netns_available() {
+fn every_scenario_is_listed() {
+    let on_disk: Vec<String> = scenarios()
+        .iter()
+        .map(|p| {
+            p.strip_prefix(root())
+                .unwrap()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    let mut listed: Vec<String> = LISTED.iter().map(|s| (*s).to_string()).collect();
+    listed.sort();
+    assert_eq!(
+        listed, on_disk,
+        "the `scenarios!` list in prober/tests/lab.rs and the scenario folders differ"
+    );
+}
+
+/// `file` (relative to the repository) passes `prober lab run` in a lab of its own, which leaves
+/// no namespace behind and the root namespace as it was.
+fn scenario_holds(file: &str) {
+    if !require_root() {
         return;
     }
-    let state = StateDir::new("scen");
-    let name = lab_name("scen");
+    let index = LISTED.iter().position(|f| *f == file).unwrap();
+    let state = StateDir::new(&format!("scen{index}"));
+    // Its own lab name (the run's tag and its index): scenarios never share a lab.
+    let name = lab_name(&format!("s{index}"));
     let before = root_netns_state();
-    let mut failed = Vec::new();
-    let all = scenarios();
-    assert!(
-        all.len() >= 14,
-        "the incident and fault scenarios are checked in: {all:?}"
+    let path = root().join(file);
+    let out = lab(
+        &["run", "--scenario", path.to_str().unwrap(), "--name", &name],
+        &state,
     );
-    for s in &all {
-        let out = lab(
-            &["run", "--scenario", s.to_str().unwrap(), "--name", &name],
-            &state,
-        );
-        let report = text(&out);
-        if !out.status.success() {
-            failed.push(format!("{}:\n{report}", s.display()));
-        }
-        assert!(
-            report.contains(" passed, 0 failed\n") || !out.status.success(),
-            "{report}"
-        );
-        assert!(
-            netns_with(&format!("plab-{name}-")).is_empty(),
-            "{} left namespaces behind",
-            s.display()
-        );
-    }
+    let report = text(&out);
+    assert!(out.status.success(), "{file} failed:\n{report}");
+    assert!(report.contains(" passed, 0 failed\n"), "{report}");
     assert!(
-        failed.is_empty(),
-        "scenarios failed:\n{}",
-        failed.join("\n")
+        netns_with(&format!("plab-{name}-")).is_empty(),
+        "{file} left namespaces behind"
     );
     assert_eq!(root_netns_state(), before, "the root namespace changed");
 }
 
 #[test]
 fn up_status_down_and_only_prefixed_namespaces() {
-    if !netns_available() {
+    if !require_root() {
         return;
     }
     let state = StateDir::new("updown");
@@ -197,7 +264,7 @@ fn start_up_and_wait(name: &str, nodes: &str, state: &StateDir) -> std::process:
 
 #[test]
 fn ctrl_c_midway_tears_down() {
-    if !netns_available() {
+    if !require_root() {
         return;
     }
     let state = StateDir::new("sigint");
@@ -224,7 +291,7 @@ fn ctrl_c_midway_tears_down() {
 /// that nothing was removed.
 #[test]
 fn killed_midway_then_down_by_name_removes_its_leftovers() {
-    if !netns_available() {
+    if !require_root() {
         return;
     }
     let state = StateDir::new("kill");
@@ -273,7 +340,7 @@ fn killed_midway_then_down_by_name_removes_its_leftovers() {
 
 #[test]
 fn twenty_nodes() {
-    if !netns_available() {
+    if !require_root() {
         return;
     }
     let state = StateDir::new("twenty");
@@ -314,7 +381,7 @@ fn twenty_nodes() {
 
 #[test]
 fn bad_input_is_named() {
-    if !netns_available() {
+    if !require_root() {
         return;
     }
     let state = StateDir::new("bad");
@@ -358,7 +425,7 @@ fn bad_input_is_named() {
 /// could not match.
 #[test]
 fn scenario_names_never_reach_a_command() {
-    if !netns_available() {
+    if !require_root() {
         return;
     }
     let state = StateDir::new("inject");
@@ -401,7 +468,7 @@ fn scenario_names_never_reach_a_command() {
 #[test]
 fn ctrl_c_during_the_matrix_keeps_the_report() {
     use std::io::BufRead as _;
-    if !netns_available() {
+    if !require_root() {
         return;
     }
     let state = StateDir::new("runint");
@@ -463,7 +530,7 @@ fn ctrl_c_during_the_matrix_keeps_the_report() {
 /// expectations and the verdict go to stderr.
 #[test]
 fn lab_run_with_a_machine_format_prints_only_the_report() {
-    if !netns_available() {
+    if !require_root() {
         return;
     }
     let state = StateDir::new("json");

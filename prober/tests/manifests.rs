@@ -1,24 +1,18 @@
 //! `prober manifests` prints real Kubernetes objects, and exactly what `deploy/base` holds.
 
+// A test: it reads fixtures and the clock freely (clippy.toml bans them in shipped code).
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
-use common::{prober, root};
+use common::{KUBE_DEPS, prober, root, tool};
+use test_kit::manifests::{docs, validate_strictly};
 
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use k8s_openapi::api::networking::v1::{
     NetworkPolicy, NetworkPolicyEgressRule, NetworkPolicyIngressRule,
 };
-
-fn docs(text: &str) -> Vec<serde_json::Value> {
-    text.split("\n---")
-        .map(|d| d.trim_start_matches("---").trim())
-        .filter(|d| !d.is_empty())
-        .map(|d| serde_saphyr::from_str(d).unwrap_or_else(|e| panic!("not YAML: {e}\n{d}")))
-        // A document of comments only (the header of deploy/base/agents.yaml) is no object.
-        .filter(|v: &serde_json::Value| !v.is_null())
-        .collect()
-}
 
 #[test]
 fn manifests_are_kubernetes_objects_and_match_deploy() {
@@ -294,28 +288,14 @@ fn installed_as_kubectl_probe_it_is_a_kubectl_plugin() {
     assert!(String::from_utf8_lossy(&manifests.stdout).contains("kind: DaemonSet"));
 }
 
-/// Whether `tool` runs here. Without it the test says so in one line and passes; `scripts/test`
-/// (CI) sets `PROBER_REQUIRE_TOOLS=1` after installing them, so there a missing tool fails.
-fn tool(name: &str) -> bool {
-    let ok = std::process::Command::new(name)
-        .arg("--help")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        assert!(
-            std::env::var_os("PROBER_REQUIRE_TOOLS").is_none(),
-            "PROBER_REQUIRE_TOOLS is set but {name} is not installed (scripts/install-kube-test-deps)"
-        );
-        eprintln!("SKIP: {name} is not installed (scripts/install-kube-test-deps installs it)");
-    }
-    ok
-}
-
 #[test]
 fn deploy_base_validates_strictly_against_kubernetes_1_30_to_1_34() {
-    if !(tool("kubectl") && tool("kubernetes-validate")) {
+    let (Some(_), Some(validator)) = (
+        tool("kubectl", KUBE_DEPS),
+        tool("kubernetes-validate", KUBE_DEPS),
+    ) else {
         return;
-    }
+    };
     let dir = tempfile::Builder::new()
         .prefix("prober-kustomize-")
         .tempdir()
@@ -354,34 +334,7 @@ fn deploy_base_validates_strictly_against_kubernetes_1_30_to_1_34() {
         .collect();
     optional.sort();
     files.extend(optional);
-    // The validator can fail: an unknown field is refused.
-    let bad = dir.path().join("bad.yaml");
-    std::fs::write(
-        &bad,
-        "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: x\nbogus: 1\n",
-    )
-    .unwrap();
-    let refused = std::process::Command::new("kubernetes-validate")
-        .args(["--strict", "--quiet", "-k", "1.30.0"])
-        .arg(&bad)
-        .output()
-        .unwrap();
-    assert!(
-        !refused.status.success(),
-        "kubernetes-validate accepted an unknown field"
-    );
-    for version in ["1.30.0", "1.31.0", "1.32.0", "1.33.0", "1.34.0"] {
-        let out = std::process::Command::new("kubernetes-validate")
-            .args(["--strict", "--quiet", "-k", version])
-            .args(&files)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "deploy/base does not validate against Kubernetes {version}: {}",
-            common::text(&out)
-        );
-    }
+    validate_strictly(&validator, &files, "deploy/base");
 }
 
 #[test]
@@ -461,7 +414,7 @@ fn kustomize_with(component: &str) -> String {
 
 #[test]
 fn each_distributions_component_mounts_what_a_run_there_mounts() {
-    if !(tool("kubectl") && tool("kubernetes-validate")) {
+    if tool("kubectl", KUBE_DEPS).is_none() || tool("kubernetes-validate", KUBE_DEPS).is_none() {
         return;
     }
     let mut components: Vec<String> = std::fs::read_dir(root().join("deploy/components"))

@@ -3,10 +3,14 @@
 //! pushed to a real Pushgateway: the unit tests' input series are that Pushgateway's /metrics,
 //! scraped after each run and laid out 15 minutes apart, as the `CronJob` runs.
 
+// A test: it reads fixtures and the clock freely (clippy.toml bans them in shipped code).
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
-use common::gateway::{Pushgateway, get, tool};
-use common::{StateDir, agent, lab, netns_available, prober, root, text};
+use common::gateway::{Pushgateway, SCHED_DEPS, get};
+use common::tool;
+use common::{KUBE_DEPS, StateDir, agent, lab, prober, require_root, root, text};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -149,7 +153,7 @@ fn the_prometheusrule_is_rendered_from_the_rules_file() {
 
 #[test]
 fn kustomize_renders_the_rules_and_the_dashboard() {
-    let Some(kubectl) = tool("kubectl") else {
+    let Some(kubectl) = tool("kubectl", KUBE_DEPS) else {
         return;
     };
     let out = Command::new(kubectl)
@@ -174,7 +178,7 @@ fn kustomize_renders_the_rules_and_the_dashboard() {
 
 #[test]
 fn promtool_parses_the_rules_and_every_dashboard_query() {
-    let Some(bin) = tool("promtool") else {
+    let Some(bin) = tool("promtool", SCHED_DEPS) else {
         return;
     };
     let out = promtool(
@@ -746,11 +750,13 @@ fn check_drift(x: &Pushed, exprs: &[(String, String)], promtool_bin: &Path, dir:
 
 #[test]
 fn alerts_fire_on_what_lab_runs_pushed() {
-    if !netns_available() {
+    if !require_root() {
         return;
     }
-    let (Some(promtool_bin), Some(gw_bin)) = (tool("promtool"), tool("prometheus-pushgateway"))
-    else {
+    let (Some(promtool_bin), Some(gw_bin)) = (
+        tool("promtool", SCHED_DEPS),
+        tool("prometheus-pushgateway", SCHED_DEPS),
+    ) else {
         return;
     };
     let gw = Pushgateway::start(&gw_bin);

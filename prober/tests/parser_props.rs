@@ -2,6 +2,9 @@
 //! writes: inventories, scenarios and saved reports. Whatever the input, they return a value or a
 //! clear error; they never panic. Mutations of valid documents reach deeper than random text.
 
+// A test: it reads fixtures and the clock freely (clippy.toml bans them in shipped code).
+#![allow(clippy::disallowed_methods)]
+
 use prober::inventory::{Inventory, from_yaml};
 use prober::lab::scenario::Scenario;
 use prober::report::Report;

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{StateDir, agent, lab, lab_name, netns_available, prober, root, text};
+use common::{StateDir, agent, lab, lab_name, prober, require_root, root, text};
 
 use std::process::Command;
 
@@ -29,7 +29,7 @@ fn scenario(name: &str) -> String {
 
 #[test]
 fn preflight_scenarios_pass_lab_run() {
-    if !netns_available() {
+    if !require_root() {
         return;
     }
     let state = StateDir::new("run");
@@ -157,7 +157,7 @@ fn findings(report: &serde_json::Value) -> Vec<&serde_json::Value> {
 
 #[test]
 fn an_operator_run_names_the_gap_one_way_toward_the_candidate() {
-    if !netns_available() {
+    if !require_root() {
         return;
     }
     let state = StateDir::new("op");

@@ -8,7 +8,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::time::Instant;
 
 use super::{Fail, tcp};
-use crate::proto::{Flow, Outcome, Port, ProbeResult, Sighting, SightingKind};
+use crate::proto::{Flow, Outcome, Port, ProbeResult, Sighting, SightingKind, http1};
 use crate::serve::{Page, SIGHTINGS_CAPACITY, SIGHTINGS_PAGE};
 
 /// One page's body: `SIGHTINGS_PAGE` sightings of ~100 bytes each fit several times over.
@@ -89,10 +89,13 @@ async fn get_page(
         Fail::Timeout => SeenError::NoAnswer,
         Fail::Local(m) => SeenError::Connect(m),
     })?;
-    let request = format!(
-        "GET /seen?since={since_ms}&after={after}&limit={SIGHTINGS_PAGE} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
-    );
-    stream.write_all(request.as_bytes()).await?;
+    let request = http1::request(
+        "GET",
+        &format!("/seen?since={since_ms}&after={after}&limit={SIGHTINGS_PAGE}"),
+        &[("Host", "localhost"), ("Connection", "close")],
+    )
+    .map_err(|_| SeenError::Malformed)?;
+    stream.write_all(&request).await?;
     let mut body = Vec::new();
     (&mut stream)
         .take(MAX_BODY as u64 + 1)
@@ -101,11 +104,12 @@ async fn get_page(
     if body.len() > MAX_BODY {
         return Err(SeenError::TooLarge);
     }
-    let text = String::from_utf8_lossy(&body);
-    let Some((head, body)) = text.split_once("\r\n\r\n") else {
+    let Some((head, body)) = http1::split(&body) else {
         return Err(SeenError::Malformed);
     };
-    if !head.starts_with("HTTP/1.1 200") {
+    let body = String::from_utf8_lossy(body);
+    let body = body.as_ref();
+    if http1::status(head) != Some(200) {
         let mut reason = body.trim().to_string();
         probe_proto::util::truncate_at_char(&mut reason, 200);
         return Ok(Answer::Refused(reason));

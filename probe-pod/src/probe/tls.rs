@@ -20,7 +20,7 @@ use tokio_rustls::TlsConnector;
 
 use super::{Fail, micros, tcp};
 use crate::files;
-use crate::proto::{self, Outcome, ProbeResult, TlsInfo};
+use crate::proto::{self, Outcome, ProbeResult, TlsInfo, http1};
 
 const MAX_RESPONSE_HEAD: usize = 16 * 1024;
 
@@ -298,25 +298,6 @@ fn read_token(path: &Path) -> Result<Secret, TokenFileError> {
     })
 }
 
-/// The status code of an HTTP/1.x response head.
-#[must_use]
-pub fn parse_status(head: &[u8]) -> Option<u16> {
-    let line_end = head
-        .iter()
-        .position(|&b| b == b'\r' || b == b'\n')
-        .unwrap_or(head.len());
-    let line = std::str::from_utf8(&head[..line_end]).ok()?;
-    let mut parts = line.split(' ');
-    if !parts.next()?.starts_with("HTTP/1.") {
-        return None;
-    }
-    let code = parts.next()?;
-    if code.len() != 3 {
-        return None;
-    }
-    code.parse().ok().filter(|c| (100..600).contains(c))
-}
-
 /// Sends `request` and reads the response head (bounded).
 async fn exchange<S: AsyncReadExt + AsyncWriteExt + Unpin>(
     tls: &mut S,
@@ -325,7 +306,7 @@ async fn exchange<S: AsyncReadExt + AsyncWriteExt + Unpin>(
     tls.write_all(request).await?;
     let mut head = Vec::with_capacity(1024);
     let mut chunk = [0u8; 2048];
-    while head.len() < MAX_RESPONSE_HEAD && !head.windows(4).any(|w| w == b"\r\n\r\n") {
+    while head.len() < MAX_RESPONSE_HEAD && http1::head_end(&head).is_none() {
         let n = tls.read(&mut chunk).await?;
         if n == 0 {
             break;
@@ -369,20 +350,23 @@ fn prepare(
     })
 }
 
-fn http_request(path: &str, host: &str, token: Option<&Secret>) -> Vec<u8> {
-    let mut request = format!(
-        "GET {path} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: probe-pod/{}\r\n\
-         Accept: application/json\r\nConnection: close\r\n",
-        env!("CARGO_PKG_VERSION")
-    )
-    .into_bytes();
-    if let Some(t) = token {
-        request.extend_from_slice(b"Authorization: Bearer ");
-        request.extend_from_slice(t.expose().as_bytes());
-        request.extend_from_slice(b"\r\n");
+fn http_request(
+    path: &str,
+    host: &str,
+    token: Option<&Secret>,
+) -> Result<Vec<u8>, http1::HeadError> {
+    let agent = format!("probe-pod/{}", env!("CARGO_PKG_VERSION"));
+    let mut headers = vec![
+        ("Host", host),
+        ("User-Agent", agent.as_str()),
+        ("Accept", "application/json"),
+        ("Connection", "close"),
+    ];
+    let bearer = token.map(|t| format!("Bearer {}", t.expose()));
+    if let Some(b) = &bearer {
+        headers.push(("Authorization", b));
     }
-    request.extend_from_slice(b"\r\n");
-    request
+    http1::request("GET", path, &headers)
 }
 
 /// 2xx, 401 and 403 all prove the API server answered; 401 to a credential under test is the
@@ -557,10 +541,19 @@ pub async fn request(id: &str, req: Request<'_>, deadline: Instant) -> Exchanged
     let request = http_request(path, &host, token.as_ref());
     drop(token);
     let get = format!("{what}: GET {path}");
+    let request = match request {
+        Ok(r) => r,
+        Err(e) => {
+            return done(
+                ProbeResult::new(id, Outcome::Error, format!("{get}: {e}")),
+                verdict,
+            );
+        }
+    };
     let mut r = match tokio::time::timeout_at(deadline, exchange(&mut tls, &request)).await {
         Err(_) => Fail::Timeout.into_result(id, &get, start.elapsed()),
         Ok(Err(e)) => ProbeResult::new(id, Outcome::HttpError, format!("{get}: {e}")),
-        Ok(Ok(head)) => match parse_status(&head) {
+        Ok(Ok(head)) => match http1::status(&head) {
             None => ProbeResult::new(
                 id,
                 Outcome::HttpError,
@@ -591,83 +584,4 @@ pub async fn request(id: &str, req: Request<'_>, deadline: Instant) -> Exchanged
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn status_lines() {
-        assert_eq!(parse_status(b"HTTP/1.1 200 OK\r\n\r\n"), Some(200));
-        assert_eq!(parse_status(b"HTTP/1.0 401 Unauthorized\r\n"), Some(401));
-        assert_eq!(parse_status(b"SSH-2.0-OpenSSH\r\n"), None);
-        assert_eq!(parse_status(b""), None);
-        assert_eq!(parse_status(b"HTTP/1.1 abc"), None);
-    }
-
-    #[test]
-    fn statuses_judged() {
-        assert_eq!(judge_status(200, false), Outcome::Ok);
-        assert_eq!(judge_status(403, true), Outcome::Ok);
-        assert_eq!(judge_status(401, false), Outcome::Ok);
-        assert_eq!(judge_status(401, true), Outcome::Unauthorized);
-        assert_eq!(judge_status(500, false), Outcome::HttpError);
-        assert_eq!(judge_status(302, false), Outcome::HttpError);
-    }
-
-    #[test]
-    fn token_file_must_hold_one_token() {
-        let dir = std::env::temp_dir().join(format!("probe-pod-token-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let good = dir.join("good");
-        std::fs::write(&good, "abc.def.ghi\n").unwrap();
-        assert_eq!(read_token(&good).unwrap().expose(), "abc.def.ghi");
-        assert_eq!(
-            format!("{:?}", read_token(&good).unwrap()),
-            "Secret(<redacted>)"
-        );
-        let bad = dir.join("bad");
-        std::fs::write(&bad, "two tokens\n").unwrap();
-        let err = read_token(&bad).unwrap_err().to_string();
-        assert!(!err.contains("tokens"), "must not echo file content: {err}");
-        assert!(
-            read_token(&dir.join("missing"))
-                .unwrap_err()
-                .to_string()
-                .contains("missing")
-        );
-        let forged = dir.join("forged");
-        std::fs::write(&forged, "abc\r\nX-Forged: 1\n").unwrap();
-        let err = read_token(&forged).unwrap_err().to_string();
-        assert!(!err.contains("Forged") && err.contains("forged"), "{err}");
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
-
-    #[test]
-    fn devices_as_token_or_ca_fail_fast() {
-        let started = std::time::Instant::now();
-        let err = read_token(Path::new("/dev/zero")).unwrap_err().to_string();
-        assert!(
-            err.contains("/dev/zero") && err.contains("not a regular file"),
-            "{err}"
-        );
-        let err = verifier(Roots::File(Path::new("/dev/zero")), true).unwrap_err();
-        assert!(
-            err.contains("/dev/zero") && err.contains("CA bundle"),
-            "{err}"
-        );
-        assert!(started.elapsed() < std::time::Duration::from_secs(1));
-    }
-
-    #[test]
-    fn pem_errors_never_quote_the_input() {
-        let secret_line =
-            b"-----BEGIN CERTIFICATE-----\nSEKRIT-LINE-abcdefgh\n-----END NOPE-----\n";
-        for pem in [&secret_line[..], b"SEKRIT-LINE-abcdefgh", b""] {
-            if let Err(e) = pem_certificates(pem, "the CA") {
-                let e = e.to_string();
-                assert!(!e.contains("SEKRIT") && e.starts_with("the CA "), "{e}");
-            }
-            let e = pem_private_key(pem, "the key").unwrap_err().to_string();
-            assert!(!e.contains("SEKRIT") && e.starts_with("the key "), "{e}");
-        }
-    }
-}
+mod tests;

@@ -11,6 +11,7 @@ use tokio::net::TcpStream;
 use super::Sightings;
 use super::admission::canonical;
 use super::sniffer::PAGE;
+use crate::proto::http1;
 
 /// The largest request head read.
 pub const MAX_HEAD: usize = 4096;
@@ -38,7 +39,7 @@ pub fn looks_like_http(first: &[u8]) -> bool {
 /// Whether `head` holds a complete request head.
 #[must_use]
 pub fn complete(head: &[u8]) -> bool {
-    head.windows(4).any(|w| w == b"\r\n\r\n")
+    http1::head_end(head).is_some()
 }
 
 /// The query parameter `key` as a number.
@@ -82,31 +83,9 @@ pub fn route(target: &str, peer: SocketAddr, state: &State) -> (u16, String) {
 /// Status and body for a complete request head (anything else is a 400).
 #[must_use]
 pub fn answer(head: &[u8], peer: SocketAddr, state: &State) -> (u16, String) {
-    let line_end = head
-        .iter()
-        .position(|&b| b == b'\r' || b == b'\n')
-        .unwrap_or(head.len());
-    let Ok(line) = std::str::from_utf8(&head[..line_end]) else {
-        return (400, "bad request\n".into());
-    };
-    let mut parts = line.split(' ');
-    let (Some(method), Some(target), Some(version), None) =
-        (parts.next(), parts.next(), parts.next(), parts.next())
-    else {
-        return (400, "bad request\n".into());
-    };
-    if !matches!(method, "GET" | "HEAD") || !version.starts_with("HTTP/1.") {
-        return (400, "bad request\n".into());
-    }
-    route(target, peer, state)
-}
-
-fn reason(status: u16) -> &'static str {
-    match status {
-        200 => "OK",
-        400 => "Bad Request",
-        403 => "Forbidden",
-        _ => "Not Found",
+    match http1::request_line(head) {
+        Some(line) if matches!(line.method, "GET" | "HEAD") => route(line.target, peer, state),
+        _ => (400, "bad request\n".into()),
     }
 }
 
@@ -123,12 +102,17 @@ pub async fn respond(
     } else {
         "text/plain"
     };
-    let response = format!(
-        "HTTP/1.1 {status} {}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        reason(status),
-        body.len()
-    );
-    stream.write_all(response.as_bytes()).await?;
+    let mut response = http1::response(
+        status,
+        &[
+            ("Content-Type", kind),
+            ("Content-Length", &body.len().to_string()),
+            ("Connection", "close"),
+        ],
+    )
+    .map_err(std::io::Error::other)?;
+    response.extend_from_slice(body.as_bytes());
+    stream.write_all(&response).await?;
     stream.shutdown().await
 }
 

@@ -3,6 +3,8 @@
 //! process's id, and is deleted (after its processes are killed) when the guard drops — on pass,
 //! failure or panic. Nothing is ever added to the root namespace.
 
+// A test: it reads fixtures and the clock freely (clippy.toml bans them in shipped code).
+#![allow(clippy::disallowed_methods)]
 #![allow(dead_code, clippy::missing_panics_doc)]
 
 use std::collections::HashMap;
@@ -36,21 +38,9 @@ pub fn agent_bin() -> &'static str {
     env!("CARGO_BIN_EXE_probe-pod")
 }
 
-/// Whether this test may build network namespaces. Without root it prints one `SKIP` line and
-/// the test returns early; `scripts/test` (CI, as root) sets `PROBER_REQUIRE_NETNS=1`, and there
-/// a missing privilege is a failure, never a silent skip.
-#[must_use]
-pub fn require_root() -> bool {
-    if nix::unistd::geteuid().is_root() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("PROBER_REQUIRE_NETNS").is_none(),
-        "PROBER_REQUIRE_NETNS is set but this test is not running as root"
-    );
-    eprintln!("SKIP: needs root and network namespaces");
-    false
-}
+/// Whether this test may build network namespaces: one `SKIP` line without root, a failure
+/// under `PROBER_REQUIRE_NETNS=1` (`scripts/test`).
+pub use test_kit::skip::require_root;
 
 fn cmd_ok(cmd: &mut Command) -> String {
     let out = cmd

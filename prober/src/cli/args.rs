@@ -252,9 +252,7 @@ impl AgentArgs {
 /// A run id: unique enough that two runs (from two machines) never share objects, short
 /// enough for object names.
 fn run_id() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
+    let secs = probe_proto::util::unix_secs();
     format!(
         "r{:06x}{:04x}",
         secs & 0xff_ffff,

@@ -5,11 +5,11 @@
 use std::error::Error;
 use std::path::PathBuf;
 
+use probe_proto::files::ReadError;
 use prober::inventory::InventoryError;
 use prober::lab::LabError;
 use prober::lab::apiserver::ApiServerError;
 use prober::lab::scenario::ScenarioError;
-use prober::model::read::ReadError;
 use prober::report::{EXIT_INTERRUPTED, EXIT_USAGE, ReportError};
 use prober::runtime::kube::ConnectError;
 use prober::runtime::kube::deploy::{DeployError, SessionError};
@@ -215,10 +215,14 @@ mod tests {
         );
         // A layer's message that already ends with its cause is not repeated.
         let e = CliError::from(ReadError::Io {
-            path: "/x.yaml".into(),
+            what: "inventory",
+            name: "/x.yaml".into(),
             source: IoError::new(ErrorKind::PermissionDenied, "Permission denied"),
         });
-        assert_eq!(with_causes(&e), "cannot read /x.yaml: Permission denied");
+        assert_eq!(
+            with_causes(&e),
+            "cannot read inventory /x.yaml: Permission denied"
+        );
         let e = CliError::flag(
             "--nodes 0",
             IoError::new(ErrorKind::InvalidInput, "at least 2"),

@@ -2,20 +2,20 @@
 //! Job's log collector keeps. Plain HTTP/1.1 over a TCP stream under one deadline: a Pushgateway
 //! is inside the cluster or on a monitoring host, and the push is one request.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use prober::report::remembered::Changes;
 use prober::report::{EXIT_OK, EXIT_USAGE, Report};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use probe_proto::http1;
 
 use super::args::{ExportArgs, LogFormat};
 
 /// Now, in seconds since the epoch.
 #[must_use]
 pub fn now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
+    probe_proto::util::unix_secs()
 }
 
 /// A Pushgateway's address: `http://HOST[:PORT][/PREFIX]`.
@@ -108,6 +108,11 @@ pub enum PushError {
         addr: String,
         source: std::io::Error,
     },
+    #[error("{addr}: cannot write the request: {source}")]
+    Head {
+        addr: String,
+        source: probe_proto::http1::HeadError,
+    },
     #[error("{addr}: no answer within {secs} s")]
     Deadline { addr: String, secs: u64 },
     #[error("{addr} answered {status}: {body}")]
@@ -148,15 +153,22 @@ async fn push_now(url: &PushUrl, body: &str, addr: &str) -> Result<(), PushError
     } else {
         addr.to_string()
     };
-    let request = format!(
-        "PUT {} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: prober/{}\r\n\
-         Content-Type: text/plain; version=0.0.4; charset=utf-8\r\nContent-Length: {}\r\n\
-         Connection: close\r\n\r\n",
-        url.path(),
-        env!("CARGO_PKG_VERSION"),
-        body.len()
-    );
-    stream.write_all(request.as_bytes()).await.map_err(io)?;
+    let request = http1::request(
+        "PUT",
+        &url.path(),
+        &[
+            ("Host", &host),
+            ("User-Agent", concat!("prober/", env!("CARGO_PKG_VERSION"))),
+            ("Content-Type", "text/plain; version=0.0.4; charset=utf-8"),
+            ("Content-Length", &body.len().to_string()),
+            ("Connection", "close"),
+        ],
+    )
+    .map_err(|source| PushError::Head {
+        addr: addr.to_string(),
+        source,
+    })?;
+    stream.write_all(&request).await.map_err(io)?;
     stream.write_all(body.as_bytes()).await.map_err(io)?;
     stream.flush().await.map_err(io)?;
     // The answer is a status line and a short body; more is not a Pushgateway.
@@ -166,15 +178,11 @@ async fn push_now(url: &PushUrl, body: &str, addr: &str) -> Result<(), PushError
         .read_to_end(&mut answer)
         .await
         .map_err(io)?;
-    let text = String::from_utf8_lossy(&answer);
-    let status = text.lines().next().unwrap_or("").trim().to_string();
-    let code = status.split_whitespace().nth(1).unwrap_or("");
-    if code.starts_with('2') {
+    if http1::status(&answer).is_some_and(|c| (200..300).contains(&c)) {
         return Ok(());
     }
-    let body = text
-        .split_once("\r\n\r\n")
-        .map_or("", |(_, b)| b)
+    let status = http1::status_line(&answer).to_string();
+    let body = String::from_utf8_lossy(http1::split(&answer).map_or(&[][..], |(_, b)| b))
         .trim()
         .chars()
         .take(300)

@@ -43,6 +43,8 @@ pub fn estimate(nodes: usize, sample: Option<u16>) -> (u64, u64) {
 /// address-space limit and its cgroup's limit (a `CronJob`'s container); `None` when none is
 /// known.
 #[must_use]
+// /proc and cgroup files are small kernel-made files, never FIFOs or user paths.
+#[allow(clippy::disallowed_methods)]
 pub fn available() -> Option<u64> {
     let meminfo = std::fs::read_to_string("/proc/meminfo").ok().and_then(|t| {
         t.lines()

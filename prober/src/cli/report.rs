@@ -3,7 +3,8 @@
 use super::out::out;
 use std::path::{Path, PathBuf};
 
-use prober::model::read::{MAX_REPORT_BYTES, read_capped};
+use probe_proto::files::read_text_capped;
+use prober::model::read::MAX_REPORT_BYTES;
 use prober::report::Report;
 
 use super::CliError;
@@ -21,7 +22,7 @@ pub struct Args {
 
 /// A saved report, read with the cap and checked to be one.
 pub fn load(path: &Path) -> Result<Report, CliError> {
-    let text = read_capped(path, MAX_REPORT_BYTES, "saved report")?;
+    let text = read_text_capped(path, MAX_REPORT_BYTES, "saved report", path.display())?;
     Report::from_json(&text).map_err(|source| CliError::SavedReport {
         path: path.into(),
         source,

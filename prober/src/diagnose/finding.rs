@@ -1,7 +1,7 @@
-//! Findings (docs/design.md, section 3): what the diagnosis concludes, with the results that prove it
-//! and the failed results it explains. The shared part (severity, summary, evidence, consequences,
-//! fix, notes) wraps the kind's [`Detail`], one variant per kind with exactly its fields; the report
-//! writes it flat, `kind` first, as it always has.
+//! Findings (docs/design.md, "Findings"): what the diagnosis concludes, with the results that
+//! prove it and the failed results it explains. The shared part (severity, summary, evidence,
+//! consequences, fix, notes) wraps the kind's [`Detail`], one variant per kind with exactly its
+//! fields; the report writes it flat, `kind` first, as it always has.
 
 mod detail;
 mod place;

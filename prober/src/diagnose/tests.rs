@@ -12,7 +12,7 @@ use super::*;
 use crate::inventory::Inventory;
 use crate::model::{AgentKind, PathClass, Protocol, ResultRecord, Results};
 use crate::plan::{Filter, PlannedProbe, plan};
-use crate::testutil::inventory;
+use crate::testutil::{inventory, zones_consecutive};
 
 fn components(inv: &mut Inventory, yaml: &str) {
     inv.components = serde_saphyr::from_str(yaml).unwrap();
@@ -136,15 +136,6 @@ fn intermittent(r: &mut ResultRecord, attempts: u32, ok: u32) {
         r.result.outcome = Outcome::Timeout;
         r.result.detail = format!("no answer within 2000 ms (failed all {attempts} attempts)");
     }
-}
-
-/// `n` nodes in `zones` zones of consecutive nodes (`z0`, `z1`, ...).
-fn zoned(n: usize, zones: usize) -> Inventory {
-    let mut inv = inventory(n, 1, "flannel");
-    for (i, node) in inv.nodes.iter_mut().enumerate() {
-        node.zone = Some(format!("z{}", i * zones / n));
-    }
-    inv
 }
 
 mod agents;

@@ -10,7 +10,7 @@ use super::{Component, Inventory, Overlay, YamlError, from_yaml};
 #[derive(Debug, thiserror::Error)]
 pub enum InventoryError {
     #[error("inventory: {0}")]
-    Read(#[source] crate::model::read::ReadError),
+    Read(#[source] probe_proto::files::ReadError),
     #[error("inventory {}: {source}", path.display())]
     Parse { path: PathBuf, source: YamlError },
     #[error("inventory {}: {source}", path.display())]
@@ -115,9 +115,14 @@ fn endpoint(field: &str, addr: SocketAddr) -> Result<(), InvalidInventory> {
 impl Inventory {
     /// Reads YAML (or JSON, which is YAML) and checks what the types cannot.
     pub fn load(path: &std::path::Path) -> Result<Self, InventoryError> {
-        use crate::model::read::{MAX_INVENTORY_BYTES, read_capped};
-        let text =
-            read_capped(path, MAX_INVENTORY_BYTES, "inventory").map_err(InventoryError::Read)?;
+        use crate::model::read::MAX_INVENTORY_BYTES;
+        let text = probe_proto::files::read_text_capped(
+            path,
+            MAX_INVENTORY_BYTES,
+            "inventory",
+            path.display(),
+        )
+        .map_err(InventoryError::Read)?;
         let inv: Self = from_yaml(&text).map_err(|source| InventoryError::Parse {
             path: path.into(),
             source,

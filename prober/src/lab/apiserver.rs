@@ -14,6 +14,8 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
+use probe_proto::http1;
+
 use super::pki::expiry;
 
 const MAX_HEAD: usize = 16 * 1024;
@@ -21,6 +23,8 @@ const READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiServerError {
+    #[error(transparent)]
+    Read(#[from] probe_proto::files::ReadError),
     #[error("cannot read {what} {path}: {message}")]
     Load {
         what: &'static str,
@@ -87,8 +91,7 @@ fn load(
     // Paths from the command line: each read once, capped, so a device or a huge file fails
     // at once naming it.
     let read = |what, path: &Path| {
-        crate::model::read::read_capped(path, MAX_INPUT_BYTES, what)
-            .map_err(|e| load_err(what, path, &e))
+        probe_proto::files::read_text_capped(path, MAX_INPUT_BYTES, what, path.display())
     };
     let cert_pem = read("certificate", cert)?;
     let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem.as_bytes())
@@ -176,7 +179,7 @@ async fn answer<S: AsyncReadExt + AsyncWriteExt + Unpin>(
 ) -> std::io::Result<()> {
     let mut buf = vec![0u8; MAX_HEAD];
     let mut len = 0;
-    while !buf[..len].windows(4).any(|w| w == b"\r\n\r\n") {
+    while http1::head_end(&buf[..len]).is_none() {
         if len == MAX_HEAD {
             return Ok(());
         }
@@ -187,27 +190,24 @@ async fn answer<S: AsyncReadExt + AsyncWriteExt + Unpin>(
         len += n;
     }
     let head = String::from_utf8_lossy(&buf[..len]);
-    let path = head.split(' ').nth(1).unwrap_or("/");
-    let bearer = head.lines().find_map(|l| {
-        let (name, value) = l.split_once(':')?;
-        if !name.eq_ignore_ascii_case("authorization") {
-            return None;
-        }
-        value.trim().strip_prefix("Bearer ").map(str::trim)
-    });
+    let path = http1::request_line(&buf[..len]).map_or("/", |l| l.target);
+    let bearer = http1::header(&head, "authorization")
+        .and_then(|v| v.strip_prefix("Bearer ").map(str::trim));
     let now = probe_proto::util::unix_secs();
     let (status, body) = respond(path, bearer, allowed, now);
-    let reason = match status {
-        200 => "OK",
-        401 => "Unauthorized",
-        _ => "Forbidden",
-    };
     let date = http_date(now.saturating_add_signed(skew_secs));
-    let response = format!(
-        "HTTP/1.1 {status} {reason}\r\nDate: {date}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    s.write_all(response.as_bytes()).await?;
+    let mut response = http1::response(
+        status,
+        &[
+            ("Date", &date),
+            ("Content-Type", "application/json"),
+            ("Content-Length", &body.len().to_string()),
+            ("Connection", "close"),
+        ],
+    )
+    .map_err(std::io::Error::other)?;
+    response.extend_from_slice(body.as_bytes());
+    s.write_all(&response).await?;
     s.shutdown().await
 }
 

@@ -1,5 +1,5 @@
-//! Node to node: the TCP ports between hosts that the cluster needs (docs/design.md section 8),
-//! which the lab's stand-ins also serve.
+//! Node to node: the TCP ports between hosts that the cluster needs, which the lab's stand-ins
+//! also serve (docs/design.md, "Ports the cluster needs").
 
 use std::net::IpAddr;
 
@@ -9,7 +9,8 @@ use super::{Builder, port};
 use crate::inventory::{Cni, Inventory, Node};
 use crate::model::{AgentKind, AgentRef, PathClass, Protocol, Target};
 
-/// Ports between hosts that the cluster needs (docs/design.md section 8), beyond the agent's own.
+/// Ports between hosts that the cluster needs (docs/design.md, "Ports the cluster needs"),
+/// beyond the agent's own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct HostPort {
     port: u16,
@@ -45,8 +46,8 @@ fn host_ports(cni: Cni) -> Vec<HostPort> {
     v
 }
 
-/// The TCP ports a node serves to the other nodes (docs/design.md section 8): the lab's stand-ins
-/// listen on exactly these.
+/// The TCP ports a node serves to the other nodes (docs/design.md, "Ports the cluster needs"):
+/// the lab's stand-ins listen on exactly these.
 #[must_use]
 pub fn served_tcp_ports(cni: Cni, control_plane: bool) -> Vec<u16> {
     host_ports(cni)
@@ -56,7 +57,8 @@ pub fn served_tcp_ports(cni: Cni, control_plane: bool) -> Vec<u16> {
         .collect()
 }
 
-/// The TCP ports a CNI's agents listen on between nodes (docs/design.md section 8).
+/// The TCP ports a CNI's agents listen on between nodes (docs/design.md, "Ports the cluster
+/// needs").
 #[must_use]
 pub fn cni_tcp_ports(cni: Cni) -> &'static [u16] {
     match cni {

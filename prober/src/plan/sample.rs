@@ -288,16 +288,7 @@ pub fn sample_turn(inv: &Inventory, peers: usize, turn: usize) -> Sample {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testutil::inventory;
-
-    /// `nodes` nodes in `zones` zones, round-robin, or with no zone label when `zones` is 0.
-    fn zoned(nodes: usize, zones: usize) -> Inventory {
-        let mut inv = inventory(nodes, 1, "flannel");
-        for (i, n) in inv.nodes.iter_mut().enumerate() {
-            n.zone = (zones > 0).then(|| format!("z{}", i % zones));
-        }
-        inv
-    }
+    use crate::testutil::{inventory, zones_round_robin};
 
     fn degrees(s: &Sample, inv: &Inventory) -> Vec<(usize, usize)> {
         inv.nodes
@@ -313,7 +304,7 @@ mod tests {
     #[test]
     fn every_node_probes_and_is_probed_by_at_least_k_peers() {
         for (nodes, zones, k) in [(30, 3, 3), (31, 4, 2), (10, 1, 5), (7, 0, 1)] {
-            let inv = zoned(nodes, zones);
+            let inv = zones_round_robin(nodes, zones);
             let s = sample(&inv, k);
             for (i, (out, inn)) in degrees(&s, &inv).into_iter().enumerate() {
                 assert!(
@@ -334,7 +325,7 @@ mod tests {
     #[test]
     fn every_ordered_pair_of_zones_is_covered() {
         // Uneven zones: 13 nodes in 7 zones, two in z0..z5 and z6 alone (no pair within it).
-        let inv = zoned(13, 7);
+        let inv = zones_round_robin(13, 7);
         let s = sample(&inv, 1);
         let zone: BTreeMap<&str, &str> = inv
             .nodes
@@ -366,14 +357,14 @@ mod tests {
 
     #[test]
     fn without_zone_labels_the_subnet_is_the_zone() {
-        let inv = zoned(5, 0);
+        let inv = zones_round_robin(5, 0);
         let s = sample(&inv, 2);
         assert_eq!(s.zones, vec!["192.168.56.0/24".to_string()]);
     }
 
     #[test]
     fn the_same_inventory_gives_the_same_sample_whatever_its_order() {
-        let inv = zoned(40, 3);
+        let inv = zones_round_robin(40, 3);
         let mut shuffled = inv.clone();
         shuffled.nodes.reverse();
         assert_eq!(sample(&inv, 3), sample(&shuffled, 3));
@@ -382,14 +373,14 @@ mod tests {
 
     #[test]
     fn asking_for_as_many_peers_as_there_are_is_the_full_matrix() {
-        let inv = zoned(6, 2);
+        let inv = zones_round_robin(6, 2);
         assert_eq!(sample(&inv, 5).pair_count(), 30);
         assert_eq!(sample(&inv, 50).pair_count(), 30);
     }
 
     #[test]
     fn only_node_pairs_are_thinned_out() {
-        let inv = zoned(10, 2);
+        let inv = zones_round_robin(10, 2);
         let s = sample(&inv, 1);
         let (a, t) = s.pairs.iter().next().unwrap();
         let b = t.iter().next().unwrap();
@@ -408,7 +399,7 @@ mod tests {
 
     #[test]
     fn a_sampled_plan_keeps_every_api_dns_and_node_probe() {
-        let inv = zoned(12, 3);
+        let inv = zones_round_robin(12, 3);
         let full = crate::plan::plan(&inv, &crate::plan::Filter::default()).to_vec();
         let filter = crate::plan::Filter {
             sample: Some(sample(&inv, 2)),
@@ -448,7 +439,7 @@ mod tests {
     #[test]
     fn successive_turns_cover_every_ordered_pair_within_the_stated_runs() {
         for (nodes, zones, k) in [(30, 3, 4), (31, 4, 2), (12, 0, 1), (50, 5, 7), (23, 2, 21)] {
-            let inv = zoned(nodes, zones);
+            let inv = zones_round_robin(nodes, zones);
             let runs = runs_for_coverage(nodes, k);
             assert_eq!(runs, (nodes - 1).div_ceil(k).max(1), "{nodes} nodes, K {k}");
             // Simulated scheduled runs, each taking the turn after the last, from any start.
@@ -492,10 +483,14 @@ mod tests {
         let mut calico = inventory(40, 3, "calico");
         calico.nodes.truncate(40);
         let shapes: Vec<(&str, Inventory, crate::plan::Filter)> = vec![
-            ("3 zones", zoned(60, 3), crate::plan::Filter::default()),
+            (
+                "3 zones",
+                zones_round_robin(60, 3),
+                crate::plan::Filter::default(),
+            ),
             (
                 "no zone labels",
-                zoned(45, 0),
+                zones_round_robin(45, 0),
                 crate::plan::Filter::default(),
             ),
             (
@@ -510,7 +505,7 @@ mod tests {
             ),
             (
                 "overlay skipped",
-                zoned(50, 2),
+                zones_round_robin(50, 2),
                 crate::plan::Filter {
                     skip_paths: vec![PathClass::Overlay],
                     ..crate::plan::Filter::default()

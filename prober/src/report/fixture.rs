@@ -6,7 +6,7 @@ use probe_proto::{Outcome, ProbeResult};
 use super::Report;
 use crate::diagnose::finding::FirewallGap;
 use crate::diagnose::{Finding, Kind, Severity};
-use crate::model::{AgentKind, AgentStatus, Direction, PathClass, ResultRecord};
+use crate::model::{AgentKind, Direction, PathClass, ResultRecord};
 use crate::plan::{Filter, plan};
 use crate::run::RunOutput;
 use crate::testutil::inventory;
@@ -41,18 +41,7 @@ pub fn report(nodes: usize, cut: Option<&str>) -> Report {
             p.record(None, result)
         })
         .collect();
-    let agents = inv
-        .nodes
-        .iter()
-        .flat_map(|n| {
-            [AgentKind::Host, AgentKind::Pod].map(|agent| AgentStatus {
-                node: n.name.clone(),
-                agent,
-                ran: true,
-                detail: String::new(),
-            })
-        })
-        .collect();
+    let agents = inv.every_agent_ran();
     let run = RunOutput {
         results: results.into(),
         agents,

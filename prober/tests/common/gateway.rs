@@ -2,15 +2,14 @@
 //! loopback, promtool, Chromium.
 
 use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// An external tool, or `None` after one SKIP line; with `PROBER_REQUIRE_TOOLS` set a missing
 /// tool fails the test instead (`scripts/install-sched-test-deps` installs them).
-pub fn tool(name: &str) -> Option<PathBuf> {
-    super::require_tool(name, "scripts/install-sched-test-deps")
-}
+/// What installs the scheduled mode's test tools (promtool, a Pushgateway, chromium).
+pub const SCHED_DEPS: &str = "scripts/install-sched-test-deps";
 
 /// A Pushgateway on a free loopback port with its own persistence file, stopped on drop.
 pub struct Pushgateway {

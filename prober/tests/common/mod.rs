@@ -39,20 +39,13 @@ pub fn text(o: &Output) -> String {
     )
 }
 
-/// Whether this test may build network namespaces. Without root it says so in one line and the
-/// test returns early; `scripts/test` (CI, as root) sets `PROBER_REQUIRE_NETNS=1`, so there a
-/// missing privilege is a failure, never a silent skip.
-pub fn netns_available() -> bool {
-    if nix::unistd::geteuid().is_root() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("PROBER_REQUIRE_NETNS").is_none(),
-        "PROBER_REQUIRE_NETNS is set but this test is not running as root"
-    );
-    eprintln!("SKIP: this test builds network namespaces and needs root");
-    false
-}
+/// Root for network namespaces, an external tool: there, or one SKIP line, or a failure when
+/// `scripts/test` requires it.
+#[allow(unused_imports)] // each test binary uses some of the shared helpers
+pub use test_kit::skip::{require_root, tool};
+
+/// What installs kubectl and kubernetes-validate.
+pub const KUBE_DEPS: &str = "scripts/install-kube-test-deps";
 
 /// This test run's own tag, `t` and four lowercase letters or digits: `PROBER_TEST_RUN` when
 /// `scripts/test` set it (so it can clean up exactly its own leftovers), else drawn from this
@@ -124,22 +117,4 @@ pub fn lab(args: &[&str], state: &StateDir) -> Output {
         .env("PROBER_AGENT_BIN", agent())
         .output()
         .unwrap()
-}
-
-/// An external tool on the PATH, or `None` after one SKIP line naming `installer`; with
-/// `PROBER_REQUIRE_TOOLS` set (scripts/test, after installing them) a missing tool fails.
-pub fn require_tool(name: &str, installer: &str) -> Option<PathBuf> {
-    let found = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|d| d.join(name))
-            .find(|p| p.is_file())
-    });
-    if found.is_none() {
-        assert!(
-            std::env::var_os("PROBER_REQUIRE_TOOLS").is_none(),
-            "PROBER_REQUIRE_TOOLS is set but {name} is not installed ({installer})"
-        );
-        eprintln!("SKIP: {name} is not installed ({installer} installs it)");
-    }
-    found
 }

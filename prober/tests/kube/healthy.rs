@@ -31,7 +31,7 @@ pub(crate) fn with_agents(mut inv: Inventory) -> Inventory {
 /// The findings of a run over `inv` in which every planned probe succeeded.
 pub(crate) fn healthy_findings(inv: &Inventory) -> Vec<prober::diagnose::Finding> {
     use probe_proto::{Outcome, ProbeResult};
-    use prober::model::{AgentKind, AgentStatus, ResultRecord};
+    use prober::model::ResultRecord;
     let planned = prober::plan::plan(inv, &prober::plan::Filter::default());
     assert!(!planned.is_empty());
     let results: Vec<ResultRecord> = planned
@@ -42,18 +42,7 @@ pub(crate) fn healthy_findings(inv: &Inventory) -> Vec<prober::diagnose::Finding
             p.record(None, result)
         })
         .collect();
-    let agents: Vec<AgentStatus> = inv
-        .nodes
-        .iter()
-        .flat_map(|n| {
-            [AgentKind::Host, AgentKind::Pod].map(|agent| AgentStatus {
-                node: n.name.clone(),
-                agent,
-                ran: true,
-                detail: String::new(),
-            })
-        })
-        .collect();
+    let agents = inv.every_agent_ran();
     prober::diagnose::diagnose(inv, &prober::model::Results::of(&results), &agents)
 }
 

@@ -7,6 +7,8 @@
 //! (`rbac`, `scheduled_rbac`); a healthy cluster of each distribution (`healthy`); and the
 //! HTTPS proxy (`proxy`).
 
+// A test: it reads fixtures and the clock freely (clippy.toml bans them in shipped code).
+#![allow(clippy::disallowed_methods)]
 #![allow(clippy::needless_pass_by_value, clippy::too_many_lines)] // test fixtures built inline
 
 #[path = "../common/mod.rs"]

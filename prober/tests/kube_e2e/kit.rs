@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use crate::common::{agent, netns_available, prober, root, text};
+use crate::common::{agent, prober, require_root, root, text};
 use prober::lab::scenario::Scenario;
 use prober::lab::{Lab, Options};
 use serde_json::{Value, json};
@@ -97,7 +97,7 @@ impl KubeLab {
         rbac_as: Option<&str>,
         change: impl FnOnce(&mut Scenario, &mut Config),
     ) -> Option<Self> {
-        if !netns_available() {
+        if !require_root() {
             return None;
         }
         let dir = tempfile::tempdir().unwrap();

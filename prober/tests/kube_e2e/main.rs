@@ -6,6 +6,9 @@
 //! concurrent runs (`concurrent`); the shared lab-and-stand-in harness (`kit`). Tests without a
 //! lab run anywhere; lab tests skip in one line without root.
 
+// A test: it reads fixtures and the clock freely (clippy.toml bans them in shipped code).
+#![allow(clippy::disallowed_methods)]
+
 #[path = "../common/mod.rs"]
 mod common;
 

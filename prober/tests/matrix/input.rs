@@ -1,6 +1,6 @@
 //! What a run is given: bad inventories, tokens in node files, a FIFO, a matrix too large.
 
-use crate::common::{netns_available, prober, text};
+use crate::common::{prober, require_root, text};
 use crate::kit::*;
 
 use std::process::{Command, Stdio};
@@ -10,7 +10,7 @@ use serde_json::Value;
 
 #[test]
 fn bad_inventories_exit_2_naming_the_problem() {
-    if !netns_available() {
+    if !require_root() {
         return;
     }
     let tmp_dir = tempfile::Builder::new()
@@ -93,7 +93,7 @@ fn malform_kubeconfig(lab: &TestLab, tokens_dir: &std::path::Path, node: &str) {
 
 #[test]
 fn no_token_appears_in_any_output_format() {
-    if !netns_available() {
+    if !require_root() {
         return;
     }
     let lab = TestLab::up("mt", Some("tests/scenarios/cni-token-expired.yaml"));

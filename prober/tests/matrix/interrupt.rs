@@ -1,6 +1,6 @@
 //! SIGINT and SIGTERM: a run stops with what it gathered and never contradicts the whole run.
 
-use crate::common::{agent, netns_available, prober, text};
+use crate::common::{agent, prober, require_root, text};
 use crate::kit::*;
 
 use std::process::{Command, Stdio};
@@ -34,7 +34,7 @@ fn probe_runs_in(prefix: &str) -> Vec<String> {
 
 #[test]
 fn sigint_and_sigterm_stop_with_what_was_gathered() {
-    if !netns_available() {
+    if !require_root() {
         return;
     }
     let lab = TestLab::up("mc", Some("tests/scenarios/flannel-8472.yaml"));
@@ -118,7 +118,7 @@ fn causes(report: &Value) -> Vec<(String, std::collections::BTreeSet<String>)> {
 /// says what the whole run says; every finding is one the whole run makes, on no other nodes.
 #[test]
 fn an_interrupted_run_never_contradicts_the_whole_run() {
-    if !netns_available() {
+    if !require_root() {
         return;
     }
     let lab = TestLab::up("mi", Some("tests/scenarios/flannel-8472.yaml"));

@@ -4,6 +4,9 @@
 //! what settled (`interrupt`); bad inventories, tokens and oversized matrices are refused or kept
 //! out of every output (`input`); the lab per test and the report schema (`kit`).
 
+// A test: it reads fixtures and the clock freely (clippy.toml bans them in shipped code).
+#![allow(clippy::disallowed_methods)]
+
 #[path = "../common/mod.rs"]
 mod common;
 

@@ -1,7 +1,7 @@
 //! Whole runs over labs: every format of a healthy lab, the flannel-8472 incident, missing
 //! agents and the lab's own inventory.
 
-use crate::common::{netns_available, prober, text};
+use crate::common::{prober, require_root, text};
 use crate::kit::*;
 
 use std::process::Command;
@@ -11,7 +11,7 @@ use serde_json::Value;
 
 #[test]
 fn healthy_lab_is_all_ok_in_every_format() {
-    if !netns_available() {
+    if !require_root() {
         return;
     }
     let lab = TestLab::up("mh", Some("tests/scenarios/healthy.yaml"));
@@ -101,7 +101,7 @@ fn healthy_lab_is_all_ok_in_every_format() {
 
 #[test]
 fn flannel_8472_fails_exactly_the_overlay_paths_of_the_firewalled_node() {
-    if !netns_available() {
+    if !require_root() {
         return;
     }
     let lab = TestLab::up("mf", Some("tests/scenarios/flannel-8472.yaml"));
@@ -186,7 +186,7 @@ fn flannel_8472_fails_exactly_the_overlay_paths_of_the_firewalled_node() {
 
 #[test]
 fn a_dead_responder_is_a_missing_agent_not_a_network_failure() {
-    if !netns_available() {
+    if !require_root() {
         return;
     }
     let lab = TestLab::up("dr", None);
@@ -242,7 +242,7 @@ fn a_dead_responder_is_a_missing_agent_not_a_network_failure() {
 
 #[test]
 fn missing_agent_makes_its_paths_unknown_not_failed() {
-    if !netns_available() {
+    if !require_root() {
         return;
     }
     let lab = TestLab::up("ma", None);
@@ -294,7 +294,7 @@ fn missing_agent_makes_its_paths_unknown_not_failed() {
 /// which agent it runs. An agent binary that cannot start names the ways to give it.
 #[test]
 fn the_labs_inventory_runs_as_written_and_a_missing_agent_names_the_fix() {
-    if !netns_available() {
+    if !require_root() {
         return;
     }
     let lab = TestLab::up("in", None);

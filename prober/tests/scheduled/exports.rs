@@ -1,8 +1,9 @@
 //! `prober diff`, `-o prometheus`, `--pushgateway`, `-o html`, `--log-format json` on synthetic
 //! reports, and on lab reports (healthy and the flannel-8472 incident, built in namespaces).
 
-use crate::common::gateway::{Pushgateway, get, tool};
-use crate::common::{agent, netns_available, prober, root, text};
+use crate::common::gateway::{Pushgateway, SCHED_DEPS, get};
+use crate::common::tool;
+use crate::common::{agent, prober, require_root, root, text};
 use crate::kit::*;
 
 use std::io::{Read, Write};
@@ -138,7 +139,7 @@ fn promtool_accepts(promtool: &Path, report: &Path) -> String {
 
 #[test]
 fn promtool_accepts_the_exposition_and_labels_stay_bounded() {
-    let Some(promtool) = tool("promtool") else {
+    let Some(promtool) = tool("promtool", SCHED_DEPS) else {
         return;
     };
     let dir = tmp("prober-prom-");
@@ -161,7 +162,7 @@ fn promtool_accepts_the_exposition_and_labels_stay_bounded() {
 
 #[test]
 fn a_real_pushgateway_receives_the_metrics() {
-    let Some(bin) = tool("prometheus-pushgateway") else {
+    let Some(bin) = tool("prometheus-pushgateway", SCHED_DEPS) else {
         return;
     };
     let gw = Pushgateway::start(&bin);
@@ -300,7 +301,7 @@ fn html_of(report: &Path, dir: &Path) -> PathBuf {
 
 #[test]
 fn chromium_renders_a_hundred_node_report() {
-    let Some(chromium) = tool("chromium") else {
+    let Some(chromium) = tool("chromium", SCHED_DEPS) else {
         return;
     };
     let dir = tmp("prober-html-");
@@ -337,20 +338,20 @@ fn lab_report(scenario: &str, name: &str, dir: &Path) -> PathBuf {
 
 #[test]
 fn lab_reports_diff_export_and_render() {
-    if !netns_available() {
+    if !require_root() {
         return;
     }
     let dir = tmp("prober-sched-lab-");
     let healthy = lab_report("tests/scenarios/healthy.yaml", "sh", dir.path());
     let broken = lab_report("tests/scenarios/flannel-8472.yaml", "sb", dir.path());
     check_diff(&healthy, &broken);
-    if let Some(promtool) = tool("promtool") {
+    if let Some(promtool) = tool("promtool", SCHED_DEPS) {
         for r in [&healthy, &broken] {
             let text = promtool_accepts(&promtool, r);
             assert!(text.contains("prober_probes{path=\"overlay\""), "{text}");
         }
     }
-    if let Some(chromium) = tool("chromium") {
+    if let Some(chromium) = tool("chromium", SCHED_DEPS) {
         let html = html_of(&broken, dir.path());
         let dom = chromium_dom(&chromium, &html);
         for node in ["n1", "n2", "n3"] {

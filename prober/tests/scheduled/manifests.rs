@@ -1,20 +1,13 @@
 //! deploy/scheduled: `prober manifests --scheduled` is the overlay, and valid.
 
-use crate::common::gateway::tool;
+use crate::common::{KUBE_DEPS, tool};
 use crate::common::{root, text};
 use crate::kit::*;
+use test_kit::manifests::{docs, validate_strictly};
 
 use std::process::Command;
 
 use serde_json::Value;
-
-fn docs(text: &str) -> Vec<Value> {
-    text.split("\n---")
-        .map(|d| d.trim_start_matches("---").trim())
-        .filter(|d| !d.is_empty())
-        .map(|d| serde_saphyr::from_str(d).unwrap_or_else(|e| panic!("not YAML: {e}\n{d}")))
-        .collect()
-}
 
 /// Whether `v` survives a round trip through its Kubernetes type unchanged: a field the schema
 /// does not know is dropped on the way, and the comparison fails.
@@ -29,41 +22,14 @@ fn strict<K: serde::de::DeserializeOwned + serde::Serialize>(v: &Value) {
 
 /// `yaml` validates with `kubernetes-validate --strict` against Kubernetes 1.30 to 1.34 (every
 /// field known to the schema), as deploy/base does in tests/manifests.rs.
-fn validate_strictly(yaml: &str) {
-    let Some(validate) = tool("kubernetes-validate") else {
+fn validates_strictly(yaml: &str) {
+    let Some(validator) = tool("kubernetes-validate", KUBE_DEPS) else {
         return;
     };
     let dir = tmp("prober-sched-validate-");
     let file = dir.path().join("scheduled.yaml");
     std::fs::write(&file, yaml).unwrap();
-    // The validator can fail: an unknown field is refused.
-    let bad = dir.path().join("bad.yaml");
-    std::fs::write(
-        &bad,
-        "apiVersion: batch/v1\nkind: CronJob\nmetadata:\n  name: x\nspec:\n  schedule: '* * * * *'\n  bogus: 1\n  jobTemplate: {spec: {template: {spec: {containers: [{name: c, image: i}]}}}}\n",
-    )
-    .unwrap();
-    let refused = Command::new(&validate)
-        .args(["--strict", "--quiet", "-k", "1.30.0"])
-        .arg(&bad)
-        .output()
-        .unwrap();
-    assert!(
-        !refused.status.success(),
-        "kubernetes-validate accepted an unknown field"
-    );
-    for version in ["1.30.0", "1.31.0", "1.32.0", "1.33.0", "1.34.0"] {
-        let out = Command::new(&validate)
-            .args(["--strict", "--quiet", "-k", version])
-            .arg(&file)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "deploy/scheduled does not validate against Kubernetes {version}: {}",
-            text(&out)
-        );
-    }
+    validate_strictly(&validator, &[file], "deploy/scheduled");
 }
 
 #[test]
@@ -131,8 +97,8 @@ fn manifests_scheduled_is_the_overlay_and_valid() {
             b["metadata"]["namespace"]
         );
     }
-    validate_strictly(&printed);
-    let Some(kubectl) = tool("kubectl") else {
+    validates_strictly(&printed);
+    let Some(kubectl) = tool("kubectl", KUBE_DEPS) else {
         return;
     };
     let rendered = Command::new(kubectl)

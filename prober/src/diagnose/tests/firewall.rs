@@ -239,7 +239,7 @@ fn a_port_blocked_between_every_pair_is_one_finding() {
 fn a_zone_to_zone_block_is_one_finding_per_zone_pair() {
     // 100 nodes in 4 zones of 25; the kubelet port is blocked both ways between z0 and z1 and
     // between z1 and z2, and nowhere else.
-    let inv = zoned(100, 4);
+    let inv = zones_consecutive(100, 4);
     let zone: HashMap<String, String> = inv
         .nodes
         .iter()
@@ -293,7 +293,7 @@ fn a_zone_to_zone_block_is_one_finding_per_zone_pair() {
 
 #[test]
 fn a_zone_pair_blocked_one_way_among_two_zones_is_one_finding() {
-    let inv = zoned(100, 2);
+    let inv = zones_consecutive(100, 2);
     let (_, f) = run(&inv, &|p| {
         let (from, to) = node_of(p);
         let n = |s: &str| s[1..].parse::<usize>().unwrap();

@@ -21,7 +21,7 @@ use crate::inventory::from_yaml;
 #[derive(Debug, thiserror::Error)]
 pub enum ScenarioError {
     #[error("scenario: {0}")]
-    Read(#[source] crate::model::read::ReadError),
+    Read(#[source] probe_proto::files::ReadError),
     #[error("scenario {}: {source}", path.display())]
     Invalid {
         path: PathBuf,
@@ -31,9 +31,14 @@ pub enum ScenarioError {
 
 impl Scenario {
     pub fn load(path: &Path) -> Result<Self, ScenarioError> {
-        use crate::model::read::{MAX_SCENARIO_BYTES, read_capped};
-        let text =
-            read_capped(path, MAX_SCENARIO_BYTES, "scenario").map_err(ScenarioError::Read)?;
+        use crate::model::read::MAX_SCENARIO_BYTES;
+        let text = probe_proto::files::read_text_capped(
+            path,
+            MAX_SCENARIO_BYTES,
+            "scenario",
+            path.display(),
+        )
+        .map_err(ScenarioError::Read)?;
         Self::parse(&text).map_err(|source| ScenarioError::Invalid {
             path: path.into(),
             source,
