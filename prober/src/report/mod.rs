@@ -169,6 +169,25 @@ impl Tally {
     }
 }
 
+/// How many failed results count as failures for the exit code: all but those that findings
+/// explain and every one of those findings is a warning (a refused optional port whose servers are
+/// unknown, an intermittent loss). A failure no finding explains, or one an error explains, counts.
+fn failing(results: &Results, findings: &[Finding]) -> usize {
+    use std::collections::BTreeMap;
+    // Per cited result id: whether some finding citing it is an error.
+    let mut cited: BTreeMap<&str, bool> = BTreeMap::new();
+    for f in findings {
+        for id in f.evidence.iter().chain(&f.consequences) {
+            *cited.entry(id.as_str()).or_default() |= f.severity == Severity::Error;
+        }
+    }
+    results
+        .iter()
+        .filter(crate::model::Record::is_failed)
+        .filter(|r| cited.get(r.result.id.to_string().as_str()) != Some(&false))
+        .count()
+}
+
 impl Report {
     /// How many findings are errors (the rest are warnings).
     #[must_use]
@@ -216,7 +235,9 @@ impl Report {
         let agents_missing = run.agents.iter().filter(|a| !a.ran).count();
         let exit_code = if run.interrupted {
             EXIT_INTERRUPTED
-        } else if counts.failed > 0 || findings.iter().any(|f| f.severity == Severity::Error) {
+        } else if failing(&run.results, &findings) > 0
+            || findings.iter().any(|f| f.severity == Severity::Error)
+        {
             EXIT_FAILURES
         } else if agents_missing > 0 || counts.unknown > 0 {
             EXIT_PARTIAL
@@ -290,5 +311,42 @@ impl Report {
     #[must_use]
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Severity, failing, fixture};
+
+    #[test]
+    fn failures_explained_by_warnings_alone_do_not_count() {
+        let mut report = fixture::flannel_gap_report();
+        let failed: Vec<String> = report
+            .results
+            .iter()
+            .filter(crate::model::Record::is_failed)
+            .map(|r| r.result.id.to_string())
+            .collect();
+        assert!(failed.len() > 2, "{}", failed.len());
+        // The fixture's gap cites nothing: every failure counts.
+        assert_eq!(failing(&report.results, &report.findings), failed.len());
+        let mut f = report.findings[0].clone();
+        f.evidence = failed[..1].to_vec();
+        f.consequences = failed[1..].to_vec();
+        f.severity = Severity::Error;
+        report.findings = vec![f.clone()];
+        assert_eq!(failing(&report.results, &report.findings), failed.len());
+        f.severity = Severity::Warning;
+        report.findings = vec![f.clone()];
+        assert_eq!(failing(&report.results, &report.findings), 0);
+        // A warning over part of them leaves the rest counting; an error anywhere makes one count.
+        let mut part = f.clone();
+        part.consequences.pop();
+        let mut err = f.clone();
+        err.severity = Severity::Error;
+        err.evidence = Vec::new();
+        err.consequences = failed[..1].to_vec();
+        assert_eq!(failing(&report.results, &[part.clone()]), 1);
+        assert_eq!(failing(&report.results, &[part, err]), 2);
     }
 }

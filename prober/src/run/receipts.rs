@@ -1,7 +1,8 @@
 //! Where a failed TCP or UDP probe to a node got to: its host agent's sniffer (which sees packets
 //! before the node's firewall does) is asked, by flow for a SYN and by nonce for a UDP datagram,
 //! whether the probe arrived and whether the node answered. Only probes that failed every
-//! attempt with silence are asked about, so a healthy run asks nothing.
+//! attempt with silence, and TCP probes refused with a reset (which carries the receiver's address
+//! whoever forged it), are asked about, so a healthy run asks nothing.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -29,9 +30,13 @@ enum Question {
 }
 
 /// The question for a failed result, when it has one: a TCP or UDP probe to a node's host that
-/// timed out, whose sender recorded the address it sent from.
+/// timed out, or a TCP probe to one that was reset (did the SYN reach the node, whose own firewall
+/// then reset it, or was the reset forged on the way?), whose sender recorded the address it sent
+/// from.
 fn question(p: &PlannedRef<'_>, r: &ProbeResult) -> Option<Question> {
-    if r.outcome != Outcome::Timeout || p.receipt_port.is_none() {
+    let tcp = matches!(p.probe, Probe::Tcp(_));
+    let asked = r.outcome == Outcome::Timeout || (tcp && r.outcome == Outcome::Refused);
+    if !asked || p.receipt_port.is_none() {
         return None;
     }
     let Some(SocketAddr::V4(source)) = r.source else {
@@ -79,7 +84,15 @@ fn receipt(q: Question, answer: &ProbeResult) -> Option<(Receipt, Vec<probe_prot
 }
 
 /// The words a receipt adds to a result's detail.
-fn words(receipt: Receipt, node: &str, interfaces: &str) -> String {
+fn words(receipt: Receipt, outcome: Outcome, node: &str, interfaces: &str) -> String {
+    if outcome == Outcome::Refused {
+        return match receipt {
+            Receipt::NotArrived => format!(
+                "the SYN never reached {node}: the reset was forged on the way (the network, or the sender's own firewall)"
+            ),
+            _ => format!("reached {node}'s {interfaces}: the reset came from {node} itself"),
+        };
+    }
     match receipt {
         Receipt::NotArrived => format!(
             "never reached {node}: dropped on the way (the network, or the sender's own firewall)"
@@ -149,7 +162,11 @@ pub(super) async fn collect<R: Runtime + 'static>(
             .collect();
         ifs.sort_unstable();
         ifs.dedup();
-        r.detail = format!("{}; {}", r.detail, words(rc, node, &ifs.join(",")));
+        r.detail = format!(
+            "{}; {}",
+            r.detail,
+            words(rc, r.outcome, node, &ifs.join(","))
+        );
         r.receipt = Some(rc);
         r.seen = Some(seen);
     }
@@ -229,6 +246,54 @@ mod tests {
         assert_eq!(
             got(&answer(Some(vec![]), &[(SightingKind::Udp, 8, false)]), udp),
             Some(Receipt::NotArrived)
+        );
+    }
+
+    #[test]
+    fn timeouts_and_tcp_resets_to_a_node_are_asked_about() {
+        let inv = crate::testutil::inventory(3, 1, "flannel");
+        let planned = crate::plan::plan(&inv, &crate::plan::Filter::default());
+        let result = |outcome| {
+            let mut r = ProbeResult::new("x", outcome, "");
+            r.source = Some("192.168.56.10:40000".parse().unwrap());
+            r.nonce = Some(7);
+            r
+        };
+        let tcp = planned
+            .iter()
+            .find(|p| p.receipt_port.is_some() && matches!(p.probe, Probe::Tcp(_)))
+            .unwrap();
+        assert!(matches!(
+            question(&tcp, &result(Outcome::Timeout)),
+            Some(Question::Tcp(_))
+        ));
+        // A reset names the receiver whoever forged it: its sniffer says whether the SYN arrived.
+        assert!(matches!(
+            question(&tcp, &result(Outcome::Refused)),
+            Some(Question::Tcp(_))
+        ));
+        assert_eq!(question(&tcp, &result(Outcome::Unreachable)), None);
+        let datagram = Probe::Udp(probe_proto::UdpProbe {
+            address: "192.168.56.11".parse().unwrap(),
+            port: probe_proto::Port::new(8472).unwrap(),
+        });
+        let udp = PlannedRef {
+            probe: &datagram,
+            ..tcp
+        };
+        assert_eq!(
+            question(&udp, &result(Outcome::Timeout)),
+            Some(Question::Udp(7))
+        );
+        // A UDP port unreachable is the receiver's own answer: nothing to ask.
+        assert_eq!(question(&udp, &result(Outcome::Refused)), None);
+        assert!(
+            words(Receipt::HostDropped, Outcome::Refused, "n2", "eth0")
+                .contains("the reset came from n2 itself")
+        );
+        assert!(
+            words(Receipt::NotArrived, Outcome::Refused, "n2", "")
+                .contains("the reset was forged on the way")
         );
     }
 }

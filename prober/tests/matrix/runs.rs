@@ -332,3 +332,37 @@ fn the_labs_inventory_runs_as_written_and_a_missing_agent_names_the_fix() {
         "{detail}"
     );
 }
+
+/// A healthy Calico cluster whose inventory does not say which nodes serve Typha: the refusals on
+/// tcp/5473 are failed probes, but the only finding explaining them is a warning, so the run
+/// exits 0, in the JSON as in the process.
+#[test]
+fn failures_explained_by_a_warning_alone_exit_0() {
+    if !netns_available() {
+        return;
+    }
+    let lab = TestLab::up(
+        "ty",
+        Some("tests/scenarios/diagnosis/typha-unknown-servers.yaml"),
+    );
+    let out = matrix(&lab.inventory(), &["-o", "json"]);
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    validate(&report);
+    let findings = report["findings"].as_array().unwrap();
+    assert!(
+        report["summary"]["failed"].as_u64().unwrap() > 0,
+        "{findings:#?}"
+    );
+    assert!(
+        findings
+            .iter()
+            .any(|f| f["kind"] == "not-listening" && f["severity"] == "warning"),
+        "{findings:#?}"
+    );
+    assert!(
+        findings.iter().all(|f| f["severity"] != "error"),
+        "{findings:#?}"
+    );
+    assert_eq!(report["summary"]["exitCode"], 0, "{}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+}
