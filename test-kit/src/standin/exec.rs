@@ -8,6 +8,7 @@
 
 use std::process::Stdio;
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use hyper::body::Incoming;
@@ -193,22 +194,17 @@ async fn session(
     v5: bool,
     cut: Option<usize>,
 ) {
-    let argv = kubelet::argv(inner, command);
-    let mut cmd = tokio::process::Command::from(kubelet::in_netns(netns, None, &argv));
-    cmd.stdin(if stdin_on {
-        Stdio::piped()
-    } else {
-        Stdio::null()
-    })
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped())
-    .kill_on_drop(true);
+    // The stub's exec round trip: the session opens only after it.
+    if let Some(stub) = inner.config.stub {
+        tokio::time::sleep(stub.exec_round_trip).await;
+    }
+    let stub = inner.config.stub;
     let (mut sink, mut source) = ws.split();
-    let mut child = match cmd.spawn() {
+    let mut child = match spawn(inner, netns, command, stdin_on) {
         Ok(c) => c,
-        Err(e) => {
+        Err(message) => {
             let s = json!({"metadata": {}, "status": "Failure", "reason": "InternalError",
-                "message": format!("failed to exec in container: {e}")});
+                "message": format!("failed to exec in container: {message}")});
             let _ = sink.send(frame(3, s.to_string().as_bytes())).await;
             let _ = sink.close().await;
             return;
@@ -223,6 +219,10 @@ async fn session(
     let mut sent = 0usize;
     let mut exit = None;
     let mut cut_off = false;
+    // A stub agent's answers leave once its probe phase is over.
+    let phase = tokio::time::sleep(stub.map_or(Duration::ZERO, |s| s.probe_phase));
+    tokio::pin!(phase);
+    let mut holding = stub.is_some();
     loop {
         if stdout.is_none() && stderr.is_none() {
             exit = child.wait().await.ok().and_then(|s| s.code());
@@ -249,7 +249,8 @@ async fn session(
                 }
                 Some(Ok(_)) => {}
             },
-            n = read(&mut stdout, &mut out_buf) => match n {
+            () = &mut phase, if holding => holding = false,
+            n = read(&mut stdout, &mut out_buf), if !holding => match n {
                 0 => stdout = None,
                 n => {
                     let mut n = n;
@@ -268,7 +269,7 @@ async fn session(
                     }
                 }
             },
-            n = read(&mut stderr, &mut err_buf) => match n {
+            n = read(&mut stderr, &mut err_buf), if !holding => match n {
                 0 => stderr = None,
                 n => {
                     if stderr_on && sink.send(frame(2, &err_buf[..n])).await.is_err() {
@@ -291,6 +292,49 @@ async fn session(
         .await;
     let _ = sink.close().await;
     lock(&inner.kubelet).remove_exec(ns, name, pid);
+}
+
+/// The exec's process: the command in the pod's network namespace, or the stub agent.
+fn spawn(
+    inner: &Inner,
+    netns: &str,
+    command: &[String],
+    stdin_on: bool,
+) -> Result<tokio::process::Child, String> {
+    let argv = kubelet::argv(inner, command);
+    let mut cmd = match inner.config.stub {
+        None => tokio::process::Command::from(kubelet::in_netns(netns, None, &argv)),
+        Some(_) => stub_command(inner, &argv)?,
+    };
+    cmd.stdin(if stdin_on {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    })
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .kill_on_drop(true);
+    cmd.spawn().map_err(|e| e.to_string())
+}
+
+/// The stub agent (`Config::stub`): `probe-pod probe` run with `--simulate` (no socket
+/// opened, nothing sent), outside any namespace, with nothing of the environment but `PATH`.
+fn stub_command(inner: &Inner, argv: &[String]) -> Result<tokio::process::Command, String> {
+    let entry = inner.config.entrypoint.display().to_string();
+    match argv {
+        [bin, probe, rest @ ..] if *bin == entry && probe == "probe" => {
+            let mut cmd = tokio::process::Command::new(bin);
+            cmd.arg("probe")
+                .args(rest)
+                .env_clear()
+                .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+                .env("PROBE_POD_SIMULATE", "true");
+            Ok(cmd)
+        }
+        _ => Err(format!(
+            "the stand-in's stub agents run only `probe-pod probe`, not {argv:?}"
+        )),
+    }
 }
 
 async fn read(pipe: &mut Option<impl tokio::io::AsyncRead + Unpin>, buf: &mut [u8]) -> usize {

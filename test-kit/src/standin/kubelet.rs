@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 
 use super::api::{self, Status};
 use super::rules::host_ports;
+use super::seed;
 use super::store::{Key, index, now_rfc3339};
 use super::{Inner, NodeSpec, lock};
 
@@ -46,6 +47,8 @@ struct PodRun {
     /// (network namespace, pod IP) once the sandbox is made.
     sandbox: Option<(String, Ipv4Addr)>,
     child: Option<Child>,
+    /// Running without a process (`Config::stub`).
+    stub: bool,
     started_at: Option<String>,
     restarts: u32,
     next_start: Option<Instant>,
@@ -119,7 +122,9 @@ impl Kubelet {
     /// The sandbox (network namespace, pod IP) of a running pod, for exec.
     pub fn sandbox(&self, ns: &str, name: &str) -> Option<(String, Ipv4Addr, String)> {
         let p = self.pods.get(&(ns.to_string(), name.to_string()))?;
-        p.child.as_ref()?;
+        if p.child.is_none() && !p.stub {
+            return None;
+        }
         let (netns, ip) = p.sandbox.clone()?;
         Some((netns, ip, p.node.clone()))
     }
@@ -146,7 +151,9 @@ impl Kubelet {
 pub async fn run(inner: Arc<Inner>) {
     let mut tick = inner.tick.subscribe();
     loop {
-        step(&inner);
+        // A step is synchronous work over every pod: off the runtime's workers, so that the
+        // API keeps answering meanwhile.
+        tokio::task::block_in_place(|| step(&inner));
         tokio::select! {
             _ = tick.changed() => {}
             () = tokio::time::sleep(PERIOD) => {}
@@ -280,7 +287,18 @@ fn controllers(inner: &Arc<Inner>) {
             mark_deleted(inner, p);
         }
     }
+    let placed: BTreeSet<(String, String)> = pods
+        .iter()
+        .filter_map(|p| {
+            let node = p["spec"]["nodeName"].as_str()?;
+            Some((owner_uid(p)?, node.to_string()))
+        })
+        .collect();
     for ds in &daemonsets {
+        // A seeded DaemonSet stands for one that runs already: its pods are seeded too.
+        if ds["metadata"]["labels"][seed::SEEDED] == "true" {
+            continue;
+        }
         let uid = ds["metadata"]["uid"]
             .as_str()
             .unwrap_or_default()
@@ -302,10 +320,7 @@ fn controllers(inner: &Arc<Inner>) {
             ) {
                 continue;
             }
-            let has = pods.iter().any(|p| {
-                owner_uid(p).as_deref() == Some(uid.as_str()) && p["spec"]["nodeName"] == node_name
-            });
-            if has {
+            if placed.contains(&(uid.clone(), node_name.to_string())) {
                 continue;
             }
             let mut spec = template["spec"].clone();
@@ -391,6 +406,7 @@ fn step(inner: &Arc<Inner>) {
             }
         }
     }
+    let held = held_ports(&pods);
     for p in &pods {
         // Only pods of the kubelets this stand-in runs (a seeded kube-system pod is left as is).
         let node = p["spec"]["nodeName"]
@@ -406,7 +422,7 @@ fn step(inner: &Arc<Inner>) {
             delete_pod(inner, p);
             continue;
         }
-        let status = kubelet_step(inner, p, &pods, &node);
+        let status = kubelet_step(inner, p, &held, &node);
         if let Some(status) = status
             && p["status"] != status
         {
@@ -422,6 +438,36 @@ fn step(inner: &Arc<Inner>) {
         }
     }
     inner.changed();
+}
+
+/// The host ports each node's scheduled, live pods hold: node -> (pod uid, port) pairs.
+type Held = BTreeMap<String, Vec<(String, (String, i64))>>;
+
+fn held_ports(pods: &[Value]) -> Held {
+    let mut held = Held::new();
+    for o in pods {
+        let scheduled = o["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| c["type"] == "PodScheduled" && c["status"] == "True");
+        if !scheduled || !o["metadata"]["deletionTimestamp"].is_null() {
+            continue;
+        }
+        let (Some(node), Some(uid)) = (
+            o["spec"]["nodeName"].as_str(),
+            o["metadata"]["uid"].as_str(),
+        ) else {
+            continue;
+        };
+        let entry = held.entry(node.to_string()).or_default();
+        entry.extend(
+            host_ports::host_ports(o)
+                .into_iter()
+                .map(|hp| (uid.to_string(), hp)),
+        );
+    }
+    held
 }
 
 /// SIGTERM now, SIGKILL after the grace period; reaped on a thread of its own.
@@ -574,7 +620,7 @@ fn free_sandbox(k: &Kubelet, node: &NodeSpec) -> Option<(String, Ipv4Addr)> {
 
 /// The pod's next status (None: leave it as it is).
 #[allow(clippy::too_many_lines)]
-fn kubelet_step(inner: &Arc<Inner>, pod: &Value, pods: &[Value], node: &str) -> Option<Value> {
+fn kubelet_step(inner: &Arc<Inner>, pod: &Value, held: &Held, node: &str) -> Option<Value> {
     let spec_node = node_spec(inner, node)?.clone();
     let key = pod_key(pod);
     let uid = pod["metadata"]["uid"]
@@ -595,6 +641,7 @@ fn kubelet_step(inner: &Arc<Inner>, pod: &Value, pods: &[Value], node: &str) -> 
         scheduled: false,
         sandbox: None,
         child: None,
+        stub: false,
         started_at: None,
         restarts: 0,
         next_start: None,
@@ -605,17 +652,11 @@ fn kubelet_step(inner: &Arc<Inner>, pod: &Value, pods: &[Value], node: &str) -> 
     // The scheduler: a host port another pod of this node holds keeps the pod Pending.
     if !p.scheduled {
         let mine = host_ports::host_ports(pod);
-        let taken = pods.iter().any(|o| {
-            o["metadata"]["uid"] != pod["metadata"]["uid"]
-                && o["spec"]["nodeName"] == node
-                && o["metadata"]["deletionTimestamp"].is_null()
-                && o["status"]["conditions"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .any(|c| c["type"] == "PodScheduled" && c["status"] == "True")
-                && host_ports::host_ports(o).iter().any(|hp| mine.contains(hp))
-        });
+        let taken = held
+            .get(node)
+            .into_iter()
+            .flatten()
+            .any(|(uid, hp)| pod["metadata"]["uid"] != uid.as_str() && mine.contains(hp));
         if taken {
             return Some(
                 json!({"phase": "Pending", "conditions": [{"type": "PodScheduled",
@@ -729,7 +770,14 @@ fn kubelet_step(inner: &Arc<Inner>, pod: &Value, pods: &[Value], node: &str) -> 
             return Some(json!({"phase": phase, "hostIP": host_ip.to_string()}));
         }
     }
-    if p.child.is_none() {
+    if inner.config.stub.is_some() {
+        // A stub agent: Running and Ready at once, with no process.
+        if !p.stub {
+            p.stub = true;
+            p.started_at = Some(now_rfc3339());
+        }
+        p.ready = true;
+    } else if p.child.is_none() {
         if p.next_start.is_some_and(|t| Instant::now() < t) {
             let msg = format!(
                 "back-off restarting failed container={} pod={}",
@@ -763,6 +811,7 @@ fn kubelet_step(inner: &Arc<Inner>, pod: &Value, pods: &[Value], node: &str) -> 
     let port = pod["spec"]["containers"][0]["readinessProbe"]["httpGet"]["port"].as_u64();
     let pid = p.child.as_ref().map(Child::id);
     p.ready = match (port, pid) {
+        _ if p.stub => true,
         (Some(port), Some(pid)) => listening(pid, port),
         (None, Some(_)) => true,
         _ => false,

@@ -56,6 +56,21 @@ pub struct Config {
     pub rbac: bool,
     /// The service account the coordinator's token authenticates as.
     pub coordinator: (String, String),
+    /// Stub agents instead of lab nodes (None: every node is a lab namespace).
+    pub stub: Option<Stub>,
+}
+
+/// Stub agents, for the API path at scale: the nodes are no lab namespaces, a pod's container
+/// runs no process (Running and Ready once its sandbox is given out), and an exec of
+/// `probe-pod probe` runs the agent with `--simulate` (it answers every probe as a healthy
+/// cluster would and sends nothing on any network), answered only after `exec_round_trip`,
+/// its answers held back until `probe_phase` has passed. Any other command is refused.
+#[derive(Debug, Clone, Copy)]
+pub struct Stub {
+    /// How long an exec takes to be answered (the API server -> kubelet -> runtime hops).
+    pub exec_round_trip: Duration,
+    /// How long a stub agent's probe phase lasts before its results leave.
+    pub probe_phase: Duration,
 }
 
 impl Config {
@@ -68,6 +83,7 @@ impl Config {
             terminating: Duration::from_secs(3),
             rbac: false,
             coordinator: ("prober-system".into(), "prober".into()),
+            stub: None,
         }
     }
 }
@@ -119,9 +135,14 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Inner {
+    /// Wakes the watches and the kubelet when the store changed since the last wake-up.
     pub fn changed(&self) {
         let rv = lock(&self.store).rv();
-        self.tick.send_replace(rv);
+        self.tick.send_if_modified(|seen| {
+            let newer = *seen != rv;
+            *seen = rv;
+            newer
+        });
     }
 }
 
@@ -268,7 +289,8 @@ impl StandIn {
     pub fn faults(&self, f: impl FnOnce(&mut Faults)) {
         f(&mut lock(&self.inner.faults));
         kubelet::apply_node_faults(&self.inner);
-        self.inner.changed();
+        // The kubelet looks again even when no object changed (a fault of its own).
+        self.inner.tick.send_modify(|_| {});
     }
 
     /// Makes every watch from a version older than the newest end with 410 Gone, as after

@@ -137,7 +137,7 @@ pub fn objects(c: &Cluster) -> Vec<Value> {
                     {"name": "flannel-cfg", "configMap": {"name": "kube-flannel-cfg"}}]});
     out.push(json!({"apiVersion": "apps/v1", "kind": "DaemonSet",
         "metadata": {"name": "kube-flannel-ds", "namespace": c.flannel_namespace,
-                     "labels": {"app": "flannel", "k8s-app": "flannel"}},
+                     "labels": {"app": "flannel", "k8s-app": "flannel", SEEDED: "true"}},
         "spec": {"selector": {"matchLabels": {"app": "flannel"}},
                  "template": {"metadata": {"labels": {"app": "flannel", "tier": "node"}},
                               "spec": flannel_spec}},
