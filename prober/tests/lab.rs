@@ -102,8 +102,14 @@ scenarios! {
     faults_zone_blocks => "tests/scenarios/faults/zone-blocks.yaml",
     diagnosis_hop_first_router_drops => "tests/scenarios/diagnosis/hop-first-router-drops.yaml",
     diagnosis_hop_second_router_drops => "tests/scenarios/diagnosis/hop-second-router-drops.yaml",
+    diagnosis_cni_kubeconfig_insecure => "tests/scenarios/diagnosis/cni-kubeconfig-insecure.yaml",
     diagnosis_ipip_unprobed_healthy => "tests/scenarios/diagnosis/ipip-unprobed-healthy.yaml",
     diagnosis_ipip_unprobed_zones => "tests/scenarios/diagnosis/ipip-unprobed-zones.yaml",
+    diagnosis_mtu_own_size_healthy => "tests/scenarios/diagnosis/mtu-own-size-healthy.yaml",
+    diagnosis_mtu_own_size_vxlan => "tests/scenarios/diagnosis/mtu-own-size-vxlan.yaml",
+    diagnosis_multus_token_stale => "tests/scenarios/diagnosis/multus-token-stale.yaml",
+    diagnosis_narrowed_node_to_node_zones => "tests/scenarios/diagnosis/narrowed-node-to-node-zones.yaml",
+    diagnosis_narrowed_overlay_8472 => "tests/scenarios/diagnosis/narrowed-overlay-8472.yaml",
     diagnosis_policy_anp_deny => "tests/scenarios/diagnosis/policy-anp-deny.yaml",
     diagnosis_policy_calico_global_deny => "tests/scenarios/diagnosis/policy-calico-global-deny.yaml",
     diagnosis_policy_namespace_default_deny_allowed => "tests/scenarios/diagnosis/policy-namespace-default-deny-allowed.yaml",
@@ -584,7 +590,7 @@ impl Drop for Down<'_> {
 /// those values, checks the (healthy) join.
 #[test]
 fn up_on_a_preflight_scenario_prints_the_candidate_and_its_check() {
-    if !netns_available() {
+    if !require_root() {
         return;
     }
     let state = StateDir::new("upcand");

@@ -338,7 +338,7 @@ fn the_labs_inventory_runs_as_written_and_a_missing_agent_names_the_fix() {
 /// exits 0, in the JSON as in the process.
 #[test]
 fn failures_explained_by_a_warning_alone_exit_0() {
-    if !netns_available() {
+    if !require_root() {
         return;
     }
     let lab = TestLab::up(
