@@ -310,6 +310,7 @@ mod api {
             if path.starts_with("/api/v1/namespaces/prober-system")
                 || path.starts_with("/apis/apps/v1/namespaces/prober-system")
                 || (path == "/api/v1/namespaces" && s.method == "POST")
+                || (path.contains("/networkpolicies") && s.method != "GET")
             {
                 agents(s, &path, watch)
             } else {
@@ -408,20 +409,23 @@ mod api {
             "GET /api/v1/namespaces/prober-system".to_string(),
             format!("POST /api/v1/namespaces{pf}"),
             format!("POST /api/v1/namespaces/prober-system/serviceaccounts{pf}"),
+            format!("POST /apis/networking.k8s.io/v1/namespaces/prober-system/networkpolicies{pf}"),
             format!("POST /apis/apps/v1/namespaces/prober-system/daemonsets{pf}"),
             format!("POST /apis/apps/v1/namespaces/prober-system/daemonsets{pf}"),
             runs.to_string(),
             "GET /api/v1/namespaces/prober-system/pods?&labelSelector=app.kubernetes.io%2Fname%3Dprober%2Cprober.io%2Frun%3Dr1&limit=500".to_string(),
             "GET /api/v1/namespaces/prober-system/events?&fieldSelector=type%3DWarning&limit=500".to_string(),
-            reqs[9].clone(),
             reqs[10].clone(),
+            reqs[11].clone(),
             exec("h-cp1"),
             exec("h-w1"),
             exec("h-w2"),
             format!("{runs}%3Dr1"),
+            "GET /apis/networking.k8s.io/v1/namespaces/prober-system/networkpolicies?&labelSelector=prober.io%2Frun%3Dr1".to_string(),
             "GET /api/v1/namespaces/prober-system/serviceaccounts?&labelSelector=prober.io%2Frun%3Dr1".to_string(),
             "DELETE /apis/apps/v1/namespaces/prober-system/daemonsets/probe-pod-r1?".to_string(),
             "DELETE /apis/apps/v1/namespaces/prober-system/daemonsets/probe-host-r1?".to_string(),
+            "DELETE /apis/networking.k8s.io/v1/namespaces/prober-system/networkpolicies/prober-agents-r1?".to_string(),
             "DELETE /api/v1/namespaces/prober-system/serviceaccounts/prober-agent-r1?".to_string(),
             runs.to_string(),
             "DELETE /api/v1/namespaces/prober-system?".to_string(),
@@ -429,19 +433,20 @@ mod api {
         assert_eq!(reqs, want, "{reqs:#?}");
         // The watches, from the lists' versions (their timeouts follow the clock).
         assert!(
-            reqs[9].starts_with("GET /api/v1/namespaces/prober-system/pods?&watch=true&")
-                && reqs[9]
+            reqs[10].starts_with("GET /api/v1/namespaces/prober-system/pods?&watch=true&")
+                && reqs[10]
                     .ends_with("prober.io%2Frun%3Dr1&allowWatchBookmarks=true&resourceVersion=10"),
-            "{}",
-            reqs[9]
-        );
-        assert!(
-            reqs[10].starts_with("GET /api/v1/namespaces/prober-system/events?&watch=true&")
-                && reqs[10].ends_with("type%3DWarning&allowWatchBookmarks=true&resourceVersion=5"),
             "{}",
             reqs[10]
         );
-        // Only the two DaemonSets matrix creates; nothing that names or selects the candidate.
+        assert!(
+            reqs[11].starts_with("GET /api/v1/namespaces/prober-system/events?&watch=true&")
+                && reqs[11].ends_with("type%3DWarning&allowWatchBookmarks=true&resourceVersion=5"),
+            "{}",
+            reqs[11]
+        );
+        // Only what matrix creates (its allow policy and two DaemonSets); nothing that names or
+        // selects the candidate.
         let names: Vec<&Value> = seen
             .iter()
             .filter(|s| s.method == "POST")
@@ -452,6 +457,7 @@ mod api {
             [
                 &json!("prober-system"),
                 &json!("prober-agent-r1"),
+                &json!("prober-agents-r1"),
                 &json!("probe-host-r1"),
                 &json!("probe-pod-r1")
             ]

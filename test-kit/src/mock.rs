@@ -152,7 +152,9 @@ fn policy_answer(flavour: &str, group: &str, plural: &str) -> Response<Body> {
 /// list for a workload namespace without one, and 404 for everything it does not have.
 pub fn discovery_answer(flavour: &str, s: &Seen) -> Response<Body> {
     let (path, q) = split(&s.uri);
-    if let Some((group, plural)) = policy_list(&path) {
+    if s.method == "GET"
+        && let Some((group, plural)) = policy_list(&path)
+    {
         return policy_answer(flavour, &group, &plural);
     }
     let sel = q.get("labelSelector").cloned().unwrap_or_default();
