@@ -24,7 +24,7 @@ pub enum ReadError {
         name: String,
         source: std::io::Error,
     },
-    #[error("{what} {name} is not a regular file but {kind}")]
+    #[error("{what} {name} is {kind}, not a regular file")]
     NotRegular {
         what: &'static str,
         name: String,
@@ -126,7 +126,7 @@ mod tests {
             .to_string();
         assert_eq!(
             err,
-            "token file /dev/zero is not a regular file but a character device"
+            "token file /dev/zero is a character device, not a regular file"
         );
     }
 

@@ -57,12 +57,12 @@ fn inventory() -> Inventory {
                 host: Some(Agent {
                     exec: vec!["true".into()],
                     address: addr(i),
-                    port: 9917,
+                    port: probe_proto::Port::new(9917).unwrap(),
                 }),
                 pod: Some(Agent {
                     exec: vec!["true".into()],
                     address: pod(i),
-                    port: 9917,
+                    port: probe_proto::Port::new(9917).unwrap(),
                 }),
             },
         })

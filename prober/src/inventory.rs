@@ -4,16 +4,18 @@
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 
-use probe_proto::MacAddr;
+use probe_proto::{MacAddr, Port};
 use serde::{Deserialize, Serialize};
 
 mod cidr;
 mod overlay;
+mod role;
 mod validate;
 mod yaml;
 
 pub use cidr::{BadCidr, Cidr};
 pub use overlay::{BadOverlay, Overlay, OverlayMode};
+pub use role::{ComponentRole, NodeRole};
 pub use validate::{InvalidInventory, InventoryError, MAX_DNS_LABEL, check_component};
 pub use yaml::{YamlError, from_yaml};
 
@@ -162,7 +164,7 @@ pub struct Dns {
 pub struct Node {
     pub name: String,
     #[serde(default)]
-    pub roles: Vec<String>,
+    pub roles: Vec<NodeRole>,
     pub address: Ipv4Addr,
     #[serde(rename = "podCIDR", default, skip_serializing_if = "Option::is_none")]
     pub pod_cidr: Option<Cidr>,
@@ -181,7 +183,7 @@ pub struct Node {
     /// runs, 5473 where a Typha pod runs; Cilium: 4240). Absent: unknown, assume the CNI's
     /// usual ports on every node.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub serves: Option<Vec<u16>>,
+    pub serves: Option<Vec<Port>>,
     pub agents: Agents,
 }
 
@@ -205,9 +207,7 @@ impl Node {
     /// Whether the node runs the control plane (by its roles).
     #[must_use]
     pub fn is_control_plane(&self) -> bool {
-        self.roles
-            .iter()
-            .any(|r| r == "control-plane" || r == "master")
+        self.roles.iter().any(NodeRole::is_control_plane)
     }
 }
 
@@ -236,7 +236,7 @@ pub struct Agent {
     /// The command prefix that runs a program where the agent is (`ip netns exec NS`).
     pub exec: Vec<String>,
     pub address: Ipv4Addr,
-    pub port: u16,
+    pub port: Port,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -253,7 +253,7 @@ pub struct Component {
     pub name: String,
     pub namespace: String,
     pub kind: String,
-    pub role: String,
+    pub role: ComponentRole,
     #[serde(default)]
     pub host_network: bool,
     pub api_access: ApiAccess,

@@ -53,6 +53,13 @@ pub fn zones_consecutive(nodes: usize, zones: usize) -> Inventory {
     inv
 }
 
+/// Ports for tests (`ports(&[179, 5473])`).
+pub fn ports(list: &[u16]) -> Vec<probe_proto::Port> {
+    list.iter()
+        .map(|&p| probe_proto::Port::new(p).unwrap())
+        .collect()
+}
+
 /// Runs the test `name` (its path, as `cargo test` prints it) again in a child process whose
 /// address space may grow by at most `headroom` bytes, and asserts it passed there. Returns
 /// `true` in that child, where the test body runs: a test of bounded memory that fails cannot
@@ -101,7 +108,7 @@ pub fn candidate() -> crate::plan::preflight::Candidate {
         address: "192.168.57.249".parse().unwrap(),
         exec: Vec::new(),
         role: crate::plan::preflight::Role::Worker,
-        agent_port: 9917,
+        agent_port: probe_proto::Port::new(9917).unwrap(),
         host_root: None,
     }
 }

@@ -350,7 +350,7 @@ mod api {
             address: "192.168.56.77".parse().unwrap(),
             exec: vec!["ssh".into(), "root@192.168.56.77".into()],
             role: Role::Worker,
-            agent_port: 9917,
+            agent_port: probe_proto::Port::new(9917).unwrap(),
             host_root: None,
         };
         let on_candidate = OnCandidate::default();

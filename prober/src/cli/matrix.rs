@@ -113,7 +113,7 @@ fn responders(
                     node: n.name.clone(),
                     agent,
                 };
-                out.insert(at, std::net::SocketAddr::from((a.address, a.port)));
+                out.insert(at, std::net::SocketAddr::from((a.address, a.port.get())));
             }
         }
     }

@@ -17,6 +17,10 @@ use prober::run::{RunConfig, RunOutput};
 use prober::runtime::local::Local;
 use prober::runtime::standins::{self, STANDIN_AGENT_PORT};
 
+/// The stand-in agent's port, as the plan types it.
+const STANDIN_AGENT: probe_proto::Port =
+    probe_proto::Port::new(STANDIN_AGENT_PORT).expect("non-zero");
+
 use super::CliError;
 use super::args::{AgentArgs, KubeArgs, OutputArgs, ProbeArgs};
 use super::signals;
@@ -139,7 +143,7 @@ fn candidate(args: &Args, inv: &Inventory) -> Result<Candidate, CliError> {
         address,
         exec,
         role,
-        agent_port: STANDIN_AGENT_PORT,
+        agent_port: STANDIN_AGENT,
         host_root: Some(args.candidate_host_root.clone()),
     })
 }
@@ -191,7 +195,7 @@ pub fn lab_candidate(
         } else {
             Role::Worker
         },
-        agent_port: STANDIN_AGENT_PORT,
+        agent_port: STANDIN_AGENT,
         // The lab writes the candidate's resolv.conf there, as a machine of the site has one.
         host_root: Some(c.root.clone()),
     })

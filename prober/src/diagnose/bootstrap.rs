@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
-use crate::inventory::{ApiAccess, Component};
+use crate::inventory::{ApiAccess, Component, ComponentRole};
 use crate::model::{PathClass, Record};
 
 use super::api_address::{ApiAddress, api_address};
@@ -106,7 +106,11 @@ pub(super) fn bootstrap_cycles(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
         .iter()
         .filter(|c| c.api_access == ApiAccess::Service)
         .collect();
-    let Some(cni) = on_service.iter().find(|c| c.role == "cni").copied() else {
+    let Some(cni) = on_service
+        .iter()
+        .find(|c| c.role == ComponentRole::Cni)
+        .copied()
+    else {
         return;
     };
     // The CNI needs the Service path on its nodes; the Service path needs the pod network there

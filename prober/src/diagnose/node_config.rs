@@ -6,6 +6,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use probe_proto::Outcome;
 
+use crate::inventory::ComponentRole;
 use crate::model::PathClass;
 use crate::model::time::{age, utc};
 
@@ -57,13 +58,18 @@ fn owner(ctx: &Ctx<'_>, kc: &probe_proto::KubeconfigFacts) -> Owner {
     let comps = &ctx.inv.components;
     let found = comps
         .iter()
-        .filter(|c| c.role != "cni")
+        .filter(|c| c.role != ComponentRole::Cni)
         .find(names_it)
-        .or_else(|| comps.iter().filter(|c| c.role == "cni").find(names_it))
+        .or_else(|| {
+            comps
+                .iter()
+                .filter(|c| c.role == ComponentRole::Cni)
+                .find(names_it)
+        })
         .or_else(|| {
             // Only a token without an account leaves the CNI as the best guess.
             sa.is_none()
-                .then(|| comps.iter().find(|c| c.role == "cni"))
+                .then(|| comps.iter().find(|c| c.role == ComponentRole::Cni))
                 .flatten()
         });
     Owner {

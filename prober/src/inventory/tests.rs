@@ -36,15 +36,10 @@ fn broken_rules_name_the_field() {
 #[test]
 fn values_the_agents_refuse_are_refused_naming_the_field() {
     type Case = (&'static str, fn(&mut Inventory));
-    let cases: [Case; 9] = [
+    let cases: [Case; 8] = [
         ("nodes[1].name", |i| i.nodes[1].name = "a".repeat(254)),
         ("nodes[1].name", |i| i.nodes[1].name = "N2 x".into()),
         ("nodes[1].name", |i| i.nodes[1].name = "n2\nn3".into()),
-        ("nodes[0].agents.pod.port", |i| {
-            if let Some(a) = i.nodes[0].agents.pod.as_mut() {
-                a.port = 0;
-            }
-        }),
         ("nodes[0].address", |i| {
             i.nodes[0].address = "0.0.0.0".parse().unwrap();
         }),
@@ -82,6 +77,30 @@ fn values_the_agents_refuse_are_refused_naming_the_field() {
     inv.nodes[0].name = format!("{label}.{label}.{label}.{}", "a".repeat(61));
     inv.cluster.overlay = Some(Overlay::Ipip { mtu: Some(1480) });
     inv.validate().unwrap();
+}
+
+/// Port 0 is refused by the type, naming the field, never planned as port 1; roles keep their
+/// YAML form.
+#[test]
+fn port_zero_is_refused_naming_the_field_and_roles_read_back() {
+    let text = inventory(2, 1, "flannel").to_yaml();
+    for (from, to, field) in [
+        ("port: 9917", "port: 0", "nodes[0].agents.host.port"),
+        (
+            "\n  agents:",
+            "\n  serves: [179, 0]\n  agents:",
+            "nodes[0].serves[1]",
+        ),
+    ] {
+        let broken = text.replacen(from, to, 1);
+        assert_ne!(broken, text);
+        let e = from_yaml::<Inventory>(&broken).unwrap_err().to_string();
+        assert!(e.contains(field) && e.contains("port 0"), "{field}: {e}");
+    }
+    let inv: Inventory = from_yaml(&text).unwrap();
+    assert_eq!(inv.nodes[0].roles, [NodeRole::ControlPlane]);
+    assert!(inv.nodes[0].is_control_plane() && !inv.nodes[1].is_control_plane());
+    assert_eq!(inv.to_yaml(), text);
 }
 
 #[test]

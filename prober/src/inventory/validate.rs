@@ -78,8 +78,8 @@ pub fn check_component(c: &Component) -> Result<(), (String, String)> {
     if !dns_name(&c.namespace, MAX_DNS_LABEL) {
         return refuse("namespace", &c.namespace);
     }
-    if !dns_name(&c.role, MAX_DNS_LABEL) {
-        return refuse("role", &c.role);
+    if !dns_name(c.role.as_str(), MAX_DNS_LABEL) {
+        return refuse("role", c.role.as_str());
     }
     let kind_ok = !c.kind.is_empty()
         && c.kind.len() <= MAX_DNS_LABEL
@@ -168,9 +168,6 @@ impl Inventory {
                 }
                 let at = format!("nodes[{index}].agents.{agent}");
                 target(&format!("{at}.address"), a.address.into())?;
-                if a.port == 0 {
-                    return Err(bad(format!("{at}.port"), "0 is not a port (1-65535)"));
-                }
             }
         }
         if self.nodes.is_empty() {

@@ -121,7 +121,8 @@ impl<'a> Builder<'a> {
     }
 }
 
-/// The wire carries only non-zero ports; an inventory port of 0 is planned as port 1.
+/// The wire carries only non-zero ports; the planner's own port lists hold no 0 (inventory ports
+/// are `Port`s already).
 fn port(p: u16) -> Port {
     Port::new(p).unwrap_or_else(|| Port::new(1).expect("non-zero"))
 }
@@ -172,7 +173,7 @@ fn receipts(inv: &Inventory, out: &mut Planned) {
         if address == std::net::IpAddr::V4(node.address)
             || address == std::net::IpAddr::V4(host.address)
         {
-            witnessed.push((i, Port::new(host.port)));
+            witnessed.push((i, Some(host.port)));
         }
     }
     for (i, port) in witnessed {

@@ -92,12 +92,15 @@ pub(super) fn cni_port_served(inv: &Inventory, from: &Node, to: &Node, port: u16
     let Some(served) = &to.serves else {
         return true;
     };
-    if !served.contains(&port) {
+    if !served.iter().any(|p| p.get() == port) {
         return false;
     }
     if port == BGP_PORT {
         let mesh = inv.cluster.bgp.as_ref().is_some_and(|b| b.mesh);
-        let speaks = from.serves.as_ref().is_some_and(|s| s.contains(&BGP_PORT));
+        let speaks = from
+            .serves
+            .as_ref()
+            .is_some_and(|s| s.iter().any(|p| p.get() == BGP_PORT));
         return mesh && speaks;
     }
     true

@@ -4,7 +4,7 @@
 use std::net::IpAddr;
 
 use probe_proto::{
-    GeneveProbe, IcmpProbe, IpipProbe, MacAddr, MtuProbe, Port, Probe, VxlanProbe, WireguardProbe,
+    GeneveProbe, IcmpProbe, IpipProbe, MacAddr, MtuProbe, Probe, VxlanProbe, WireguardProbe,
 };
 
 use super::Builder;
@@ -68,7 +68,7 @@ impl<'a> Builder<'a> {
                     Some(p) => format!("{}/{p}", ov.mode()),
                     None => ov.mode().to_string(),
                 };
-                let receipt_port = tnode.agents.host.as_ref().and_then(|a| Port::new(a.port));
+                let receipt_port = tnode.agents.host.as_ref().map(|a| a.port);
                 if let Some(i) =
                     self.push(PathClass::Overlay, from, vx_target, &label, &kind, probe)
                 {
@@ -283,7 +283,7 @@ mod tests {
         );
         if let Some(ov) = inv.cluster.overlay.as_mut() {
             *ov = Overlay::Geneve {
-                port: Port::new(6081).unwrap(),
+                port: probe_proto::Port::new(6081).unwrap(),
                 vni: Vni::new(2).unwrap(),
                 mtu: ov.mtu(),
             };
@@ -300,7 +300,7 @@ mod tests {
         // WireGuard: a datagram to its port, confirmed at the NIC.
         if let Some(ov) = inv.cluster.overlay.as_mut() {
             *ov = Overlay::Wireguard {
-                port: Port::new(51871).unwrap(),
+                port: probe_proto::Port::new(51871).unwrap(),
                 mtu: ov.mtu(),
             };
         }

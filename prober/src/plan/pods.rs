@@ -4,7 +4,7 @@ use std::net::IpAddr;
 
 use probe_proto::{Probe, TcpProbe};
 
-use super::{Builder, port};
+use super::Builder;
 use crate::model::{AgentKind, AgentRef, PathClass, Protocol, Target};
 
 impl Builder<'_> {
@@ -26,13 +26,13 @@ impl Builder<'_> {
                     agent: Some(to_kind),
                     service: None,
                     address: IpAddr::V4(tagent.address),
-                    port: Some(tagent.port),
+                    port: Some(tagent.port.get()),
                     protocol: Protocol::Tcp,
                 };
                 let label = format!("{}/{}", tnode.name, to_kind.as_str());
                 let probe = Probe::Tcp(TcpProbe {
                     address: IpAddr::V4(tagent.address),
-                    port: port(tagent.port),
+                    port: tagent.port,
                     echo: true,
                 });
                 self.push(

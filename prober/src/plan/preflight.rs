@@ -14,7 +14,7 @@ use super::PlannedProbe;
 use super::node_ports::cni_port_served;
 use super::overlay::{crafted, underlay_mtu_needed};
 use super::{Builder, Filter, Planned, cni_tcp_ports, port, receipts, served_tcp_ports};
-use crate::inventory::{Agent, Agents, Inventory, Node, Overlay};
+use crate::inventory::{Agent, Agents, Inventory, Node, NodeRole, Overlay};
 use crate::model::{AgentKind, AgentRef, PathClass, Protocol, Target};
 
 /// The role the candidate will join with.
@@ -34,7 +34,7 @@ pub struct Candidate {
     pub exec: Vec<String>,
     pub role: Role,
     /// The port of the candidate's stand-in agent (its `/seen` and echo).
-    pub agent_port: u16,
+    pub agent_port: Port,
     /// The candidate's `/`, for its node checks; `None` skips them.
     pub host_root: Option<PathBuf>,
 }
@@ -59,7 +59,7 @@ const API: u16 = 6443;
 /// does not say what its nodes serve: then every node, the candidate included, is assumed to
 /// serve its CNI's ports, as the matrix assumes.
 #[must_use]
-pub fn candidate_serves(inv: &Inventory) -> Option<Vec<u16>> {
+pub fn candidate_serves(inv: &Inventory) -> Option<Vec<Port>> {
     let mut served = inv.nodes.iter().map(|n| n.serves.as_ref());
     let first = served.next()??.clone();
     let mut common = first;
@@ -78,7 +78,12 @@ pub fn standin_tcp_ports(inv: &Inventory, role: Role) -> Vec<u16> {
     let serves = candidate_serves(inv);
     served_tcp_ports(inv.cluster.cni, role == Role::ControlPlane)
         .into_iter()
-        .filter(|p| !cni.contains(p) || serves.as_ref().is_none_or(|s| s.contains(p)))
+        .filter(|p| {
+            !cni.contains(p)
+                || serves
+                    .as_ref()
+                    .is_none_or(|s| s.iter().any(|q| q.get() == *p))
+        })
         .collect()
 }
 
@@ -108,7 +113,7 @@ fn candidate_node(inv: &Inventory, c: &Candidate) -> Node {
         name: c.name.clone(),
         roles: match c.role {
             Role::Worker => Vec::new(),
-            Role::ControlPlane => vec!["control-plane".into()],
+            Role::ControlPlane => vec![NodeRole::ControlPlane],
         },
         address: c.address,
         pod_cidr: None,
@@ -293,7 +298,7 @@ fn overlay(inv: &Inventory, c: &Candidate, others: &[&Node], out: &mut Builder<'
             port: p,
             protocol,
         };
-        let receipt = n.agents.host.as_ref().and_then(|a| Port::new(a.port));
+        let receipt = n.agents.host.as_ref().map(|a| a.port);
         if let Some(planned) = out.push(
             PathClass::Overlay,
             host(&c.name),
@@ -346,7 +351,7 @@ fn overlay(inv: &Inventory, c: &Candidate, others: &[&Node], out: &mut Builder<'
             &kind(Some(udp.get())),
             probe,
         ) {
-            out.out.set_receipt_port(planned, Port::new(c.agent_port));
+            out.out.set_receipt_port(planned, Some(c.agent_port));
         }
     }
 }
@@ -392,7 +397,7 @@ mod tests {
             address: "192.168.56.50".parse().unwrap(),
             exec: vec!["ip".into(), "netns".into(), "exec".into(), "labnew".into()],
             role,
-            agent_port: 9917,
+            agent_port: probe_proto::Port::new(9917).unwrap(),
             host_root: None,
         }
     }
@@ -451,9 +456,9 @@ mod tests {
         // Typha on n2 only, BGP on every node of a full mesh.
         for n in &mut inv.nodes {
             n.serves = Some(if n.name == "n2" {
-                vec![179, 5473]
+                crate::testutil::ports(&[179, 5473])
             } else {
-                vec![179]
+                crate::testutil::ports(&[179])
             });
         }
         inv.cluster.bgp = Some(crate::inventory::Bgp {

@@ -159,7 +159,7 @@ fn cni_ports_go_only_to_the_nodes_that_serve_them() {
     // Typha on n2 only, BGP off (VXLAN mode): Typha probed toward n2 alone, no BGP at all.
     for n in &mut inv.nodes {
         n.serves = Some(if n.name == "n2" {
-            vec![5473]
+            crate::testutil::ports(&[5473])
         } else {
             Vec::new()
         });
@@ -169,7 +169,7 @@ fn cni_ports_go_only_to_the_nodes_that_serve_them() {
     assert!(ports_to(&probes, 179).is_empty());
     // A BGP full mesh on every node: 179 between every pair.
     for n in &mut inv.nodes {
-        n.serves = Some(vec![179]);
+        n.serves = Some(crate::testutil::ports(&[179]));
     }
     inv.cluster.bgp = Some(crate::inventory::Bgp {
         mesh: true,

@@ -16,7 +16,7 @@ pub(crate) fn with_agents(mut inv: Inventory) -> Inventory {
         let agent = |address: Ipv4Addr| Agent {
             exec: vec!["true".into()],
             address,
-            port: 9917,
+            port: probe_proto::Port::new(9917).unwrap(),
         };
         let pod = n.pod_cidr.map_or_else(
             || Ipv4Addr::from(u32::from(n.address) + 100),

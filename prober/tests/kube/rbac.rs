@@ -479,7 +479,11 @@ pub(crate) async fn typha_in_kube_system() -> Vec<Seen> {
     let typha_nodes: Vec<&str> = inv
         .nodes
         .iter()
-        .filter(|n| n.serves.as_ref().is_some_and(|s| s.contains(&5473)))
+        .filter(|n| {
+            n.serves
+                .as_ref()
+                .is_some_and(|s| s.iter().any(|p| p.get() == 5473))
+        })
         .map(|n| n.name.as_str())
         .collect();
     assert_eq!(typha_nodes, ["cp1", "w2"]);

@@ -155,8 +155,8 @@ async fn an_existing_install_on_another_port_is_reached_on_that_port() {
         .map(|n| {
             (
                 n.name.clone(),
-                n.agents.host.as_ref().map(|a| a.port),
-                n.agents.pod.as_ref().map(|a| a.port),
+                n.agents.host.as_ref().map(|a| a.port.get()),
+                n.agents.pod.as_ref().map(|a| a.port.get()),
             )
         })
         .collect();

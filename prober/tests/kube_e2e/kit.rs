@@ -40,7 +40,7 @@ pub(crate) fn cluster_of(inv: &prober::inventory::Inventory) -> seed::Cluster {
                     .and_then(|v| v.mac)
                     .map(|m| m.to_string())
                     .unwrap_or_default(),
-                control_plane: n.roles.iter().any(|r| r == "control-plane"),
+                control_plane: n.is_control_plane(),
                 zone: n.zone.clone(),
             })
             .collect(),

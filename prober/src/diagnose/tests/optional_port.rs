@@ -7,7 +7,7 @@ fn typha_refused_on(on: &'static [&'static str], serves_known: bool) -> Vec<Find
     let mut inv = inventory(4, 1, "calico");
     if serves_known {
         for n in &mut inv.nodes {
-            n.serves = Some(vec![179, 5473]);
+            n.serves = Some(crate::testutil::ports(&[179, 5473]));
         }
     }
     let (_, f) = run(&inv, &move |p| {

@@ -4,6 +4,9 @@ use std::net::SocketAddr;
 
 use super::{AGENT_PORT, API_SERVICE, DNS_SERVICE, Layout, POD_CIDR, SERVICE_CIDR};
 use crate::inventory::Cidr;
+
+/// The agents' port, as the inventory types it.
+const AGENT: probe_proto::Port = probe_proto::Port::new(AGENT_PORT).expect("non-zero");
 use crate::lab::scenario::Scenario;
 
 /// The inventory describing what `layout` builds, with `ip netns exec` exec prefixes.
@@ -61,8 +64,8 @@ pub fn inventory(s: &Scenario, l: &Layout) -> crate::inventory::Inventory {
                 zone: Some(l.zones[n.zone].clone()),
                 serves: None,
                 agents: Agents {
-                    host: Some(Agent { exec: exec(&n.ns), address: n.address, port: AGENT_PORT }),
-                    pod: n.pods.first().map(|p| Agent { exec: exec(&p.ns), address: p.address, port: AGENT_PORT }),
+                    host: Some(Agent { exec: exec(&n.ns), address: n.address, port: AGENT }),
+                    pod: n.pods.first().map(|p| Agent { exec: exec(&p.ns), address: p.address, port: AGENT }),
                 },
             })
             .collect(),

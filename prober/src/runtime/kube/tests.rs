@@ -140,7 +140,10 @@ fn a_kubeconfig_is_read_capped_and_its_relative_files_resolved() {
     let err = read_kubeconfig(Path::new("/dev/zero"))
         .unwrap_err()
         .to_string();
-    assert!(err.contains("/dev/zero is not a regular file"), "{err}");
+    assert!(
+        err.contains("/dev/zero is a character device, not a regular file"),
+        "{err}"
+    );
     std::fs::write(&file, "clusters: [").unwrap();
     let err = read_kubeconfig(&file).unwrap_err().to_string();
     assert!(err.starts_with(&file.display().to_string()), "{err}");

@@ -334,12 +334,15 @@ pub fn attach_agents(
                 node: n.name.clone(),
                 agent: kind,
             };
-            *slot = ready.get(&agent).map(|p| crate::inventory::Agent {
-                exec: ["kubectl", "-n", namespace, "exec", &p.pod, "--"]
-                    .map(String::from)
-                    .to_vec(),
-                address: p.address,
-                port: p.port,
+            // An agent on port 0 serves nothing: not one to probe.
+            *slot = ready.get(&agent).and_then(|p| {
+                Some(crate::inventory::Agent {
+                    exec: ["kubectl", "-n", namespace, "exec", &p.pod, "--"]
+                        .map(String::from)
+                        .to_vec(),
+                    address: p.address,
+                    port: probe_proto::Port::new(p.port)?,
+                })
             });
         }
     }

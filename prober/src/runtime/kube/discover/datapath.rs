@@ -154,7 +154,10 @@ pub(super) fn nodes_of(raw: &Raw, cni: Cni, dp: &DataPath) -> Result<Vec<Node>, 
             ports
         });
         nodes.push(Node {
-            roles: roles(n),
+            roles: roles(n)
+                .into_iter()
+                .map(crate::inventory::NodeRole::from)
+                .collect(),
             address,
             pod_cidr,
             pod_cidrs: if ranges.len() > 1 { ranges } else { Vec::new() },
@@ -165,7 +168,7 @@ pub(super) fn nodes_of(raw: &Raw, cni: Cni, dp: &DataPath) -> Result<Vec<Node>, 
                 .labels
                 .as_ref()
                 .and_then(|l| l.get("topology.kubernetes.io/zone").cloned()),
-            serves,
+            serves: serves.map(|p| p.into_iter().filter_map(probe_proto::Port::new).collect()),
             agents: Agents {
                 host: None,
                 pod: None,
