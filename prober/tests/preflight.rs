@@ -45,7 +45,7 @@ fn preflight_scenarios_pass_lab_run() {
         ),
         (
             "port-in-use",
-            "tcp/10250 is already in use on new by \"probe-pod\"",
+            "tcp/10250 is already in use on new by probe-pod (pid ",
         ),
         (
             "kubelet-rejected-from-control-plane",

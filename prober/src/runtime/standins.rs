@@ -208,9 +208,41 @@ async fn holder(exec: &[String], protocol: Protocol, port: u16) -> Option<String
     .await
     .ok()?
     .ok()?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    let users = &text[text.find("users:((")? + "users:((".len()..];
-    Some(users[..users.find(')')?].to_string())
+    holders(&String::from_utf8_lossy(&out.stdout))
+}
+
+/// The processes in `ss -p` output (`users:(("nc",pid=42,fd=9),("nc",pid=43,fd=3))`, a line per
+/// socket) for a person: `nc (pid 42), nc (pid 43)`, each process once; `None` when none is named.
+fn holders(ss: &str) -> Option<String> {
+    let mut seen: Vec<String> = Vec::new();
+    for line in ss.lines() {
+        let Some(at) = line.find("users:(") else {
+            continue;
+        };
+        // Each user is `("NAME",pid=N,fd=M)`; the name is quoted and may hold any character.
+        let mut rest = &line[at + "users:(".len()..];
+        while let Some(open) = rest.find("(\"") {
+            let after = &rest[open + 2..];
+            let Some(end) = after.find("\",pid=") else {
+                break;
+            };
+            let name = &after[..end];
+            let digits: String = after[end + "\",pid=".len()..]
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect();
+            let one = if digits.is_empty() {
+                name.to_string()
+            } else {
+                format!("{name} (pid {digits})")
+            };
+            if !seen.contains(&one) {
+                seen.push(one);
+            }
+            rest = &after[end..];
+        }
+    }
+    (!seen.is_empty()).then(|| seen.join(", "))
 }
 
 impl Standins {
@@ -239,5 +271,23 @@ mod tests {
             ),
             None
         );
+    }
+
+    #[test]
+    fn the_holder_reads_as_a_process_and_its_pid() {
+        let one = "tcp LISTEN 0 1 0.0.0.0:10250 0.0.0.0:* users:((\"nc\",pid=42,fd=9))\n";
+        assert_eq!(holders(one).as_deref(), Some("nc (pid 42)"));
+        // Two processes on one socket, and the same one again on its IPv6 socket: each once.
+        let many = concat!(
+            "tcp LISTEN 0 1 0.0.0.0:10250 0.0.0.0:* users:((\"nc\",pid=42,fd=9),(\"probe-pod\",pid=26388,fd=3))\n",
+            "tcp LISTEN 0 1 [::]:10250 [::]:* users:((\"nc\",pid=42,fd=10))\n",
+        );
+        assert_eq!(
+            holders(many).as_deref(),
+            Some("nc (pid 42), probe-pod (pid 26388)")
+        );
+        // No `-p` details (another user's socket without root): nothing to name.
+        assert_eq!(holders("tcp LISTEN 0 1 0.0.0.0:10250 0.0.0.0:*\n"), None);
+        assert_eq!(holders(""), None);
     }
 }
