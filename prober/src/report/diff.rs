@@ -262,9 +262,10 @@ impl Diff {
         serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
     }
 
-    /// The three lists, most urgent first, one finding per line.
+    /// The three lists, most urgent first, one finding per entry, wrapped to `width` columns
+    /// (continuation lines indented under the summary; a word longer than a line is never cut).
     #[must_use]
-    pub fn table(&self) -> String {
+    pub fn table(&self, width: usize) -> String {
         let mut out = String::new();
         let line = |out: &mut String, f: &Finding, change: &str| {
             let mut text = format!("  [{}] {}: {}", severity(f.severity), kind(f), f.summary);
@@ -272,7 +273,7 @@ impl Diff {
                 let _ = write!(text, " ({change})");
             }
             // A saved report is outside text: shown escaped, never obeyed by the terminal.
-            let _ = writeln!(out, "{}", super::safe::text(&text));
+            let _ = writeln!(out, "{}", super::wrap(&super::safe::text(&text), width, 4));
         };
         for (name, list) in [("new", &self.new), ("resolved", &self.resolved)] {
             let _ = writeln!(out, "{name} ({}):", list.len());

@@ -258,7 +258,8 @@ fn diff_of_a_grown_cluster_keeps_the_gap_persisting() {
     assert_eq!(v["resolved"], json!([]), "{v}");
     assert_eq!(v["persisting"][0]["kind"], "firewall-gap");
     assert_eq!(v["persisting"][0]["nowAlso"][0], "n4");
-    let table = run(&["diff", three.to_str().unwrap(), twenty.to_str().unwrap()]);
+    let (old, new) = (three.to_str().unwrap(), twenty.to_str().unwrap());
+    let table = run(&["diff", old, new, "--width", "200"]);
     let table = String::from_utf8_lossy(&table.stdout);
     assert!(
         table.contains("new (0):\nresolved (0):\npersisting (1):"),
@@ -268,4 +269,9 @@ fn diff_of_a_grown_cluster_keeps_the_gap_persisting() {
         table.contains("(now also n4, n5, n6, n7, n8 and 12 more)"),
         "{table}"
     );
+    // `--width` wraps the table as it does the matrix's.
+    let narrow = run(&["diff", old, new, "--width", "60"]);
+    let narrow = String::from_utf8_lossy(&narrow.stdout);
+    assert!(narrow.lines().count() > table.lines().count(), "{narrow}");
+    assert!(narrow.lines().all(|l| l.chars().count() <= 60), "{narrow}");
 }

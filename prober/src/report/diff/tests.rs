@@ -226,7 +226,7 @@ fn persisting_findings_are_worded_as_today_and_resolved_as_before() {
 fn a_saved_reports_text_is_shown_escaped() {
     let mut evil = gap(8472, &["n3"], &["n1"]);
     evil.summary = "gap\n\x1b[32mFAKE resolved (0):\u{202e}".into();
-    let text = diff(&[], &[evil]).table();
+    let text = diff(&[], &[evil]).table(100);
     assert!(
         !text.contains('\x1b') && !text.contains('\u{202e}'),
         "raw control characters:\n{text}"
@@ -252,10 +252,10 @@ fn a_grown_gap_persists_and_says_which_nodes_it_now_also_blocks() {
     assert!(p.no_longer.is_empty());
     assert_eq!(p.change(), "now also n4, n5, n6, n7, n8 and 12 more");
     assert!(
-        d.table()
+        d.table(400)
             .contains("(now also n4, n5, n6, n7, n8 and 12 more)"),
         "{}",
-        d.table()
+        d.table(400)
     );
     assert_eq!(d.exit_code(), EXIT_OK);
     let v: Value = serde_json::from_str(&d.to_json()).unwrap();
@@ -292,7 +292,7 @@ fn json_has_the_three_lists() {
     assert_eq!(v["new"][0]["port"], 8472);
     assert!(v["resolved"].as_array().unwrap().is_empty());
     assert!(v["persisting"].as_array().unwrap().is_empty());
-    let t = d.table();
+    let t = d.table(100);
     assert!(
         t.contains("new (1):\n  [error] firewall-gap: udp/8472"),
         "{t}"
@@ -330,5 +330,40 @@ fn notices_name_the_reason() {
             ("BootstrapCycle".to_string(), true),
             ("BootstrapCycleResolved".to_string(), false),
         ]
+    );
+}
+
+#[test]
+fn the_table_wraps_to_its_width() {
+    let mut long = gap(8472, &["n3"], &["n1"]);
+    long.summary = format!(
+        "udp/8472 (VXLAN) is blocked between n3 and {}",
+        (4..40)
+            .map(|i| format!("n{i}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let d = diff(&[], &[long.clone()]);
+    let narrow = d.table(60);
+    let entry: Vec<&str> = narrow
+        .lines()
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .collect();
+    assert!(entry.len() > 2, "{narrow}");
+    for l in &entry {
+        assert!(l.chars().count() <= 60, "wider than 60: {l:?}");
+    }
+    // Continuation lines sit under the summary; no word is lost or cut.
+    assert!(entry[1..].iter().all(|l| l.starts_with("    ")), "{narrow}");
+    let words = |t: &str| t.split_whitespace().map(String::from).collect::<Vec<_>>();
+    assert_eq!(
+        words(&entry.join(" ")),
+        words(&format!("[error] firewall-gap: {}", long.summary))
+    );
+    // Wide enough: one line, as before.
+    assert_eq!(
+        d.table(400).lines().nth(1).map(|l| l.len() > 200),
+        Some(true)
     );
 }
