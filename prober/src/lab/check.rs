@@ -327,8 +327,8 @@ pub async fn run(lab: &Lab) -> Vec<Checked> {
             }
             Some(Ok(want)) => {
                 let got = res.icmp.and_then(|i| i.from);
-                if got != Some(std::net::IpAddr::V4(want)) {
-                    detail = format!("{detail} (ICMP from {got:?}, want {want})");
+                if let Some(why) = offender_mismatch(got, want) {
+                    detail = format!("{detail} ({why})");
                 }
                 got == Some(std::net::IpAddr::V4(want))
             }
@@ -347,6 +347,24 @@ pub async fn run(lab: &Lab) -> Vec<Checked> {
         });
     }
     checked
+}
+
+/// Why the ICMP error's sender is not the expected one, in words; `None` when it is.
+fn offender_mismatch(got: Option<std::net::IpAddr>, want: Ipv4Addr) -> Option<String> {
+    match got {
+        Some(a) if a == std::net::IpAddr::V4(want) => None,
+        Some(a) => Some(format!("ICMP from {a}, want {want}")),
+        None => Some(format!("no ICMP error, want one from {want}")),
+    }
+}
+
+/// Interface or node names for a line: `eth0, flannel.1`, or `none`.
+fn listed(v: &[String]) -> String {
+    if v.is_empty() {
+        "none".into()
+    } else {
+        v.join(", ")
+    }
 }
 
 fn sorted(v: &[String]) -> Vec<String> {
@@ -409,15 +427,16 @@ pub fn render(checked: &[Checked]) -> (String, bool) {
             "{mark} {:<8} -> {:<20} {:<5} want {:<11} got {got}",
             r.from,
             format!("{}{port}", r.to),
-            format!("{:?}", r.probe).to_lowercase(),
+            crate::report::kebab(r.probe),
             r.outcome.to_string()
         );
         if let Some(want) = &r.seen_on {
             let _ = std::fmt::Write::write_fmt(
                 &mut line,
                 format_args!(
-                    "; seen on want {want:?} got {:?}",
-                    c.seen_on.clone().unwrap_or_default()
+                    "; seen on want {} got {}",
+                    listed(want),
+                    listed(c.seen_on.as_deref().unwrap_or_default())
                 ),
             );
         }
@@ -537,7 +556,7 @@ pub fn join_findings(
 
 #[cfg(test)]
 mod tests {
-    use super::join_findings;
+    use super::{Checked, join_findings, offender_mismatch, render};
     use crate::diagnose::Finding;
     use crate::lab::scenario::Expect;
 
@@ -576,5 +595,38 @@ mod tests {
         // A healthy join: nothing found, exit 0.
         assert_eq!(join_findings(&expect("{}"), &[], 0).1, 0);
         assert_eq!(join_findings(&expect("{}"), &[], 1).1, 1);
+    }
+
+    #[test]
+    fn check_lines_are_plain_text() {
+        let want = "192.168.56.1".parse().unwrap();
+        assert_eq!(
+            offender_mismatch(Some("192.168.56.1".parse().unwrap()), want),
+            None
+        );
+        assert_eq!(
+            offender_mismatch(Some("192.168.57.1".parse().unwrap()), want).as_deref(),
+            Some("ICMP from 192.168.57.1, want 192.168.56.1")
+        );
+        assert_eq!(
+            offender_mismatch(None, want).as_deref(),
+            Some("no ICMP error, want one from 192.168.56.1")
+        );
+        let reach = serde_saphyr::from_str(
+            "{from: n1/pod, to: n2/pod, probe: vxlan, outcome: ok, seenOn: [n2]}",
+        )
+        .unwrap();
+        let checked = Checked {
+            reach,
+            outcome: Some(probe_proto::Outcome::Ok),
+            detail: String::new(),
+            seen_on: Some(vec!["n2".into(), "n3".into()]),
+            pass: false,
+        };
+        let (out, ok) = render(&[checked]);
+        assert!(!ok);
+        assert!(out.contains("vxlan"), "{out}");
+        assert!(out.contains("; seen on want n2 got n2, n3"), "{out}");
+        assert!(!out.contains('[') && !out.contains('"'), "{out}");
     }
 }
