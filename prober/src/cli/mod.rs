@@ -49,6 +49,8 @@ pub enum Command {
     /// Same exit codes as `matrix`.
     Preflight(Box<preflight::Args>),
     /// Re-render a saved JSON report (`matrix -o json` or `--save`) in any output format.
+    /// Exit: the saved run's own code (0, 1, 3 or 130, its `summary.exitCode`); 2 when the file
+    /// is not a readable report, or when `--pushgateway` fails on an otherwise clean report.
     Report(report::Args),
     /// Compare two saved JSON reports: new, resolved and persisting findings.
     /// Exit 1 when a new finding is an error, else 0.
@@ -70,6 +72,7 @@ pub enum Command {
 
 /// Runs the command; returns its exit code.
 pub async fn dispatch(cli: Cli) -> Result<u8, CliError> {
+    let _ = RUNNING.set(name(&cli));
     match cli.command {
         Command::Matrix(a) => matrix::run(&a).await,
         Command::Preflight(a) => preflight::run(&a).await,
@@ -80,6 +83,16 @@ pub async fn dispatch(cli: Cli) -> Result<u8, CliError> {
         Command::Cleanup(a) => cleanup::run(&a).await,
         Command::Lab(c) => lab::run(c).await,
     }
+}
+
+/// The command being run, as the user typed it (set by [`dispatch`]).
+static RUNNING: OnceLock<String> = OnceLock::new();
+
+/// The command being run as the user typed it (`prober matrix`, `kubectl probe lab run`), for
+/// messages printed outside its error path (a signal's); the program alone before dispatch.
+#[must_use]
+pub fn running() -> &'static str {
+    RUNNING.get().map_or_else(program, String::as_str)
 }
 
 /// How the user invoked the program: `prober`, or `kubectl probe` for the kubectl plugin.
@@ -115,4 +128,18 @@ pub fn name(cli: &Cli) -> String {
         Command::Cleanup(_) => "cleanup",
         Command::Lab(_) => "lab",
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory as _;
+
+    #[test]
+    fn reports_help_says_its_exit_code() {
+        let mut cli = super::Cli::command();
+        let report = cli.find_subcommand_mut("report").unwrap();
+        let help = report.render_long_help().to_string();
+        assert!(help.contains("Exit: the saved run's own code"), "{help}");
+        assert!(help.contains("2 when the file"), "{help}");
+    }
 }

@@ -24,8 +24,8 @@ pub async fn interrupted() {
         return std::future::pending().await;
     };
     tokio::select! {
-        _ = term.recv() => eprintln!("prober: SIGTERM: stopping with what was gathered"),
-        _ = int.recv() => eprintln!("prober: interrupted: stopping with what was gathered"),
+        _ = term.recv() => eprintln!("{}: SIGTERM: stopping with what was gathered", super::running()),
+        _ = int.recv() => eprintln!("{}: interrupted: stopping with what was gathered", super::running()),
         () = handed_over_stop() => {}
     }
 }
@@ -78,8 +78,8 @@ impl Interrupts {
         ) {
             tokio::spawn(async move {
                 tokio::select! {
-                    _ = term.recv() => eprintln!("prober: SIGTERM: stopping with what was gathered"),
-                    _ = int.recv() => eprintln!("prober: interrupted: stopping with what was gathered"),
+                    _ = term.recv() => eprintln!("{}: SIGTERM: stopping with what was gathered", super::running()),
+                    _ = int.recv() => eprintln!("{}: interrupted: stopping with what was gathered", super::running()),
                 }
                 let _ = tx.send(true);
                 // Keep the handlers (and the sender) for the rest of the run: a second signal
@@ -135,7 +135,8 @@ pub fn install_lab_teardown() {
             let Ok(sig) = set.wait() else { return };
             if HANDED_OVER.load(Ordering::SeqCst) && !STOPPED.swap(true, Ordering::SeqCst) {
                 eprintln!(
-                    "prober: {sig:?}: stopping with what was gathered, then tearing the lab down"
+                    "{}: {sig}: stopping with what was gathered, then tearing the lab down",
+                    super::running()
                 );
                 STOP.notify_waiters();
                 continue;
@@ -144,9 +145,9 @@ pub fn install_lab_teardown() {
         };
         let held = lab::LAB_LOCK.lock();
         if let Some((prefix, state)) = CURRENT.lock().ok().and_then(|c| c.clone()) {
-            eprintln!("prober: {sig:?}: tearing the lab down");
+            eprintln!("{}: {sig}: tearing the lab down", super::running());
             if let Err(e) = lab::teardown_locked(&prefix, &state) {
-                eprintln!("prober: teardown: {e}");
+                eprintln!("{}: teardown: {e}", super::running());
             }
         }
         // Exit while still holding the lock: released earlier, the build thread could start one

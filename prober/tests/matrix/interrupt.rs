@@ -38,12 +38,24 @@ fn sigint_and_sigterm_stop_with_what_was_gathered() {
         return;
     }
     let lab = TestLab::up("mc", Some("tests/scenarios/flannel-8472.yaml"));
-    for signal in [
-        nix::sys::signal::Signal::SIGINT,
-        nix::sys::signal::Signal::SIGTERM,
+    // Run once as the kubectl plugin: the signal's message names the command as it was typed.
+    let plugin_dir = tempfile::tempdir().unwrap();
+    let plugin = plugin_dir.path().join("kubectl-probe");
+    std::os::unix::fs::symlink(prober(), &plugin).unwrap();
+    for (signal, program, said) in [
+        (
+            nix::sys::signal::Signal::SIGINT,
+            plugin.clone(),
+            "kubectl probe matrix: interrupted: stopping with what was gathered",
+        ),
+        (
+            nix::sys::signal::Signal::SIGTERM,
+            std::path::PathBuf::from(prober()),
+            "prober matrix: SIGTERM: stopping with what was gathered",
+        ),
     ] {
         let saved = tempfile::NamedTempFile::new().unwrap();
-        let child = Command::new(prober())
+        let child = Command::new(program)
             .args(["matrix", "--inventory"])
             .arg(lab.inventory())
             .arg("--agent-bin")
@@ -67,6 +79,11 @@ fn sigint_and_sigterm_stop_with_what_was_gathered() {
             "{signal:?}: stops promptly, not after the 10 s probes"
         );
         assert_eq!(out.status.code(), Some(130), "{signal:?}: {}", text(&out));
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(said),
+            "{signal:?}: {}",
+            text(&out)
+        );
         let report: Value = serde_json::from_slice(&out.stdout)
             .unwrap_or_else(|e| panic!("{signal:?}: {e}: {}", text(&out)));
         assert_eq!(report["summary"]["interrupted"], true);
