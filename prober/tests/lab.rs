@@ -502,3 +502,75 @@ fn cleanup_netns_needs_a_prefix() {
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(text(&out).contains("usage: scripts/cleanup-netns PREFIX"));
 }
+
+/// A lab taken down when the test ends, passed or failed.
+struct Down<'a>(&'a StateDir, String);
+
+impl Drop for Down<'_> {
+    fn drop(&mut self) {
+        let _ = lab(&["down", &self.1], self.0);
+    }
+}
+
+/// `lab up` on a preflight scenario says what the next command needs: the candidate's name,
+/// address, exec prefix and host root, and a `prober preflight` line that, run with exactly
+/// those values, checks the (healthy) join.
+#[test]
+fn up_on_a_preflight_scenario_prints_the_candidate_and_its_check() {
+    if !netns_available() {
+        return;
+    }
+    let state = StateDir::new("upcand");
+    let name = lab_name("uc");
+    let scenario = root().join("tests/scenarios/preflight/healthy-join.yaml");
+    let out = lab(
+        &[
+            "up",
+            "--name",
+            &name,
+            "--scenario",
+            scenario.to_str().unwrap(),
+        ],
+        &state,
+    );
+    let _down = Down(&state, name.clone());
+    assert!(out.status.success(), "{}", text(&out));
+    let said = String::from_utf8_lossy(&out.stdout).to_string();
+    let home = state.0.join(format!("plab-{name}"));
+    let inventory = home.join("inventory.yaml");
+    let host_root = home.join("nodes").join("new");
+    let exec = format!("ip netns exec plab-{name}-new");
+    for line in [
+        "candidate: new 192.168.57.249 (worker), not joined".to_string(),
+        format!("  exec prefix: {exec}"),
+        format!("  host root:   {}", host_root.display()),
+        format!(
+            "check its join with: prober preflight --inventory {} --candidate new \
+             --candidate-address 192.168.57.249 --candidate-exec '{exec}' \
+             --candidate-host-root {}",
+            inventory.display(),
+            host_root.display()
+        ),
+    ] {
+        assert!(
+            said.lines().any(|l| l == line),
+            "no line {line:?} in:\n{said}"
+        );
+    }
+    let check = Command::new(prober())
+        .args(["preflight", "--inventory"])
+        .arg(&inventory)
+        .args([
+            "--candidate",
+            "new",
+            "--candidate-address",
+            "192.168.57.249",
+        ])
+        .args(["--candidate-exec", &exec, "--candidate-host-root"])
+        .arg(&host_root)
+        .arg("--agent-bin")
+        .arg(agent())
+        .output()
+        .unwrap();
+    assert_eq!(check.status.code(), Some(0), "{}", text(&check));
+}

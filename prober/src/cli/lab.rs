@@ -187,8 +187,58 @@ fn up(args: &UpArgs) -> Result<u8, CliError> {
         "probe it with: prober matrix --inventory {}",
         inventory.display()
     )?;
+    if let Some(c) = super::preflight::lab_candidate(&s, &layout) {
+        for line in candidate_lines(&c, &inventory) {
+            outln!("{line}")?;
+        }
+    }
     outln!("take it down with: prober lab down {name}")?;
     Ok(EXIT_OK)
+}
+
+/// What a preflight scenario's `lab up` says of its candidate: its name, address, exec prefix and
+/// host root, and the `prober preflight` line that checks its join, ready to paste.
+fn candidate_lines(c: &prober::plan::preflight::Candidate, inventory: &Path) -> Vec<String> {
+    let exec = c.exec.join(" ");
+    let root = c.host_root.as_deref().unwrap_or(Path::new("/"));
+    let control_plane = c.role == prober::plan::preflight::Role::ControlPlane;
+    let mut check = format!(
+        "{} --inventory {} --candidate {} --candidate-address {} --candidate-exec {} --candidate-host-root {}",
+        super::command("preflight"),
+        quoted(&inventory.display().to_string()),
+        c.name,
+        c.address,
+        quoted(&exec),
+        quoted(&root.display().to_string()),
+    );
+    if control_plane {
+        check.push_str(" --role control-plane");
+    }
+    vec![
+        format!(
+            "candidate: {} {} ({}), not joined",
+            c.name,
+            c.address,
+            if control_plane {
+                "control-plane"
+            } else {
+                "worker"
+            }
+        ),
+        format!("  exec prefix: {exec}"),
+        format!("  host root:   {}", root.display()),
+        format!("check its join with: {check}"),
+    ]
+}
+
+/// A word for a shell: as it is when plain, else in single quotes.
+fn quoted(word: &str) -> String {
+    let plain = |ch: char| ch.is_ascii_alphanumeric() || "/._-:=@,+".contains(ch);
+    if !word.is_empty() && word.chars().all(plain) {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
 }
 
 async fn run_scenario(args: &RunArgs) -> Result<u8, CliError> {
