@@ -269,6 +269,10 @@ pub struct NodeFacts {
     pub kubelet: Vec<KubeconfigFacts>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resolv_conf: Option<ResolvFacts>,
+    /// The forwarding sysctls kubeadm's preflight checks, read in the agent's own network
+    /// namespace (they are per namespace), never under `root`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forwarding: Option<ForwardingFacts>,
     /// Files that could not be read or parsed, with why.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub errors: Vec<String>,
@@ -359,6 +363,21 @@ pub struct CheckFacts {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub http_status: Option<u16>,
     pub detail: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Hash, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ForwardingFacts {
+    /// `net.ipv4.ip_forward` is 1; `None` when it could not be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ip_forward: Option<bool>,
+    /// `net.bridge.bridge-nf-call-iptables` is 1; `None` when the file is absent (the
+    /// `br_netfilter` module is not loaded) or could not be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bridge_nf_call_iptables: Option<bool>,
+    /// `/proc/sys/net/bridge` exists: `br_netfilter` is loaded.
+    #[serde(default)]
+    pub br_netfilter: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Hash, Eq, Default, Serialize, Deserialize)]

@@ -45,7 +45,7 @@ fn preflight_scenarios_pass_lab_run() {
         ),
         (
             "port-in-use",
-            "tcp/10250 is already in use on new by \"probe-pod\"",
+            "tcp/10250 is already in use on new by probe-pod (pid ",
         ),
         (
             "kubelet-rejected-from-control-plane",
@@ -76,6 +76,10 @@ fn preflight_scenarios_pass_lab_run() {
             "the token in /etc/cni/net.d/calico-kubeconfig on new",
         ),
         ("host-firewall-drop", "where host:new"),
+        (
+            "ip-forward-off",
+            "new does not forward IPv4 (net.ipv4.ip_forward is 0)",
+        ),
         ("router-rejects-control-plane", "rejected by 192.168."),
     ] {
         let out = lab(

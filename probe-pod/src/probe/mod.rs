@@ -3,6 +3,7 @@
 
 pub mod crafted;
 pub mod dns;
+pub mod forwarding;
 pub mod geneve;
 pub mod hop;
 pub mod httpdate;

@@ -538,6 +538,10 @@ pub async fn probe(id: &str, root: &Path, api: bool, deadline: Instant) -> Probe
         }
         Err(e) => facts.errors.push(e.to_string()),
     }
+    facts.forwarding = Some(super::forwarding::read(
+        Path::new("/proc/sys/net"),
+        &mut facts.errors,
+    ));
     while let Some(done) = checks.join_next().await {
         if let Ok((i, (check, trust))) = done {
             facts.cni_kubeconfigs[i].check = check;

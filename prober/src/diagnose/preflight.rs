@@ -1,6 +1,7 @@
 //! What trips a joining node that is not a path: a port it must serve once joined is already
 //! taken there, as kubeadm's own preflight would say (found when the stand-ins start, not from a
-//! probe); and its resolv.conf naming a loopback resolver, a DNS forward loop once it is a node.
+//! probe); its resolv.conf naming a loopback resolver, a DNS forward loop once it is a node; and
+//! kubeadm's forwarding checks (`ip_forward`, `br_netfilter`).
 
 use std::net::IpAddr;
 
@@ -153,6 +154,73 @@ pub fn clock_skew(candidate: &str, results: &Results) -> Option<Finding> {
         "point it at the same time source as the control plane before joining".into(),
     ];
     Some(f)
+}
+
+/// kubeadm's local forwarding checks on the candidate, from its node check's facts (read in the
+/// candidate's own network namespace): `net.ipv4.ip_forward` 0 is an error (its pods' traffic
+/// would never leave it); `br_netfilter` not loaded or `bridge-nf-call-iptables` 0 is a warning
+/// (kube-proxy's iptables rules and bridge CNIs miss bridged traffic; eBPF dataplanes do not
+/// need it, and kubeadm refuses the join either way).
+#[must_use]
+pub fn forwarding(candidate: &str, results: &Results) -> Vec<Finding> {
+    let Some((r, f)) = results
+        .iter()
+        .filter(|r| r.path == PathClass::NodeConfig && r.from.node == candidate)
+        .find_map(|r| {
+            let f = r.result.node.as_ref()?.forwarding.clone()?;
+            Some((r.result.id.to_string(), f))
+        })
+    else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let finding = |state, severity, summary: String, fix: Vec<String>| {
+        let mut f = Finding::new(
+            Misconfiguration {
+                state: Some(state),
+                nodes: vec![candidate.to_string()],
+            },
+            severity,
+            summary,
+        );
+        f.evidence = vec![r.clone()];
+        f.fix = fix;
+        f
+    };
+    if f.ip_forward == Some(false) {
+        out.push(finding(
+            MisconfigurationState::IpForwardOff,
+            Severity::Error,
+            format!("{candidate} does not forward IPv4 (net.ipv4.ip_forward is 0): once joined, its pods' traffic never leaves it, and kubeadm's preflight refuses the join"),
+            vec![
+                format!("on {candidate}: sysctl -w net.ipv4.ip_forward=1"),
+                format!("on {candidate}, to keep it across reboots: echo net.ipv4.ip_forward=1 > /etc/sysctl.d/99-ip-forward.conf"),
+            ],
+        ));
+    }
+    let why = if !f.br_netfilter {
+        Some("the br_netfilter module is not loaded (no /proc/sys/net/bridge)")
+    } else if f.bridge_nf_call_iptables == Some(false) {
+        Some("net.bridge.bridge-nf-call-iptables is 0")
+    } else {
+        None
+    };
+    if let Some(why) = why {
+        let mut fix = Vec::new();
+        if !f.br_netfilter {
+            fix.push(format!("on {candidate}: modprobe br_netfilter && echo br_netfilter > /etc/modules-load.d/br_netfilter.conf"));
+        }
+        fix.push(format!(
+            "on {candidate}: sysctl -w net.bridge.bridge-nf-call-iptables=1"
+        ));
+        out.push(finding(
+            MisconfigurationState::BridgeNfOff,
+            Severity::Warning,
+            format!("on {candidate}, bridged traffic skips iptables ({why}): kube-proxy's iptables rules and a bridge CNI miss pod traffic on the node's bridge (eBPF dataplanes do not need it), and kubeadm's preflight refuses the join"),
+            fix,
+        ));
+    }
+    out
 }
 
 #[cfg(test)]
@@ -342,5 +410,65 @@ mod tests {
             "{:#?}",
             diagnosed(&inv, &cut)
         );
+    }
+
+    #[test]
+    fn forwarding_off_on_the_candidate_is_a_misconfiguration() {
+        let with = |ip_forward, bridge, loaded| {
+            let mut r = node_check(&["192.168.56.1"]);
+            if let Some(n) = r.result.node.as_mut() {
+                n.forwarding = Some(probe_proto::ForwardingFacts {
+                    ip_forward,
+                    bridge_nf_call_iptables: bridge,
+                    br_netfilter: loaded,
+                });
+            }
+            forwarding("new", &Results::of(&[r]))
+        };
+        assert!(with(Some(true), Some(true), true).is_empty());
+        // An agent that does not read them says nothing, and neither does an unreadable file.
+        assert!(forwarding("new", &Results::of(&[node_check(&[])])).is_empty());
+        assert!(with(None, Some(true), true).is_empty());
+        let f = with(Some(false), Some(true), true);
+        assert_eq!(f.len(), 1);
+        assert_eq!(
+            (f[0].kind(), f[0].severity),
+            (Kind::Misconfiguration, Severity::Error)
+        );
+        assert_eq!(
+            f[0].facts().state().map(State::as_str),
+            Some("ip-forward-off")
+        );
+        assert_eq!(f[0].facts().nodes(), ["new"]);
+        assert_eq!(f[0].fix[0], "on new: sysctl -w net.ipv4.ip_forward=1");
+        assert_eq!(f[0].evidence, ["node-config:new/host->new/host:files"]);
+        let f = with(Some(true), None, false);
+        assert_eq!(f.len(), 1);
+        assert_eq!(
+            f[0].facts().state().map(State::as_str),
+            Some("bridge-nf-off")
+        );
+        assert_eq!(f[0].severity, Severity::Warning);
+        assert!(
+            f[0].summary.contains("br_netfilter module is not loaded"),
+            "{}",
+            f[0].summary
+        );
+        assert!(
+            f[0].fix[0].contains("modprobe br_netfilter"),
+            "{:?}",
+            f[0].fix
+        );
+        let f = with(Some(true), Some(false), true);
+        assert!(
+            f[0].summary.contains("bridge-nf-call-iptables is 0"),
+            "{}",
+            f[0].summary
+        );
+        assert_eq!(
+            f[0].fix,
+            ["on new: sysctl -w net.bridge.bridge-nf-call-iptables=1"]
+        );
+        assert!(forwarding("other", &Results::of(&[node_check(&[])])).is_empty());
     }
 }

@@ -115,6 +115,11 @@ state_enum! {
         Unreadable = "unreadable",
         /// Preflight: the joining node's clock is off.
         ClockSkew = "clock-skew",
+        /// Preflight: the joining node does not forward IPv4 (`net.ipv4.ip_forward` is 0).
+        IpForwardOff = "ip-forward-off",
+        /// Preflight: bridged traffic skips iptables on the joining node (`br_netfilter` not
+        /// loaded, or `net.bridge.bridge-nf-call-iptables` is 0).
+        BridgeNfOff = "bridge-nf-off",
     }
 }
 
@@ -213,6 +218,8 @@ mod tests {
         round_trips(&[
             ("unreadable", MisconfigurationState::Unreadable),
             ("clock-skew", MisconfigurationState::ClockSkew),
+            ("ip-forward-off", MisconfigurationState::IpForwardOff),
+            ("bridge-nf-off", MisconfigurationState::BridgeNfOff),
         ]);
         round_trips(&[("unreachable", PartitionState::Unreachable)]);
         round_trips(&[("intermittent", LossState::Intermittent)]);

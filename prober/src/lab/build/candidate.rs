@@ -89,9 +89,15 @@ pub(super) fn host_files(
     files
 }
 
-/// Its namespace: the switch's veth end, the address, the default route.
-pub(super) fn setup(c: &LabNode) -> NsSetup {
+/// Its namespace: the switch's veth end, the address, the default route, and IPv4 forwarding as
+/// the scenario says (in that namespace only).
+pub(super) fn setup(s: &Scenario, c: &LabNode) -> NsSetup {
     let mut st = NsSetup::new(&c.ns);
+    let forwards = s.candidate.as_ref().is_none_or(|spec| spec.ip_forward);
+    st.sysctl.push((
+        "net.ipv4.ip_forward".into(),
+        if forwards { "1" } else { "0" }.into(),
+    ));
     st.config.push("link set eth0 up".into());
     st.config
         .push(format!("addr add {}/24 dev eth0", c.address));

@@ -49,7 +49,7 @@ pub fn setups(s: &Scenario, l: &Layout) -> Vec<NsSetup> {
             out.push(batch::pod_setup(&l.dns_pod, n));
         }
     }
-    out.extend(l.candidate.iter().map(candidate::setup));
+    out.extend(l.candidate.iter().map(|c| candidate::setup(s, c)));
     faults::apply_faults(s, l, &mut out, (&mut router, router2.as_mut()));
     out.splice(0..0, std::iter::once(router).chain(router2));
     out

@@ -80,6 +80,19 @@ pub struct CandidateSpec {
     /// share one clock, so the API server's `Date` runs this much behind instead.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub clock_skew: i64,
+    /// Whether it forwards IPv4 (`net.ipv4.ip_forward`, set in its own namespace only), as a
+    /// machine prepared for kubeadm does; `false` for a machine that was not.
+    #[serde(default = "forwards", skip_serializing_if = "is_true")]
+    pub ip_forward: bool,
+}
+
+fn forwards() -> bool {
+    true
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde hands a reference
+fn is_true(b: &bool) -> bool {
+    *b
 }
 
 #[allow(clippy::trivially_copy_pass_by_ref)] // serde hands a reference
