@@ -13,3 +13,4 @@ mod concurrent;
 mod flow;
 mod kit;
 mod rules;
+mod stub;

@@ -124,6 +124,20 @@ impl Status {
         s
     }
 
+    /// 429 with `Retry-After` in the header and in the details, as the API server's max-in-flight
+    /// and priority-and-fairness filters answer
+    /// (`staging/src/k8s.io/apiserver/pkg/endpoints/handlers/responsewriters/errors.go`).
+    pub fn too_many_requests(retry_after: u32) -> Self {
+        let mut s = Self::new(
+            429,
+            "TooManyRequests",
+            "Too many requests, please try again later.".into(),
+        );
+        s.details = json!({"retryAfterSeconds": retry_after});
+        s.retry_after = Some(retry_after);
+        s
+    }
+
     pub fn bad_request(message: String) -> Self {
         Self::new(400, "BadRequest", message)
     }
@@ -274,6 +288,7 @@ async fn handle(inner: Arc<Inner>, req: Request<Incoming>) -> Result<Response<Bo
         path,
         query,
         code: resp.status().as_u16(),
+        at: std::time::Instant::now(),
     });
     Ok(resp)
 }
@@ -316,14 +331,7 @@ async fn dispatch(inner: &Arc<Inner>, req: Request<Incoming>) -> Result<Response
         let mut f = lock(&inner.faults);
         if f.throttle > 0 {
             f.throttle -= 1;
-            let mut s = Status::new(
-                429,
-                "TooManyRequests",
-                "Too many requests, please try again later.".into(),
-            );
-            s.details = json!({"retryAfterSeconds": 1});
-            s.retry_after = Some(1);
-            return Err(s);
+            return Err(Status::too_many_requests(1));
         }
     }
     let slow = lock(&inner.faults).slow_writes;
@@ -373,6 +381,12 @@ async fn dispatch(inner: &Arc<Inner>, req: Request<Incoming>) -> Result<Response
         }
     }
     if r.sub.as_deref() == Some("exec") {
+        if let Some((n, secs)) = lock(&inner.faults).throttle_exec.as_mut()
+            && *n > 0
+        {
+            *n -= 1;
+            return Err(Status::too_many_requests(*secs));
+        }
         return super::exec::upgrade(inner.clone(), req, &r, &q);
     }
     if r.sub.is_some() {

@@ -1,0 +1,64 @@
+//! Runs on stub nodes (`test_kit::standin::stub`: no lab, no namespace, agents that answer
+//! simulated results and send nothing): the exec path's handling of the API server's 429s.
+//! They need no root and run anywhere.
+
+use std::time::Duration;
+
+use test_kit::standin::{Config, StandIn, Stub, seed, stub};
+
+use super::kit::{IMAGE, no_agent_missing, prober_cmd};
+use crate::common::agent;
+
+/// A stand-in with `n` stub nodes, and the directory it lives in.
+fn stub_standin(n: usize) -> (StandIn, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let c = stub::cluster(n);
+    let root = stub::node_root(dir.path()).unwrap();
+    let mut config = Config::new(
+        &dir.path().join("standin"),
+        stub::nodes(&c, &root),
+        &agent(),
+    );
+    config.stub = Some(Stub {
+        exec_round_trip: Duration::from_millis(100),
+        probe_phase: Duration::from_millis(200),
+    });
+    let standin = StandIn::start(config).unwrap();
+    standin.seed(seed::objects(&c));
+    (standin, dir)
+}
+
+#[test]
+fn a_throttled_exec_is_retried_after_the_servers_retry_after() {
+    let (standin, _dir) = stub_standin(2);
+    // The first exec is answered 429 with Retry-After: 3. kube's client retries it itself after
+    // the header (its default `server_retry` layer); without that layer exec.rs's own retry used
+    // to wait a fixed 0.5 s, and now reads the Status's `retryAfterSeconds` too.
+    standin.faults(|f| f.throttle_exec = Some((1, 3)));
+    let args = [
+        "matrix",
+        "-o",
+        "json",
+        "--image",
+        IMAGE,
+        "--agent-wait",
+        "1m",
+    ];
+    let out = prober_cmd(&args, &standin.kubeconfig).output().unwrap();
+    no_agent_missing(&out);
+    let seen = standin.seen();
+    let throttled = seen
+        .iter()
+        .find(|s| s.path.ends_with("/exec") && s.code == 429)
+        .expect("the stand-in throttled an exec");
+    let retry = seen
+        .iter()
+        .find(|s| s.path == throttled.path && s.at > throttled.at)
+        .expect("the throttled exec was retried");
+    let waited = retry.at - throttled.at;
+    assert!(
+        waited >= Duration::from_secs(3),
+        "retried after {waited:?}, before the Retry-After of 3 s"
+    );
+    assert_eq!(retry.code, 101, "{retry:?}");
+}
