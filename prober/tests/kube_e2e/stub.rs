@@ -62,3 +62,30 @@ fn a_throttled_exec_is_retried_after_the_servers_retry_after() {
     );
     assert_eq!(retry.code, 101, "{retry:?}");
 }
+
+#[test]
+fn a_server_speaking_only_the_v4_exec_protocol_still_gets_every_agents_results() {
+    let (standin, _dir) = stub_standin(2);
+    // An API server before 1.30: `v4.channel.k8s.io` only, no channel to close stdin with.
+    standin.faults(|f| f.exec_v4_only = true);
+    let args = [
+        "matrix",
+        "-o",
+        "json",
+        "--image",
+        IMAGE,
+        "--agent-wait",
+        "1m",
+    ];
+    let out = prober_cmd(&args, &standin.kubeconfig).output().unwrap();
+    no_agent_missing(&out);
+    let report = super::kit::report(&out);
+    let results = report["results"].as_array().map_or(0, Vec::len);
+    assert!(results > 0, "no results:\n{}", crate::common::text(&out));
+    let execs = standin
+        .seen()
+        .iter()
+        .filter(|s| s.path.ends_with("/exec") && s.code == 101)
+        .count();
+    assert!(execs >= 4, "{execs} exec sessions for 4 agents");
+}
