@@ -11,14 +11,20 @@ use crate::common::agent;
 
 /// A stand-in with `n` stub nodes, and the directory it lives in.
 fn stub_standin(n: usize) -> (StandIn, tempfile::TempDir) {
+    stub_standin_with(n, |_, _| {})
+}
+
+/// `stub_standin`, with the nodes changed by `change` (given the directory) first.
+fn stub_standin_with(
+    n: usize,
+    change: impl FnOnce(&mut Vec<test_kit::standin::NodeSpec>, &std::path::Path),
+) -> (StandIn, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let c = stub::cluster(n);
     let root = stub::node_root(dir.path()).unwrap();
-    let mut config = Config::new(
-        &dir.path().join("standin"),
-        stub::nodes(&c, &root),
-        &agent(),
-    );
+    let mut nodes = stub::nodes(&c, &root);
+    change(&mut nodes, dir.path());
+    let mut config = Config::new(&dir.path().join("standin"), nodes, &agent());
     config.stub = Some(Stub {
         exec_round_trip: Duration::from_millis(100),
         probe_phase: Duration::from_millis(200),
@@ -88,4 +94,36 @@ fn a_server_speaking_only_the_v4_exec_protocol_still_gets_every_agents_results()
         .filter(|s| s.path.ends_with("/exec") && s.code == 101)
         .count();
     assert!(execs >= 4, "{execs} exec sessions for 4 agents");
+}
+
+#[test]
+fn a_missing_host_path_file_is_reported_as_failed_mount_on_its_node() {
+    // The second node has no /etc/resolv.conf: the host agent's `File` hostPath cannot mount.
+    let (standin, _dir) = stub_standin_with(2, |nodes, dir| {
+        let bare = dir.join("bare-root");
+        std::fs::create_dir_all(&bare).unwrap();
+        nodes[1].root = bare;
+    });
+    let args = [
+        "matrix",
+        "-o",
+        "json",
+        "--image",
+        IMAGE,
+        "--agent-wait",
+        "10s",
+    ];
+    let out = prober_cmd(&args, &standin.kubeconfig).output().unwrap();
+    let report = super::kit::report(&out);
+    let missing: Vec<&serde_json::Value> = report["agents"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|a| a["ran"] == false)
+        .collect();
+    assert_eq!(missing.len(), 1, "{missing:?}");
+    assert_eq!(missing[0]["node"], "node-00001", "{missing:?}");
+    assert_eq!(missing[0]["agent"], "host", "{missing:?}");
+    let detail = missing[0]["detail"].as_str().unwrap_or_default();
+    assert!(detail.contains("FailedMount"), "{detail}");
 }
