@@ -7,7 +7,8 @@
 # the floor (one probe phase + one exec round trip; a throttled exec adds its retries), the
 # coordinator's peak RSS and the agents that ran. Needs no root.
 # NODES="100 1000" and RUNS=3 choose the runs (a median of RUNS is printed per size); extra
-# arguments go to `prober matrix` (say, --concurrency 64). PROFILE=debug uses debug builds.
+# arguments go to `prober matrix` (say, --concurrency 64). PROFILE=debug uses debug builds;
+# AGENT_WAIT (3m) is the agents' readiness wait.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [[ -x /usr/bin/time ]] || { apt-get update -qq && apt-get install -y -qq time >/dev/null; }
@@ -49,7 +50,7 @@ one() {
     [[ -n $k ]] || { cat "$W/run/standin.log" >&2; exit 1; }
     local status=0
     env -u KUBECONFIG -u HTTPS_PROXY -u https_proxy NO_COLOR=1 /usr/bin/time -v "$P" matrix \
-        --kubeconfig "$k" --image registry.example/prober:bench --agent-wait 3m --no-progress \
+        --kubeconfig "$k" --image registry.example/prober:bench --agent-wait "${AGENT_WAIT:-3m}" --no-progress \
         -o json "$@" >"$W/run/out.json" 2>"$W/run/time.txt" || status=$?
     stop
     local kb wall ran agents

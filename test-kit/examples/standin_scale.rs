@@ -5,13 +5,12 @@
 //! (`probe-pod probe --simulate`: nothing is sent on any network). Dev-only: an example of the
 //! test kit, never part of a shipped binary.
 
-use std::net::Ipv4Addr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use nix::sys::signal::{SigSet, Signal};
-use test_kit::standin::{Config, NodeSpec, StandIn, Stub, seed};
+use test_kit::standin::{Config, StandIn, Stub, seed, stub};
 
 struct Args {
     nodes: usize,
@@ -61,62 +60,6 @@ fn parse() -> Result<Args, String> {
     })
 }
 
-/// Node `i`'s address and pod range's base: 10.(10 + i/250).(i/250).(i%250 + 1), 10.(64 + i/256).(i%256).0.
-fn addresses(i: usize) -> (Ipv4Addr, Ipv4Addr) {
-    let b = |x: usize| u8::try_from(x).unwrap_or(u8::MAX);
-    (
-        Ipv4Addr::new(10, b(10 + i / 250), b(i / 250), b(i % 250 + 1)),
-        Ipv4Addr::new(10, b(64 + i / 256), b(i % 256), 0),
-    )
-}
-
-fn cluster(n: usize) -> seed::Cluster {
-    let nodes = (0..n)
-        .map(|i| {
-            let (address, pods) = addresses(i);
-            let o = pods.octets();
-            seed::Node {
-                name: format!("node-{i:05}"),
-                address,
-                pod_cidr: format!("{pods}/24"),
-                vtep_mac: format!("02:00:0a:{:02x}:{:02x}:00", o[1], o[2]),
-                control_plane: i < 3,
-                zone: Some(format!(
-                    "zone-{}",
-                    char::from(b'a' + u8::try_from(i % 3).unwrap_or(0))
-                )),
-            }
-        })
-        .collect::<Vec<_>>();
-    let api_endpoints = nodes
-        .iter()
-        .filter(|n| n.control_plane)
-        .map(|n| (n.address, 6443))
-        .collect();
-    let dns_endpoints = nodes
-        .iter()
-        .take(2)
-        .map(|n| {
-            let (_, pods) = addresses(nodes.iter().position(|m| m.name == n.name).unwrap_or(0));
-            let o = pods.octets();
-            (Ipv4Addr::new(o[0], o[1], o[2], 53), n.name.clone())
-        })
-        .collect();
-    seed::Cluster {
-        nodes,
-        pod_cidr: "10.64.0.0/14".into(),
-        service_cidr: "10.96.0.0/12".into(),
-        api_service: Ipv4Addr::new(10, 96, 0, 1),
-        api_endpoints,
-        dns_service: Ipv4Addr::new(10, 96, 0, 10),
-        dns_endpoints,
-        corefile: ".:53 {\n  forward . /etc/resolv.conf\n}\n".into(),
-        vni: 1,
-        vxlan_port: 8472,
-        flannel_namespace: "kube-flannel".into(),
-    }
-}
-
 fn main() -> ExitCode {
     let args = match parse() {
         Ok(a) => a,
@@ -134,32 +77,18 @@ fn main() -> ExitCode {
         eprintln!("standin_scale: cannot block SIGTERM and SIGINT: {e}");
         return ExitCode::FAILURE;
     }
-    // Every node's `/`: the one file the host agent mounts (`hostPath` of type `File`).
-    let root = args.dir.join("node-root");
-    let made = std::fs::create_dir_all(root.join("etc"))
-        .and_then(|()| std::fs::write(root.join("etc/resolv.conf"), "nameserver 10.96.0.10\n"));
-    if let Err(e) = made {
-        eprintln!("standin_scale: cannot create {}: {e}", root.display());
-        return ExitCode::FAILURE;
-    }
-    let c = cluster(args.nodes);
-    let nodes = c
-        .nodes
-        .iter()
-        .enumerate()
-        .map(|(i, n)| {
-            let (_, pods) = addresses(i);
-            let o = pods.octets();
-            NodeSpec {
-                name: n.name.clone(),
-                // Names only: a stub node has no namespace and nothing ever enters one.
-                netns: format!("stub-host-{i}"),
-                address: n.address,
-                pod_sandboxes: vec![(format!("stub-pod-{i}"), Ipv4Addr::new(o[0], o[1], o[2], 2))],
-                root: root.clone(),
-            }
-        })
-        .collect();
+    let root = match stub::node_root(&args.dir) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!(
+                "standin_scale: cannot make the nodes' root under {}: {e}",
+                args.dir.display()
+            );
+            return ExitCode::FAILURE;
+        }
+    };
+    let c = stub::cluster(args.nodes);
+    let nodes = stub::nodes(&c, &root);
     let mut config = Config::new(&args.dir.join("standin"), nodes, &args.agent);
     config.stub = Some(Stub {
         exec_round_trip: args.round_trip,

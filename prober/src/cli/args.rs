@@ -298,10 +298,11 @@ pub struct ProbeArgs {
     /// Deadline of each probe (e.g. 2s, 500ms; at least 100ms, at most 10m, the agents' limit).
     #[arg(long, env = "PROBER_TIMEOUT", default_value = "2s", value_parser = probe_timeout)]
     pub timeout: Duration,
-    /// Agents probing at once.
-    #[arg(long, env = "PROBER_CONCURRENCY", default_value_t = 64,
+    /// Agents probing at once (default: every agent, up to 512 and to what the open-file limit
+    /// allows).
+    #[arg(long, env = "PROBER_CONCURRENCY",
           value_parser = clap::value_parser!(u16).range(1..))]
-    pub concurrency: u16,
+    pub concurrency: Option<u16>,
     /// Also write the JSON report to this file.
     #[arg(long, env = "PROBER_SAVE")]
     pub save: Option<PathBuf>,
@@ -351,7 +352,7 @@ impl ProbeArgs {
             agent_bin: Some(agent_bin),
             filter: FilterArgs::default(),
             timeout: Duration::from_secs(2),
-            concurrency: 64,
+            concurrency: None,
             save,
             no_progress: false,
             sample: None,

@@ -182,7 +182,10 @@ pub async fn run_matrix<R: Runtime + 'static>(
     }
     let cfg = RunConfig {
         probe_timeout: args.timeout,
-        concurrency: usize::from(args.concurrency),
+        concurrency: args.concurrency.map_or_else(
+            || prober::run::width::default_width(inv.nodes.len() * 2),
+            usize::from,
+        ),
         responders: responders(inv),
         ..RunConfig::default()
     };

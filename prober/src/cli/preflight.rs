@@ -228,7 +228,10 @@ pub async fn run_preflight(
 fn run_config(probe: &ProbeArgs) -> RunConfig {
     RunConfig {
         probe_timeout: probe.timeout,
-        concurrency: usize::from(probe.concurrency),
+        concurrency: probe.concurrency.map_or_else(
+            || prober::run::width::default_width(usize::MAX),
+            usize::from,
+        ),
         ..RunConfig::default()
     }
 }

@@ -22,6 +22,7 @@ mod pass;
 pub mod preflight;
 mod receipts;
 mod retry;
+pub mod width;
 
 pub(crate) use pass::{Ask, Pass, Store};
 use pass::{Slots, crafted};

@@ -646,3 +646,38 @@ async fn diagnosis_sees_the_allow_policy_a_run_created() {
         "{selecting:?}"
     );
 }
+
+#[tokio::test]
+async fn image_pull_secrets_land_in_both_daemonsets() {
+    let (client, server) = serve(Box::new(|s| match (s.method.as_str(), s.uri.as_str()) {
+        ("POST", _) => created(s),
+        ("GET", u) if u.contains("/daemonsets?") => {
+            respond(200, &list_of("DaemonSetList", Vec::new(), "1"))
+        }
+        _ => status(404, "NotFound"),
+    }));
+    let spec = AgentSpec {
+        image_pull_secrets: vec!["regcred".into(), "mirror".into()],
+        ..run_spec()
+    };
+    let mut made = Created::default();
+    deploy::apply(&client, &spec, &mut made, &mut |_| {})
+        .await
+        .unwrap();
+    drop(client);
+    let seen = server.await.unwrap();
+    let daemonsets: Vec<&Value> = seen
+        .iter()
+        .filter(|s| s.method == "POST" && s.uri.contains("/daemonsets"))
+        .map(|s| &s.body)
+        .collect();
+    assert_eq!(daemonsets.len(), 2);
+    for ds in daemonsets {
+        assert_eq!(
+            ds["spec"]["template"]["spec"]["imagePullSecrets"],
+            json!([{"name": "regcred"}, {"name": "mirror"}]),
+            "{}",
+            ds["metadata"]["name"]
+        );
+    }
+}

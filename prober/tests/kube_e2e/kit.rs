@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use crate::common::{agent, prober, require_root, root, text};
+use crate::common::{agent, lab_name, prober, require_root, root, text};
 use prober::lab::scenario::Scenario;
 use prober::lab::{Lab, Options};
 use serde_json::{Value, json};
@@ -104,8 +104,9 @@ impl KubeLab {
         let mut s = Scenario::load(&root().join(scenario)).unwrap();
         let mut tuned = Config::new(&dir.path().join("standin"), Vec::new(), &agent());
         change(&mut s, &mut tuned);
-        // A lab name of this process's own: another checkout may run the same test at once.
-        let name = format!("{name}{}", std::process::id() % 100_000);
+        // A lab name of this run's own (PROBER_TEST_RUN's tag, which scripts/test's cleanup
+        // looks for): another checkout may run the same test at once.
+        let name = lab_name(name);
         let opts = Options {
             name: Some(name),
             state_root: dir.path().join("lab"),

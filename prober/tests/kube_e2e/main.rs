@@ -16,3 +16,4 @@ mod concurrent;
 mod flow;
 mod kit;
 mod rules;
+mod stub;

@@ -8,17 +8,23 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::api::{self, Status};
 use super::rules::host_ports;
-use super::seed;
 use super::store::{Key, index, now_rfc3339};
 use super::{Inner, NodeSpec, lock};
+
+mod controllers;
+mod process;
+
+pub use controllers::apply_node_faults;
+use controllers::{controllers, involved, mark_deleted, write_event};
+pub use process::{argv, in_netns};
+use process::{listening, start};
 
 /// How often the loop looks, besides every change.
 const PERIOD: Duration = Duration::from_millis(200);
@@ -165,206 +171,6 @@ pub async fn run(inner: Arc<Inner>) {
 
 fn node_spec<'a>(inner: &'a Inner, name: &str) -> Option<&'a NodeSpec> {
     inner.config.nodes.iter().find(|n| n.name == name)
-}
-
-/// Marks the nodes the faults say are `NotReady` (condition and taints, as the node lifecycle
-/// controller sets them) and the others `Ready`.
-pub fn apply_node_faults(inner: &Inner) {
-    let not_ready = lock(&inner.faults).not_ready.clone();
-    let mut s = lock(&inner.store);
-    for mut n in s
-        .list(index("nodes"), None)
-        .into_iter()
-        .cloned()
-        .collect::<Vec<_>>()
-    {
-        let name = n["metadata"]["name"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
-        let down = not_ready.contains(&name);
-        let was_down = n["status"]["conditions"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .any(|c| c["type"] == "Ready" && c["status"] != "True");
-        if down == was_down {
-            continue;
-        }
-        let ready = if down {
-            json!({"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown",
-                   "message": "Kubelet stopped posting node status."})
-        } else {
-            json!({"type": "Ready", "status": "True", "reason": "KubeletReady",
-                   "message": "kubelet is posting ready status"})
-        };
-        let mut conditions: Vec<Value> = n["status"]["conditions"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|c| c["type"] != "Ready")
-            .collect();
-        conditions.push(ready);
-        n["status"]["conditions"] = json!(conditions);
-        let mut taints: Vec<Value> = n["spec"]["taints"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|t| t["key"] != "node.kubernetes.io/unreachable")
-            .collect();
-        if down {
-            for effect in ["NoSchedule", "NoExecute"] {
-                taints.push(json!({"key": "node.kubernetes.io/unreachable", "effect": effect}));
-            }
-        }
-        n["spec"]["taints"] = json!(taints);
-        s.update(index("nodes"), n);
-    }
-}
-
-fn labels_match(selector: &Value, labels: &Value) -> bool {
-    selector
-        .as_object()
-        .into_iter()
-        .flatten()
-        .all(|(k, v)| &labels[k] == v)
-}
-
-fn owner_uid(pod: &Value) -> Option<String> {
-    pod["metadata"]["ownerReferences"]
-        .as_array()?
-        .iter()
-        .find(|o| o["controller"] == true)
-        .and_then(|o| o["uid"].as_str().map(String::from))
-}
-
-fn write_event(inner: &Inner, ns: &str, involved: &Value, reason: &str, message: &str, host: &str) {
-    let n = {
-        let mut k = lock(&inner.kubelet);
-        k.events += 1;
-        k.events
-    };
-    let name = format!(
-        "{}.{:016x}",
-        involved["name"].as_str().unwrap_or_default(),
-        n
-    );
-    let now = now_rfc3339();
-    let ev = json!({
-        "metadata": {"name": name, "namespace": ns},
-        "involvedObject": involved, "reason": reason, "message": message, "type": "Warning",
-        "source": {"component": if host.is_empty() { "daemonset-controller" } else { "kubelet" }, "host": host},
-        "firstTimestamp": now, "lastTimestamp": now, "count": 1,
-    });
-    lock(&inner.store).create(index("events"), ev);
-}
-
-fn involved(kind: &str, api_version: &str, o: &Value) -> Value {
-    let m = &o["metadata"];
-    json!({"kind": kind, "apiVersion": api_version, "namespace": m["namespace"],
-           "name": m["name"], "uid": m["uid"]})
-}
-
-/// The DaemonSet controller and the garbage collector.
-fn controllers(inner: &Arc<Inner>) {
-    let (daemonsets, pods, nodes) = {
-        let s = lock(&inner.store);
-        let all = |p: &str| -> Vec<Value> { s.list(index(p), None).into_iter().cloned().collect() };
-        (all("daemonsets"), all("pods"), all("nodes"))
-    };
-    let ds_uids: BTreeSet<String> = daemonsets
-        .iter()
-        .filter_map(|d| d["metadata"]["uid"].as_str().map(String::from))
-        .collect();
-    // Garbage collection: a pod whose controlling DaemonSet is gone is deleted.
-    for p in &pods {
-        if p["metadata"]["ownerReferences"][0]["kind"] == "DaemonSet"
-            && owner_uid(p).is_some_and(|u| !ds_uids.contains(&u))
-            && p["metadata"]["deletionTimestamp"].is_null()
-        {
-            mark_deleted(inner, p);
-        }
-    }
-    let placed: BTreeSet<(String, String)> = pods
-        .iter()
-        .filter_map(|p| {
-            let node = p["spec"]["nodeName"].as_str()?;
-            Some((owner_uid(p)?, node.to_string()))
-        })
-        .collect();
-    for ds in &daemonsets {
-        // A seeded DaemonSet stands for one that runs already: its pods are seeded too.
-        if ds["metadata"]["labels"][seed::SEEDED] == "true" {
-            continue;
-        }
-        let uid = ds["metadata"]["uid"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
-        if lock(&inner.kubelet)
-            .ds_retry
-            .get(&uid)
-            .is_some_and(|t| Instant::now() < *t)
-        {
-            continue;
-        }
-        let ns = ds["metadata"]["namespace"].as_str().unwrap_or_default();
-        let template = &ds["spec"]["template"];
-        for node in &nodes {
-            let node_name = node["metadata"]["name"].as_str().unwrap_or_default();
-            if !labels_match(
-                &template["spec"]["nodeSelector"],
-                &node["metadata"]["labels"],
-            ) {
-                continue;
-            }
-            if placed.contains(&(uid.clone(), node_name.to_string())) {
-                continue;
-            }
-            let mut spec = template["spec"].clone();
-            spec["nodeName"] = json!(node_name);
-            let pod = json!({
-                "apiVersion": "v1", "kind": "Pod",
-                "metadata": {
-                    "generateName": format!("{}-", ds["metadata"]["name"].as_str().unwrap_or_default()),
-                    "namespace": ns,
-                    "labels": template["metadata"]["labels"],
-                    "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet",
-                        "name": ds["metadata"]["name"], "uid": uid, "controller": true,
-                        "blockOwnerDeletion": true}],
-                },
-                "spec": spec,
-            });
-            if let Err(e) = api::create(inner, index("pods"), pod) {
-                refused(inner, ds, &uid, &e);
-                break;
-            }
-        }
-    }
-}
-
-/// The DaemonSet controller's `FailedCreate` event for a pod admission refused.
-fn refused(inner: &Inner, ds: &Value, uid: &str, e: &Status) {
-    lock(&inner.kubelet)
-        .ds_retry
-        .insert(uid.to_string(), Instant::now() + RETRY_CREATE);
-    let ns = ds["metadata"]["namespace"].as_str().unwrap_or_default();
-    write_event(
-        inner,
-        ns,
-        &involved("DaemonSet", "apps/v1", ds),
-        "FailedCreate",
-        &format!("Error creating: {}", e.message),
-        "",
-    );
-}
-
-fn mark_deleted(inner: &Inner, pod: &Value) {
-    let mut p = pod.clone();
-    p["metadata"]["deletionTimestamp"] = json!(now_rfc3339());
-    lock(&inner.store).update(index("pods"), p);
 }
 
 fn pod_key(p: &Value) -> (String, String) {
@@ -827,103 +633,4 @@ fn kubelet_step(inner: &Arc<Inner>, pod: &Value, held: &Held, node: &str) -> Opt
         "containerStatuses": container_status(pod,
             &json!({"running": {"startedAt": p.started_at}}), p.ready, p.restarts, p.last_exit),
     }))
-}
-
-/// Whether a TCP socket listens on `port` in the network namespace of process `pid`
-/// (`/proc/PID/net/tcp` shows that namespace's sockets).
-fn listening(pid: u32, port: u64) -> bool {
-    let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/net/tcp")) else {
-        return false;
-    };
-    text.lines().skip(1).any(|l| {
-        let f: Vec<&str> = l.split_whitespace().collect();
-        f.len() > 3
-            && f[3] == "0A"
-            && f[1]
-                .rsplit(':')
-                .next()
-                .and_then(|h| u64::from_str_radix(h, 16).ok())
-                == Some(port)
-    })
-}
-
-/// The argv an exec or a container runs: the image's `probe-pod` is the binary cargo built.
-pub fn argv(inner: &Inner, command: &[String]) -> Vec<String> {
-    let mut out: Vec<String> = command.to_vec();
-    if let Some(first) = out.first_mut()
-        && (first == "probe-pod" || first.ends_with("/probe-pod"))
-    {
-        *first = inner.config.entrypoint.display().to_string();
-    }
-    out
-}
-
-/// `ip netns exec NETNS [setpriv --reuid U ...] ARGV`, as the runtime starts a container in its
-/// sandbox as its `runAsUser`.
-pub fn in_netns(netns: &str, uid: Option<u64>, argv: &[String]) -> Command {
-    let mut cmd = Command::new("ip");
-    cmd.args(["netns", "exec", netns]);
-    if let Some(u) = uid.filter(|u| *u != 0) {
-        cmd.args([
-            "setpriv",
-            &format!("--reuid={u}"),
-            &format!("--regid={u}"),
-            "--clear-groups",
-            "--",
-        ]);
-    }
-    cmd.args(argv);
-    cmd
-}
-
-/// Starts the pod's first container: its command (else the image's entrypoint) and args, its
-/// environment, its pod-level sysctls applied to the sandbox first.
-fn start(inner: &Inner, pod: &Value, netns: &str) -> Result<Child, String> {
-    let c = &pod["spec"]["containers"][0];
-    let strings = |v: &Value| -> Vec<String> {
-        v.as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|s| s.as_str().map(String::from))
-            .collect()
-    };
-    let mut command = strings(&c["command"]);
-    if command.is_empty() {
-        command = vec!["probe-pod".into()];
-    }
-    command.extend(strings(&c["args"]));
-    if pod["spec"]["hostNetwork"] != true {
-        for s in pod["spec"]["securityContext"]["sysctls"]
-            .as_array()
-            .into_iter()
-            .flatten()
-        {
-            let (Some(n), Some(v)) = (s["name"].as_str(), s["value"].as_str()) else {
-                continue;
-            };
-            let _ = Command::new("ip")
-                .args(["netns", "exec", netns, "sysctl", "-qw", &format!("{n}={v}")])
-                .status();
-        }
-    }
-    let uid = c["securityContext"]["runAsUser"]
-        .as_u64()
-        .or_else(|| pod["spec"]["securityContext"]["runAsUser"].as_u64());
-    let log = inner.config.dir.join("logs").join(format!(
-        "{}_{}.log",
-        pod["metadata"]["namespace"].as_str().unwrap_or_default(),
-        pod["metadata"]["name"].as_str().unwrap_or_default()
-    ));
-    let file = std::fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
-    let err = file.try_clone().map_err(|e| e.to_string())?;
-    let mut cmd = in_netns(netns, uid, &argv(inner, &command));
-    cmd.env_clear().env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin");
-    for e in c["env"].as_array().into_iter().flatten() {
-        if let (Some(n), Some(v)) = (e["name"].as_str(), e["value"].as_str()) {
-            cmd.env(n, v);
-        }
-    }
-    cmd.stdin(Stdio::null()).stdout(file).stderr(err);
-    cmd.spawn()
-        .map_err(|e| format!("cannot start {command:?}: {e}"))
 }

@@ -14,6 +14,7 @@ mod rules;
 pub mod seed;
 pub mod select;
 pub mod store;
+pub mod stub;
 mod watch;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -107,6 +108,8 @@ pub struct Faults {
     pub exec_v4_only: bool,
     /// The next this many API requests are answered 429 with `Retry-After: 1`.
     pub throttle: u32,
+    /// (N, S): the next N `pods/exec` requests are answered 429 with `Retry-After: S`.
+    pub throttle_exec: Option<(u32, u32)>,
 }
 
 /// A request the stand-in answered: for tests that check what was asked.
@@ -116,6 +119,8 @@ pub struct Seen {
     pub path: String,
     pub query: String,
     pub code: u16,
+    /// When it was answered.
+    pub at: std::time::Instant,
 }
 
 pub(crate) struct Inner {

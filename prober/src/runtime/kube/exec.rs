@@ -45,8 +45,27 @@ fn transient(e: &kube::Error) -> bool {
     }
 }
 
+/// The longest `Retry-After` followed: a longer one is cut to this (the session's deadline
+/// bounds the whole anyway).
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(30);
+
+/// How long to wait before retrying after `e`: the server's `Retry-After` when it sent one (a
+/// 429 or 503 `Status` carries it as `details.retryAfterSeconds`, the header's value:
+/// `staging/src/k8s.io/apiserver/pkg/endpoints/handlers/responsewriters/errors.go`), else
+/// `backoff`.
+fn wait_before_retry(e: &kube::Error, backoff: Duration) -> Duration {
+    match e {
+        kube::Error::Api(s) => match s.details.as_ref().map(|d| d.retry_after_seconds) {
+            Some(secs) if secs > 0 => Duration::from_secs(u64::from(secs)).min(MAX_RETRY_AFTER),
+            _ => backoff,
+        },
+        _ => backoff,
+    }
+}
+
 impl KubeExec {
-    /// Starts the exec session, retrying transient API errors with backoff (0.5 s, 1 s, 2 s).
+    /// Starts the exec session, retrying transient API errors after the server's `Retry-After`,
+    /// else with backoff (0.5 s, 1 s, 2 s).
     async fn start(
         &self,
         pod: &str,
@@ -56,7 +75,7 @@ impl KubeExec {
         for _ in 0..3 {
             match self.pods.exec(pod, COMMAND, ap).await {
                 Err(e) if transient(&e) => {
-                    tokio::time::sleep(delay).await;
+                    tokio::time::sleep(wait_before_retry(&e, delay)).await;
                     delay *= 2;
                 }
                 other => return other,
@@ -226,6 +245,37 @@ mod tests {
             status: Some("Success".into()),
             ..Status::default()
         }
+    }
+
+    fn throttled(retry_after_seconds: Option<u32>) -> kube::Error {
+        kube::Error::Api(Box::new(kube::core::Status {
+            code: 429,
+            reason: "TooManyRequests".into(),
+            details: retry_after_seconds.map(|secs| kube::core::response::StatusDetails {
+                name: String::new(),
+                group: String::new(),
+                kind: String::new(),
+                uid: String::new(),
+                causes: Vec::new(),
+                retry_after_seconds: secs,
+            }),
+            ..kube::core::Status::default()
+        }))
+    }
+
+    #[test]
+    fn a_retry_waits_as_long_as_the_server_says() {
+        let backoff = Duration::from_millis(500);
+        assert_eq!(
+            wait_before_retry(&throttled(Some(3)), backoff),
+            Duration::from_secs(3)
+        );
+        assert_eq!(wait_before_retry(&throttled(None), backoff), backoff);
+        assert_eq!(wait_before_retry(&throttled(Some(0)), backoff), backoff);
+        assert_eq!(
+            wait_before_retry(&throttled(Some(3600)), backoff),
+            MAX_RETRY_AFTER
+        );
     }
 
     #[tokio::test]
