@@ -231,8 +231,8 @@ fn is_ready(p: &Pod) -> bool {
 /// warning events, else the node's state, else what the `DaemonSet` of that agent kind
 /// reported when it could create no pod (its `FailedCreate` event: Pod Security, a quota).
 #[must_use]
-pub fn agents_from_pods(
-    pods: &[Pod],
+pub fn agents_from_pods<'p>(
+    pods: impl IntoIterator<Item = &'p Pod>,
     nodes: &[String],
     why: &Why,
 ) -> (BTreeMap<AgentRef, AgentPod>, Vec<AgentStatus>) {
@@ -291,9 +291,12 @@ pub fn agents_from_pods(
 /// When every agent pod so far is stuck on its image (and there are enough of them to rule out
 /// one node's bad luck), the kubelet's words for it; waiting longer would only delay the error.
 #[must_use]
-pub fn all_stuck_pulling(pods: &[Pod], wanted: usize) -> Option<String> {
+pub fn all_stuck_pulling<'p>(
+    pods: impl IntoIterator<Item = &'p Pod>,
+    wanted: usize,
+) -> Option<String> {
     let agents: Vec<&Pod> = pods
-        .iter()
+        .into_iter()
         .filter(|p| component_kind(p).is_some())
         .collect();
     if agents.is_empty() || agents.iter().any(|p| is_ready(p)) {

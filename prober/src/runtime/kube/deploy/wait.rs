@@ -5,10 +5,10 @@
 //! missing agent's `DaemonSet` has said why it cannot create pods, or every agent is stuck on
 //! its image; the nodes without an agent pod are then read once, for a `NotReady` one.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use futures_util::{Stream, StreamExt};
+use futures_util::{FutureExt, Stream, StreamExt};
 use k8s_openapi::api::core::v1::{Event, Pod};
 use kube::Client;
 use kube::api::{Api, ListParams, WatchEvent, WatchParams};
@@ -115,16 +115,20 @@ fn refusal(spec: &AgentSpec, e: &Event) -> Option<(AgentKind, String)> {
 }
 
 /// Every missing agent belongs to a `DaemonSet` that was refused and has no pod at all: the
-/// refusal (Pod Security, a quota) will not lift by waiting.
-fn all_refused(
-    pods: &[Pod],
+/// refusal (Pod Security, a quota) will not lift by waiting. One pass over the pods, whatever
+/// the number of missing agents.
+fn all_refused<'p>(
+    pods: impl IntoIterator<Item = &'p Pod>,
     refused: &BTreeMap<AgentKind, String>,
     missing: &[AgentStatus],
 ) -> bool {
-    let without_pods = |k: AgentKind| {
-        refused.contains_key(&k) && !pods.iter().any(|p| component_kind(p) == Some(k))
-    };
-    !missing.is_empty() && missing.iter().all(|m| without_pods(m.agent))
+    if missing.is_empty() || refused.is_empty() {
+        return false;
+    }
+    let with_pods: BTreeSet<AgentKind> = pods.into_iter().filter_map(component_kind).collect();
+    missing
+        .iter()
+        .all(|m| refused.contains_key(&m.agent) && !with_pods.contains(&m.agent))
 }
 
 /// Waits until both agents run on every node, or `timeout` passes, or waiting cannot help;
@@ -159,10 +163,11 @@ pub async fn wait(
     // When each watch may be (re)opened: a watch the server ends at once is not hammered.
     let (mut pods_reopen, mut events_reopen) = (Instant::now(), Instant::now());
     loop {
-        let current: Vec<Pod> = pods.values().cloned().collect();
-        let (ready, missing) = agents_from_pods(&current, nodes, &why);
+        // Counted from the pods as they are, never copied: on a large cluster this runs once
+        // per burst of watch events over thousands of pods.
+        let (ready, missing) = agents_from_pods(pods.values(), nodes, &why);
         on_progress(ready.len(), nodes.len() * 2);
-        let refused = all_refused(&current, &why.refused, &missing);
+        let refused = all_refused(pods.values(), &why.refused, &missing);
         if missing.is_empty() || refused || Instant::now() >= deadline {
             if missing.is_empty() {
                 return Ok((ready, missing));
@@ -172,9 +177,9 @@ pub async fn wait(
             if !refused {
                 why.nodes = nodes_down(client, &missing).await;
             }
-            return Ok(agents_from_pods(&current, nodes, &why));
+            return Ok(agents_from_pods(pods.values(), nodes, &why));
         }
-        if let Some(message) = all_stuck_pulling(&current, nodes.len() * 2) {
+        if let Some(message) = all_stuck_pulling(pods.values(), nodes.len() * 2) {
             return Err(DeployError::ImagePull {
                 image: spec.image.clone(),
                 message,
@@ -207,7 +212,7 @@ pub async fn wait(
         tokio::select! {
             // Pods first: they decide when the wait ends.
             biased;
-            ev = next(&mut pod_stream) => match on_pod_event(ev, &mut pods, &mut pods_version, &pods_what)? {
+            ev = next(&mut pod_stream) => match drain(ev, &mut pod_stream, &mut pods, &mut pods_version, &pods_what)? {
                 PodWatch::Open => {}
                 PodWatch::Closed => pod_stream = None,
                 PodWatch::Expired => {
@@ -305,6 +310,26 @@ fn on_pod_event(
         None => return Ok(PodWatch::Closed),
     }
     Ok(PodWatch::Open)
+}
+
+/// Applies `first` and every pod event already waiting behind it: a burst of changes (a
+/// `DaemonSet`'s pods starting on a thousand nodes) is taken whole before the agents are counted
+/// again, instead of counting them once per event.
+fn drain(
+    first: Option<Result<WatchEvent<Pod>, kube::Error>>,
+    stream: &mut Option<Events<Pod>>,
+    pods: &mut BTreeMap<String, Pod>,
+    version: &mut String,
+    what: &str,
+) -> Result<PodWatch, DeployError> {
+    let mut state = on_pod_event(first, pods, version, what)?;
+    while matches!(state, PodWatch::Open) {
+        let Some(ev) = stream.as_mut().and_then(|s| s.next().now_or_never()) else {
+            break;
+        };
+        state = on_pod_event(ev, pods, version, what)?;
+    }
+    Ok(state)
 }
 
 /// The next event of an open watch; never, for a closed one.
