@@ -4,8 +4,12 @@
 # (`probe-pod probe --simulate`: every probe answered at once, nothing sent, nothing listened on),
 # and on 1,000 nodes with `--sample`. Prints the coordinator's peak RSS, bytes of it per result,
 # wall time and the JSON report's size. Needs no root and touches no network.
-# NODES="150 1000" and SAMPLE=3 (0: no sampled run) choose the runs. bytes/result is peak RSS
+# NODES="150 1000" (empty: none) and SAMPLE=3 (0: no sampled run) choose the runs. bytes/result is peak RSS
 # divided by the results in the report.
+# CRONJOB="1000 5000" (empty: none) also runs the scheduled CronJob's own arguments on those sizes
+# (`--log-format json --sample auto`, the table on stdout, its 512 MiB limit as the budget) and
+# prints its peak RSS against that limit, the peers the budget allowed and the runs that cover
+# every node pair.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [[ -x /usr/bin/time ]] || { apt-get update -qq && apt-get install -y -qq time >/dev/null; }
@@ -58,5 +62,31 @@ run() {
         $((bytes / 1048576)) "$status"
 }
 
-for n in ${NODES:-150 1000}; do run "$n"; done
+# One run as the CronJob runs it: $1 nodes, `--sample auto` within LIMIT MiB (the CronJob's
+# limits.memory, which it passes as PROBER_MEMORY_BUDGET), the table rendered.
+cronjob() {
+    local n=$1 limit=${LIMIT:-512}
+    [[ -f "$W/inv-$n.json" ]] || inventory "$n"
+    local status=0
+    /usr/bin/time -v -o "$W/time.txt" "$P" matrix --inventory "$W/inv-$n.json" --agent-bin "$A" \
+        --no-progress --log-format json --sample auto --memory-budget "$limit" --width 100 \
+        >"$W/table.txt" 2>"$W/log.txt" || status=$?
+    local kb secs
+    kb=$(awk -F': ' '/Maximum resident set size/ {print $2}' "$W/time.txt")
+    secs=$(awk -F': ' '/Elapsed \(wall clock\)/ {print $2}' "$W/time.txt")
+    # The run's one JSON log line says what the budget allowed.
+    python3 - "$W/log.txt" "$n" "$kb" "$limit" "$secs" "$status" <<'PY'
+import json, sys
+log, n, kb, limit, secs, status = sys.argv[1:]
+line = next((json.loads(l) for l in open(log) if l.startswith('{') and '"sample"' in l), {})
+s = line.get('sample') or {}
+probes = (line.get('probes') or {}).get('total', '?')
+print(f"{int(n):5d} nodes cronjob  peak RSS {int(kb) // 1024:4d} MiB of {limit} MiB  "
+      f"peers {s.get('peers', 'all')}  pairs {s.get('pairs', '?')}/{s.get('possiblePairs', '?')}  "
+      f"runs for full coverage {s.get('runs', 1)}  probes {probes}  wall {secs}  exit {status}")
+PY
+}
+
+for n in ${NODES-150 1000}; do run "$n"; done
 if [[ ${SAMPLE:-3} != 0 ]]; then run 1000 --sample "${SAMPLE:-3}"; fi
+for n in ${CRONJOB-1000 5000}; do cronjob "$n"; done
