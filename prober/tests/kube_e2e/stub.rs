@@ -9,6 +9,20 @@ use test_kit::standin::{Config, StandIn, Stub, seed, stub};
 use super::kit::{IMAGE, no_agent_missing, prober_cmd};
 use crate::common::agent;
 
+/// `prober matrix -o json` against `standin`, waiting `wait` for its agents.
+fn matrix(standin: &StandIn, wait: &str) -> std::process::Output {
+    let args = [
+        "matrix",
+        "-o",
+        "json",
+        "--image",
+        IMAGE,
+        "--agent-wait",
+        wait,
+    ];
+    prober_cmd(&args, &standin.kubeconfig).output().unwrap()
+}
+
 /// A stand-in with `n` stub nodes, and the directory it lives in.
 fn stub_standin(n: usize) -> (StandIn, tempfile::TempDir) {
     stub_standin_with(n, |_, _| {})
@@ -41,16 +55,7 @@ fn a_throttled_exec_is_retried_after_the_servers_retry_after() {
     // the header (its default `server_retry` layer); without that layer exec.rs's own retry used
     // to wait a fixed 0.5 s, and now reads the Status's `retryAfterSeconds` too.
     standin.faults(|f| f.throttle_exec = Some((1, 3)));
-    let args = [
-        "matrix",
-        "-o",
-        "json",
-        "--image",
-        IMAGE,
-        "--agent-wait",
-        "1m",
-    ];
-    let out = prober_cmd(&args, &standin.kubeconfig).output().unwrap();
+    let out = matrix(&standin, "1m");
     no_agent_missing(&out);
     let seen = standin.seen();
     let throttled = seen
@@ -74,16 +79,7 @@ fn a_server_speaking_only_the_v4_exec_protocol_still_gets_every_agents_results()
     let (standin, _dir) = stub_standin(2);
     // An API server before 1.30: `v4.channel.k8s.io` only, no channel to close stdin with.
     standin.faults(|f| f.exec_v4_only = true);
-    let args = [
-        "matrix",
-        "-o",
-        "json",
-        "--image",
-        IMAGE,
-        "--agent-wait",
-        "1m",
-    ];
-    let out = prober_cmd(&args, &standin.kubeconfig).output().unwrap();
+    let out = matrix(&standin, "1m");
     no_agent_missing(&out);
     let report = super::kit::report(&out);
     let results = report["results"].as_array().map_or(0, Vec::len);
@@ -104,16 +100,7 @@ fn a_missing_host_path_file_is_reported_as_failed_mount_on_its_node() {
         std::fs::create_dir_all(&bare).unwrap();
         nodes[1].root = bare;
     });
-    let args = [
-        "matrix",
-        "-o",
-        "json",
-        "--image",
-        IMAGE,
-        "--agent-wait",
-        "10s",
-    ];
-    let out = prober_cmd(&args, &standin.kubeconfig).output().unwrap();
+    let out = matrix(&standin, "10s");
     let report = super::kit::report(&out);
     let missing: Vec<&serde_json::Value> = report["agents"]
         .as_array()
