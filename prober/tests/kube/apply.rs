@@ -390,17 +390,7 @@ async fn an_interruption_while_creating_removes_what_was_created_in_flight_too()
             _ => status(404, "NotFound"),
         }
     }));
-    let session = deploy::Session {
-        namespace: "prober-system".into(),
-        image: "example/prober:test".into(),
-        use_existing: false,
-        keep_agents: false,
-        wait: std::time::Duration::from_secs(30),
-        run_id: "r1".into(),
-        ttl: "2h".into(),
-        cleanup_deadline: std::time::Duration::from_secs(10),
-        image_pull_secrets: Vec::new(),
-    };
+    let session = run_session();
     let mut inv = inv;
     let mut notes = Vec::new();
     let out: Result<(), deploy::SessionError<()>> = deploy::with_agents(
@@ -609,17 +599,7 @@ async fn diagnosis_sees_the_allow_policy_a_run_created() {
             _ => status(404, "NotFound"),
         }
     }));
-    let session = deploy::Session {
-        namespace: "prober-system".into(),
-        image: "example/prober:test".into(),
-        use_existing: false,
-        keep_agents: false,
-        wait: std::time::Duration::from_secs(30),
-        run_id: "r1".into(),
-        ttl: "2h".into(),
-        cleanup_deadline: std::time::Duration::from_secs(10),
-        image_pull_secrets: Vec::new(),
-    };
+    let session = run_session();
     let selecting: Result<Vec<String>, deploy::SessionError<()>> = deploy::with_agents(
         &client,
         &session,
@@ -679,5 +659,20 @@ async fn image_pull_secrets_land_in_both_daemonsets() {
             "{}",
             ds["metadata"]["name"]
         );
+    }
+}
+
+/// A run's own agents session (run r1, in prober-system), as `matrix` starts one.
+fn run_session() -> deploy::Session {
+    deploy::Session {
+        namespace: "prober-system".into(),
+        image: "example/prober:test".into(),
+        use_existing: false,
+        keep_agents: false,
+        wait: std::time::Duration::from_secs(30),
+        run_id: "r1".into(),
+        ttl: "2h".into(),
+        cleanup_deadline: std::time::Duration::from_secs(10),
+        image_pull_secrets: Vec::new(),
     }
 }
