@@ -12,7 +12,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use crate::probe;
-use crate::proto::{LazyPlan, Outcome, ProbeResult};
+use crate::proto::{LazyPlan, Outcome, ProbeResult, ProbeSpec, stall};
 
 /// File descriptors kept back for stdio, the runtime and the resolver.
 const RESERVED_FDS: u64 = 64;
@@ -65,6 +65,40 @@ async fn reap(
             }
         }
     }
+}
+
+/// Runs one probe under its timeout. The timeout starts when the probe's task does: time spent
+/// waiting for the runtime to schedule it (thousands of tasks spawned at once) is not the
+/// network's. A timeout during which this agent was kept from running (`stall::doubts`: a CPU
+/// hog, a throttled cgroup) measured the scheduler: the probe runs once more when the plan's
+/// deadline leaves it a whole timeout. A result whose last run was starved too (or had no time
+/// left for another) carries the stall, and the coordinator never counts it as a failure.
+async fn run_watched(spec: &ProbeSpec, deadline: Instant, timeout: Duration) -> ProbeResult {
+    let first = stall::mark();
+    let probe_deadline = deadline.min(Instant::now() + timeout);
+    let mut result = probe::run(spec, probe_deadline).await;
+    // A timer that fired late is a stall the watching thread may not have counted yet (it wakes
+    // from the same stop): the larger of the two.
+    let mut stalled = first
+        .since()
+        .max(Instant::now().saturating_duration_since(probe_deadline));
+    if result.outcome == Outcome::Timeout
+        && stall::doubts(stalled, timeout)
+        && Instant::now() + timeout <= deadline
+    {
+        let again = stall::mark();
+        result = probe::run(spec, Instant::now() + timeout).await;
+        // A rerun the agent ran through measured the path; a starved one adds its stall.
+        stalled = if stall::doubts(again.since(), timeout) {
+            first.since()
+        } else {
+            again.since()
+        };
+    }
+    if stall::doubts(stalled, timeout) {
+        result.stalled_ms = Some(u32::try_from(stalled.as_millis()).unwrap_or(u32::MAX));
+    }
+    result
 }
 
 /// Runs `plan`, sending each result to `out` as it completes. Returns when every probe has one.
@@ -120,10 +154,7 @@ pub async fn run_plan(plan: LazyPlan, concurrency: usize, out: mpsc::Sender<Prob
         let tx = out.clone();
         let id = spec.id.clone();
         let handle = tasks.spawn(async move {
-            // The probe's own timeout starts when its task does: time spent waiting for the
-            // runtime to schedule it (thousands of tasks spawned at once) is not the network's.
-            let probe_deadline = deadline.min(Instant::now() + timeout);
-            let result = probe::run(&spec, probe_deadline).await;
+            let result = run_watched(&spec, deadline, timeout).await;
             // The slot is held until the result is queued: when the reader is slower than the
             // probes, the plan waits instead of finished results piling up in memory.
             let _ = tx.send(result).await;

@@ -289,6 +289,8 @@ async fn probe_cmd(args: &ProbeArgs) -> ExitCode {
     if args.simulate {
         return simulate_cmd(&plan);
     }
+    // How long this process is kept from running, so a late timer is never read as loss.
+    probe_pod::proto::stall::watch();
     let concurrency = engine::effective_concurrency(&plan, engine::fd_budget());
     tracing::debug!(probes = plan.len(), concurrency, "running plan");
     let (tx, mut rx) = tokio::sync::mpsc::channel::<ProbeResult>(1024);

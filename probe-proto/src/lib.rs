@@ -12,6 +12,7 @@ mod limits;
 mod plan;
 mod result;
 mod serve;
+pub mod stall;
 pub mod util;
 
 pub use plan::*;

@@ -253,6 +253,11 @@ pub struct ProbeResult {
     /// older agent), so a SYN it was not watching for is never read as one that did not arrive.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub watched_tcp_ports: Option<Vec<u16>>,
+    /// How long the sending agent was kept from running while this probe ran, in ms, when that
+    /// was enough to doubt a timeout (`stall::doubts`). The agent re-ran such a probe once; a
+    /// failure that still carries a stall measured the machine, never the network.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stalled_ms: Option<u32>,
 }
 
 /// A node's configuration as its host agent read it. Holds no secret: tokens are reduced to their
@@ -411,6 +416,7 @@ impl ProbeResult {
             receipt: None,
             trace: None,
             watched_tcp_ports: None,
+            stalled_ms: None,
         }
     }
 

@@ -268,6 +268,17 @@ impl Drop for Ns {
 /// Runs `<prefix> probe-pod probe --plan -` with `plan` on stdin; returns (exit code, stdout,
 /// stderr). An empty prefix runs the agent right here.
 pub fn probe_with(prefix: &[&str], plan: &str) -> (Option<i32>, String, String) {
+    let out = spawn_probe(prefix, plan).wait_with_output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `probe-pod probe` on `plan` (given whole on stdin, then closed) behind `prefix`, running,
+/// its stdout and stderr piped.
+pub fn spawn_probe(prefix: &[&str], plan: &str) -> std::process::Child {
     let mut argv: Vec<&str> = prefix.to_vec();
     argv.extend([agent_bin(), "probe", "--plan", "-"]);
     let mut child = Command::new(argv[0])
@@ -283,12 +294,7 @@ pub fn probe_with(prefix: &[&str], plan: &str) -> (Option<i32>, String, String) 
         .unwrap()
         .write_all(plan.as_bytes())
         .unwrap();
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    child
 }
 
 /// A veth pair between two namespaces, created directly inside them, addresses as CIDR.
