@@ -34,6 +34,9 @@ pub enum Unknown {
     NoResult,
     /// The run was interrupted before it finished.
     Interrupted,
+    /// It failed on every attempt while its agent was kept from running (`stalledMs`: a CPU
+    /// hog, a throttled cgroup): its timer measured the scheduler, not the network.
+    Starved,
 }
 
 /// One probe's result, with where it went: the report's `results[]` entry.

@@ -348,6 +348,18 @@ fn to_dead_responder(p: &PlannedRef<'_>, dead: &BTreeMap<AgentRef, SocketAddr>) 
         .then(|| format!("not tested: {agent}'s responder at {addr} does not answer its own probe"))
 }
 
+/// A failure whose agent was kept from running while it waited, on every attempt: no
+/// measurement of the path, and never evidence.
+fn starved(p: &PlannedRef<'_>, result: &ProbeResult, ms: u32) -> (Option<Unknown>, ProbeResult) {
+    let detail = format!(
+        "not measured: agent {} was kept from running for {ms} ms while this probe waited (a starved node: a CPU hog, a throttled cgroup), so its {} measured the scheduler, not the network",
+        p.from, result.outcome
+    );
+    let (why, mut r) = unknown(p, Unknown::Starved, detail);
+    r.stalled_ms = Some(ms);
+    (why, r)
+}
+
 /// The report's entry for one planned probe: its result, or why it has none.
 fn record_for(
     p: &PlannedRef<'_>,
@@ -364,7 +376,10 @@ fn record_for(
         return unknown(p, Unknown::AgentFailed, detail);
     }
     if let Some(result) = result {
-        return (None, result);
+        return match result.stalled_ms.filter(|_| !result.outcome.is_ok()) {
+            Some(ms) => starved(p, &result, ms),
+            None => (None, result),
+        };
     }
     let (why, detail) = match agent_failed {
         Some(e) => (

@@ -84,9 +84,9 @@ pub(super) async fn confirm_failures<R: Runtime + 'static>(
 ) -> bool {
     let mut tally: HashMap<usize, Tally> = results
         .failed()
-        .map(|(i, _)| {
+        .map(|(i, r)| {
             let t = Tally {
-                attempts: 1,
+                attempts: u32::from(!unmeasured(r)),
                 ..Tally::default()
             };
             (i, t)
@@ -146,13 +146,22 @@ pub(super) async fn confirm_failures<R: Runtime + 'static>(
                 continue;
             };
             t.rounds += 1;
-            // An agent that failed this round leaves no result: not an attempt, not a success.
-            if let Some(r) = got.remove(i) {
-                t.attempts += 1;
-                if r.outcome.is_ok() {
+            // An agent that failed this round leaves no result, and a failure while its agent
+            // was starved measured nothing: neither is an attempt nor a success.
+            match got.remove(i) {
+                Some(r) if r.outcome.is_ok() => {
+                    t.attempts += 1;
                     t.ok += 1;
                     results.put(*i, r);
                 }
+                Some(r) if !unmeasured(&r) => {
+                    t.attempts += 1;
+                    // A measured failure stands for the path rather than a starved one.
+                    if results.result(*i).is_some_and(unmeasured) {
+                        results.put(*i, r);
+                    }
+                }
+                _ => {}
             }
         }
         if stopped {
@@ -173,11 +182,22 @@ pub(super) async fn confirm_failures<R: Runtime + 'static>(
     interrupted
 }
 
+/// A failure that timed out while its agent was kept from running (`stalledMs`): the agent's
+/// timer measured the scheduler, not the path.
+fn unmeasured(r: &ProbeResult) -> bool {
+    !r.outcome.is_ok() && r.stalled_ms.is_some()
+}
+
 /// Writes the tally on the result a path ends with, and says in its detail what it means.
+/// Attempts its agent was starved through are not counted; a path none of whose attempts was
+/// measured keeps its starved result, which the report marks unknown.
 fn record(r: &mut ProbeResult, t: Tally, first_failure: &str) {
+    if t.attempts == 0 {
+        return;
+    }
     r.attempts = Some(t.attempts);
     r.ok_attempts = Some(t.ok);
-    if t.ok > 0 {
+    if t.ok > 0 && t.ok < t.attempts {
         r.detail = format!(
             "intermittent: got through on {} of {} attempts ({}); a failed attempt said: {first_failure}",
             t.ok, t.attempts, r.detail
@@ -220,17 +240,25 @@ mod tests {
                     *n += 1;
                     *n
                 };
-                let outcome = match spec.id.as_str() {
-                    "dead" => Outcome::Timeout,
-                    "flaky" if n == 1 => Outcome::Timeout,
-                    _ => Outcome::Ok,
+                // `starved-*`: timed out while the agent was kept from running.
+                let (outcome, stalled) = match spec.id.as_str() {
+                    "starved-always" => (Outcome::Timeout, true),
+                    "starved-then-ok" | "starved-then-dead" if n == 1 => (Outcome::Timeout, true),
+                    "dead" | "starved-then-dead" => (Outcome::Timeout, false),
+                    "flaky" if n == 1 => (Outcome::Timeout, false),
+                    _ => (Outcome::Ok, false),
                 };
-                let _ = results
-                    .send(ProbeResult::new(&spec.id, outcome, "fake"))
-                    .await;
+                let mut r = ProbeResult::new(&spec.id, outcome, "fake");
+                r.stalled_ms = stalled.then_some(400);
+                let _ = results.send(r).await;
             }
             Ok(())
         }
+    }
+
+    async fn run_flaky(probes: &Planned, cfg: &RunConfig) -> crate::run::RunOutput {
+        let rt = Arc::new(Flaky::default());
+        run(probes, rt, cfg, &(), std::future::pending()).await
     }
 
     fn planned(id: &str) -> PlannedProbe {
@@ -299,14 +327,7 @@ mod tests {
             retries: 0,
             ..RunConfig::default()
         };
-        let out = run(
-            &probes,
-            Arc::new(Flaky::default()),
-            &cfg,
-            &(),
-            std::future::pending(),
-        )
-        .await;
+        let out = run_flaky(&probes, &cfg).await;
         assert!(out.results.iter().all(|r| r.result.attempts.is_none()));
         assert_eq!(
             out.results
@@ -357,6 +378,39 @@ mod tests {
                 (Phase::Retrying { round: 2 }, 1, 1),
             ]
         );
+    }
+
+    #[tokio::test]
+    async fn a_timeout_while_the_agent_was_starved_is_no_attempt() {
+        let ids = ["starved-then-ok", "starved-always", "starved-then-dead"];
+        let probes = Planned::from(ids.iter().map(|id| planned(id)).collect::<Vec<_>>());
+        let out = run_flaky(&probes, &RunConfig::default()).await;
+        let results = out.results.to_vec();
+        let by: HashMap<&str, &crate::model::ResultRecord> =
+            results.iter().map(|r| (r.result.id.as_str(), r)).collect();
+        // Starved once, then through: a path that works, not a lossy one.
+        let r = &by["starved-then-ok"].result;
+        assert_eq!(r.outcome, Outcome::Ok);
+        assert!(!r.is_intermittent(), "{r:?}");
+        assert_eq!((r.attempts, r.ok_attempts), (Some(1), Some(1)));
+        // Starved on every attempt: no measurement at all, never a failed path.
+        let r = by["starved-always"];
+        assert_eq!(r.unknown, Some(crate::model::Unknown::Starved), "{r:?}");
+        assert!(!r.is_failed());
+        assert_eq!(r.result.stalled_ms, Some(400));
+        assert!(
+            r.result.detail.contains("kept from running for 400 ms"),
+            "{}",
+            r.result.detail
+        );
+        // Starved once, then measured failures: the measured ones decide.
+        let r = by["starved-then-dead"];
+        assert_eq!((r.unknown, r.result.outcome), (None, Outcome::Timeout));
+        assert_eq!(
+            (r.result.attempts, r.result.ok_attempts),
+            (Some(2), Some(0))
+        );
+        assert_eq!(r.result.stalled_ms, None);
     }
 
     #[test]
