@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize, Serializer};
 
 pub use detail::{
     AgentMissing, BootstrapCycle, Credential, Dns, Facts, FirewallGap, Hop, Loss, Misconfiguration,
-    Mtu, NotListening, Overlay, Partition, Policy, PortConflict, ProberPort, ServiceProxy,
+    Mtu, NotListening, Overlay, Partition, Policy, PortConflict, ProberPort, ServiceProxy, Starved,
     Unexplained,
 };
 pub use place::{BadWhere, Where, places_text};
@@ -97,6 +97,8 @@ kinds! {
     ProberPort,
     /// A network policy denies probes to or from the pod agents: untested, not broken.
     Policy,
+    /// An agent kept from running while its probes waited: their paths are unknown.
+    Starved,
     Unexplained,
 }
 
@@ -364,6 +366,7 @@ mod tests {
                 inferred: false,
             }
             .into(),
+            Starved::default().into(),
             Unexplained::default().into(),
         ];
         let mut kinds = std::collections::BTreeSet::new();
@@ -376,7 +379,7 @@ mod tests {
             );
             kinds.insert(d.kind());
         }
-        assert_eq!(kinds.len(), 16, "every kind once");
+        assert_eq!(kinds.len(), 17, "every kind once");
     }
 
     #[test]

@@ -30,6 +30,7 @@ pub mod preflight;
 mod prober_port;
 pub mod sampled;
 mod selective;
+mod starved;
 mod unexplained;
 mod unmounted;
 
@@ -77,6 +78,7 @@ pub fn diagnose_sampled(
     mtu_unknown::mtu_unknown(&mut ctx, &mut findings);
     dns::dns(&mut ctx, &mut findings);
     agents::agent_missing(&mut ctx, &mut findings, agents);
+    starved::starved(&mut ctx, &mut findings);
     loss::loss(&mut ctx, &mut findings);
     unexplained::unexplained(&mut ctx, &mut findings);
     if let Some(s) = sample {

@@ -50,11 +50,17 @@ fn run_with_agents(
             } else if result.detail.contains(" itself") {
                 result.receipt = Some(probe_proto::Receipt::HostDropped);
             }
-            // A model answer of "unknown: ..." stands for a probe that never ran.
-            let unknown = result
-                .detail
-                .starts_with("unknown:")
-                .then_some(crate::model::Unknown::AgentFailed);
+            // A model answer of "unknown: ..." stands for a probe that never ran, one of
+            // "starved: MS" for one that timed out on every attempt while its agent stalled.
+            let unknown = if let Some(ms) = result.detail.strip_prefix("starved: ") {
+                result.stalled_ms = ms.parse().ok();
+                Some(crate::model::Unknown::Starved)
+            } else {
+                result
+                    .detail
+                    .starts_with("unknown:")
+                    .then_some(crate::model::Unknown::AgentFailed)
+            };
             ResultRecord {
                 unknown,
                 path: p.path,
@@ -157,4 +163,5 @@ mod policy_denies;
 mod prober_port;
 mod router_reject;
 mod selective_refusal;
+mod starved;
 mod unexplained;

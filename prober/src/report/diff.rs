@@ -60,6 +60,7 @@ fn on_its_nodes(kind: Kind) -> bool {
             | Kind::NotListening
             | Kind::PortConflict
             | Kind::ProberPort
+            | Kind::Starved
     )
 }
 

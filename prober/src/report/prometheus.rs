@@ -16,7 +16,7 @@ const BUCKETS: [f64; 15] = [
 ];
 
 /// Every finding kind, so that a kind that went away reads 0 rather than vanishing.
-const KINDS: [Kind; 16] = [
+const KINDS: [Kind; 17] = [
     Kind::FirewallGap,
     Kind::BootstrapCycle,
     Kind::ServiceProxy,
@@ -32,6 +32,7 @@ const KINDS: [Kind; 16] = [
     Kind::Partition,
     Kind::ProberPort,
     Kind::Policy,
+    Kind::Starved,
     Kind::Unexplained,
 ];
 

@@ -228,6 +228,9 @@ nodes_kind! {
     Mtu;
     /// `agent-missing`: no agent ran on a node, so its paths are unknown, not failed.
     AgentMissing;
+    /// `starved`: an agent kept from running while its probes waited (CPU starvation), so
+    /// their paths are unknown, not failed.
+    Starved;
     /// `unexplained`: failures no rule explains.
     Unexplained;
 }
