@@ -194,8 +194,18 @@ pub async fn run_matrix<R: Runtime + 'static>(
         Some(b) => b,
         None => &(),
     };
+    // This process's own scheduling delay: said when it could have made the run's waits late.
+    probe_proto::stall::watch();
     let mut out =
         prober::run::run_owned(planned, runtime, &cfg, progress, signals::interrupted()).await;
+    let longest = probe_proto::stall::longest();
+    if longest >= std::time::Duration::from_millis(200) {
+        eprintln!(
+            "{}: warning: this coordinator was kept from running for up to {} ms at once during the run (a loaded machine): its own waits ran late; each agent measured its own delay, and no probe counts as failed for it",
+            super::program(),
+            longest.as_millis()
+        );
+    }
     // Agents that never started are part of the report: their paths are unknown, not failed.
     out.agents.extend(missing);
     if let Some(b) = bar {
