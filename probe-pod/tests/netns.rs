@@ -7,30 +7,9 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
 
 use common::tls_server::{GOOD_TOKEN, TlsServer, pki};
-use common::{Ns, ROUTER, Routed, SERVER, link, plan};
+use common::{Ns, ROUTER, Routed, SERVER, assert_outcomes, link, outcome, plan};
 use probe_pod::proto::{Outcome, ProbeResult};
 use serde_json::json;
-
-fn outcome(results: &std::collections::HashMap<String, ProbeResult>, id: &str) -> Outcome {
-    results
-        .get(id)
-        .unwrap_or_else(|| panic!("no result for {id}: {results:#?}"))
-        .outcome
-}
-
-fn assert_outcomes(
-    results: &std::collections::HashMap<String, ProbeResult>,
-    want: &[(&str, Outcome)],
-) {
-    let mut wrong = Vec::new();
-    for (id, o) in want {
-        if outcome(results, id) != *o {
-            wrong.push(format!("{id}: want {o}, got {:?}", results[*id]));
-        }
-    }
-    assert!(wrong.is_empty(), "wrong outcomes:\n{}", wrong.join("\n"));
-    assert_eq!(results.len(), want.len(), "one result per probe");
-}
 
 #[test]
 fn tcp_and_udp_outcomes() {
@@ -517,26 +496,8 @@ fn dns_over_udp_and_tcp_separately() {
         return;
     }
     let mut net = Routed::new();
-    net.server.spawn(&[
-        "dnsmasq",
-        "-k",
-        "--no-resolv",
-        "--no-hosts",
-        "--conf-file=/dev/null",
-        "--listen-address",
-        SERVER,
-        "--bind-interfaces",
-        "--port",
-        "53",
-        "--local=/cluster.local/",
-        "--host-record",
-        "kubernetes.default.svc.cluster.local,10.96.0.1",
-        "--pid-file=",
-        "--user=root",
-        "--log-facility=-",
-    ]);
-    net.server.wait_listening("udp", 53);
-    net.server.wait_listening("tcp", 53);
+    net.server
+        .dnsmasq(&[SERVER], "kubernetes.default.svc.cluster.local,10.96.0.1");
     let tmp_dir = tempfile::Builder::new()
         .prefix("ppt-dns-")
         .tempdir()

@@ -1,0 +1,195 @@
+//! The probes over IPv6, proved for real as their IPv4 twins are in `netns.rs`: a dual-stack
+//! client — router — server chain of namespaces, the kernel's own answers, nftables, dnsmasq, a
+//! rustls server and the agent's responders. Needs root (CI runs as root).
+
+mod common;
+
+use std::net::IpAddr;
+
+use common::tls_server::{TlsServer, pki};
+use common::{Routed, SERVER, SERVER6, assert_outcomes, plan};
+use probe_pod::proto::Outcome;
+use serde_json::json;
+
+#[test]
+fn tcp_and_udp_echo_over_ipv6() {
+    if !common::require_root() {
+        return;
+    }
+    let mut net = Routed::dual_stack();
+    net.server.serve(&["--listen", "::", "--sniff", "never"]);
+    net.router_rule("meta nfproto ipv6 meta l4proto { tcp, udp } th dport 7002 drop;");
+    let r = net.client.probe(&plan(
+        800,
+        json!([
+            {"id": "tcp-ok", "kind": "tcp", "address": SERVER6, "port": 9917, "echo": true},
+            {"id": "tcp-refused", "kind": "tcp", "address": SERVER6, "port": 9999},
+            {"id": "tcp-timeout", "kind": "tcp", "address": SERVER6, "port": 7002},
+            {"id": "udp-ok", "kind": "udp", "address": SERVER6, "port": 9917},
+            {"id": "udp-refused", "kind": "udp", "address": SERVER6, "port": 9999},
+            {"id": "udp-timeout", "kind": "udp", "address": SERVER6, "port": 7002},
+            // The same responders over IPv4, and the IPv6-only rule leaves IPv4 alone.
+            {"id": "tcp4-ok", "kind": "tcp", "address": SERVER, "port": 9917, "echo": true},
+            {"id": "udp4-ok", "kind": "udp", "address": SERVER, "port": 9917},
+            {"id": "tcp4-7002", "kind": "tcp", "address": SERVER, "port": 7002},
+        ]),
+    ));
+    assert_outcomes(
+        &r,
+        &[
+            ("tcp-ok", Outcome::Ok),
+            ("tcp-refused", Outcome::Refused),
+            ("tcp-timeout", Outcome::Timeout),
+            ("udp-ok", Outcome::Ok),
+            ("udp-refused", Outcome::Refused),
+            ("udp-timeout", Outcome::Timeout),
+            ("tcp4-ok", Outcome::Ok),
+            ("udp4-ok", Outcome::Ok),
+            ("tcp4-7002", Outcome::Refused),
+        ],
+    );
+    let client6: IpAddr = common::CLIENT6.parse().unwrap();
+    for id in ["tcp-ok", "tcp-timeout", "udp-ok", "udp-timeout"] {
+        let source = r[id].source.unwrap_or_else(|| panic!("{id}: {:?}", r[id]));
+        assert_eq!(
+            source.ip(),
+            client6,
+            "{id} left from the client's IPv6 address"
+        );
+    }
+    for id in ["tcp-ok", "udp-ok"] {
+        assert!(
+            r[id].rtt_micros.is_some() && r[id].nonce.is_some(),
+            "{:?}",
+            r[id]
+        );
+        assert!(r[id].detail.contains("[fd77:2::2]:9917"), "{:?}", r[id]);
+    }
+    assert!(
+        r["tcp-refused"].icmp.is_none(),
+        "a RST is not ICMP: {:?}",
+        r["tcp-refused"]
+    );
+}
+
+#[test]
+fn tls_over_ipv6_verifies_the_ipv6_san() {
+    if !common::require_root() {
+        return;
+    }
+    let net = Routed::dual_stack();
+    let tmp_dir = tempfile::Builder::new()
+        .prefix("ppt-tls6-")
+        .tempdir()
+        .unwrap();
+    let dir = tmp_dir.path();
+    let server_ip: IpAddr = SERVER6.parse().unwrap();
+    let good = pki(&dir.join("good"), server_ip);
+    let other = pki(&dir.join("other"), server_ip);
+    let _tls = TlsServer::start(&net.server.path(), (server_ip, 6443).into(), &good);
+    let ca = good.ca_file.to_str().unwrap();
+    let wrong_ca = other.ca_file.to_str().unwrap();
+    let r = net.client.probe(&plan(
+        1500,
+        json!([
+            {"id": "anon", "kind": "tls", "address": SERVER6, "port": 6443},
+            {"id": "by-ip", "kind": "tls", "address": SERVER6, "port": 6443, "caFile": ca},
+            {"id": "by-name", "kind": "tls", "address": SERVER6, "port": 6443, "caFile": ca, "serverName": "apiserver.test"},
+            {"id": "wrong-ca-required", "kind": "tls", "address": SERVER6, "port": 6443, "caFile": wrong_ca, "requireVerified": true},
+            {"id": "closed", "kind": "tls", "address": SERVER6, "port": 6444},
+        ]),
+    ));
+    assert_outcomes(
+        &r,
+        &[
+            ("anon", Outcome::Ok),
+            ("by-ip", Outcome::Ok),
+            ("by-name", Outcome::Ok),
+            ("wrong-ca-required", Outcome::TlsError),
+            ("closed", Outcome::Refused),
+        ],
+    );
+    let tls = |id: &str| {
+        r[id]
+            .tls
+            .clone()
+            .unwrap_or_else(|| panic!("{id}: {:?}", r[id]))
+    };
+    assert!(
+        tls("by-ip").verified,
+        "the IPv6 SAN matches: {:?}",
+        r["by-ip"]
+    );
+    assert!(tls("by-name").verified, "{:?}", r["by-name"]);
+    assert!(!tls("anon").verified);
+    assert_eq!(r["by-ip"].http_status, Some(200), "{:?}", r["by-ip"]);
+}
+
+#[test]
+fn dns_aaaa_and_queries_over_ipv6() {
+    if !common::require_root() {
+        return;
+    }
+    let mut net = Routed::dual_stack();
+    net.server.dnsmasq(
+        &[SERVER6, SERVER],
+        "kubernetes.default.svc.cluster.local,10.96.0.1,fd00:96::1",
+    );
+    let tmp_dir = tempfile::Builder::new()
+        .prefix("ppt-dns6-")
+        .tempdir()
+        .unwrap();
+    let resolv = tmp_dir.path().join("resolv.conf");
+    std::fs::write(
+        &resolv,
+        format!("search default.svc.cluster.local svc.cluster.local cluster.local\nnameserver {SERVER6}\noptions ndots:5\n"),
+    )
+    .unwrap();
+    let server6 = format!("[{SERVER6}]:53");
+    let server4 = format!("{SERVER}:53");
+    let name = "kubernetes.default.svc.cluster.local";
+    let probes = json!([
+        {"id": "aaaa-udp6", "kind": "dns", "name": name, "recordType": "AAAA", "server": server6},
+        {"id": "aaaa-tcp6", "kind": "dns", "name": name, "recordType": "AAAA", "server": server6, "protocol": "tcp"},
+        {"id": "a-udp6", "kind": "dns", "name": name, "server": server6},
+        {"id": "aaaa-udp4", "kind": "dns", "name": name, "recordType": "AAAA", "server": server4},
+        {"id": "resolv6", "kind": "dns", "name": "kubernetes.default", "recordType": "AAAA", "resolvConf": resolv},
+    ]);
+    let r = net.client.probe(&plan(1000, probes.clone()));
+    assert_outcomes(
+        &r,
+        &[
+            ("aaaa-udp6", Outcome::Ok),
+            ("aaaa-tcp6", Outcome::Ok),
+            ("a-udp6", Outcome::Ok),
+            ("aaaa-udp4", Outcome::Ok),
+            ("resolv6", Outcome::Ok),
+        ],
+    );
+    let dns = |id: &str| {
+        r[id]
+            .dns
+            .clone()
+            .unwrap_or_else(|| panic!("{id}: {:?}", r[id]))
+    };
+    for id in ["aaaa-udp6", "aaaa-tcp6", "aaaa-udp4", "resolv6"] {
+        assert_eq!(dns(id).answers, ["AAAA fd00:96::1"], "{id}");
+    }
+    assert_eq!(dns("a-udp6").answers, ["A 10.96.0.1"]);
+    assert_eq!(dns("aaaa-udp6").server.to_string(), server6);
+    assert_eq!(dns("resolv6").name, name, "found through the search list");
+    assert_eq!(dns("resolv6").server.to_string(), server6);
+
+    // TCP over IPv6 dropped on the router: that query times out, the others do not notice.
+    net.router_rule("meta nfproto ipv6 tcp dport 53 drop;");
+    let r = net.client.probe(&plan(1000, probes));
+    assert_eq!(
+        r["aaaa-tcp6"].outcome,
+        Outcome::Timeout,
+        "{:?}",
+        r["aaaa-tcp6"]
+    );
+    for id in ["aaaa-udp6", "a-udp6", "aaaa-udp4", "resolv6"] {
+        assert_eq!(r[id].outcome, Outcome::Ok, "{id}: {:?}", r[id]);
+    }
+}
