@@ -7,7 +7,7 @@ mod common;
 use std::net::IpAddr;
 
 use common::tls_server::{TlsServer, pki};
-use common::{Routed, SERVER, SERVER6, assert_outcomes, plan};
+use common::{CLIENT6, ROUTER6, Routed, SERVER, SERVER6, assert_outcomes, plan};
 use probe_pod::proto::Outcome;
 use serde_json::json;
 
@@ -192,4 +192,85 @@ fn dns_aaaa_and_queries_over_ipv6() {
     for id in ["aaaa-udp6", "a-udp6", "aaaa-udp4", "resolv6"] {
         assert_eq!(r[id].outcome, Outcome::Ok, "{id}: {:?}", r[id]);
     }
+}
+
+#[test]
+fn icmpv6_errors_map_to_the_ipv4_outcomes_and_name_their_sender() {
+    if !common::require_root() {
+        return;
+    }
+    let mut net = Routed::dual_stack();
+    net.server.serve(&["--listen", "::", "--sniff", "never"]);
+    net.router_rule(
+        "meta nfproto ipv6 meta l4proto { tcp, udp } th dport 7001 reject with icmpv6 type admin-prohibited; \
+         meta nfproto ipv6 meta l4proto { tcp, udp } th dport 7004 reject with icmpv6 type port-unreachable;",
+    );
+    // A router's `prohibit` route answers administratively prohibited too.
+    net.router
+        .ip(&["-6", "route", "add", "prohibit", "fd77:7::/64"]);
+    // The sender's own OUTPUT chain, rejecting: the local stack's ICMPv6 is queued as well.
+    net.client.nft_chain(
+        "local",
+        "output",
+        "meta nfproto ipv6 tcp dport 7003 reject with icmpv6 type admin-prohibited",
+    );
+    let r = net.client.probe(&plan(
+        800,
+        json!([
+            {"id": "tcp-rejected", "kind": "tcp", "address": SERVER6, "port": 7001},
+            {"id": "udp-rejected", "kind": "udp", "address": SERVER6, "port": 7001},
+            {"id": "tcp-refused-by-router", "kind": "tcp", "address": SERVER6, "port": 7004},
+            {"id": "udp-refused", "kind": "udp", "address": SERVER6, "port": 9999},
+            {"id": "tcp-unreachable", "kind": "tcp", "address": "fd77:9::9", "port": 9917},
+            {"id": "udp-unreachable", "kind": "udp", "address": "fd77:9::9", "port": 9917},
+            {"id": "tcp-prohibit-route", "kind": "tcp", "address": "fd77:7::1", "port": 9917},
+            {"id": "tcp-local-reject", "kind": "tcp", "address": SERVER6, "port": 7003},
+        ]),
+    ));
+    assert_outcomes(
+        &r,
+        &[
+            ("tcp-rejected", Outcome::Rejected),
+            ("udp-rejected", Outcome::Rejected),
+            ("tcp-refused-by-router", Outcome::Refused),
+            ("udp-refused", Outcome::Refused),
+            ("tcp-unreachable", Outcome::Unreachable),
+            ("udp-unreachable", Outcome::Unreachable),
+            ("tcp-prohibit-route", Outcome::Rejected),
+            ("tcp-local-reject", Outcome::Rejected),
+        ],
+    );
+    let (router, server, client): (IpAddr, IpAddr, IpAddr) = (
+        ROUTER6.parse().unwrap(),
+        SERVER6.parse().unwrap(),
+        CLIENT6.parse().unwrap(),
+    );
+    for (id, icmp_type, code, from) in [
+        ("tcp-rejected", 1, 1, router),
+        ("udp-rejected", 1, 1, router),
+        ("tcp-refused-by-router", 1, 4, router),
+        ("udp-refused", 1, 4, server),
+        ("tcp-unreachable", 1, 0, router),
+        ("udp-unreachable", 1, 0, router),
+        ("tcp-prohibit-route", 1, 1, router),
+        ("tcp-local-reject", 1, 1, client),
+    ] {
+        let icmp = r[id]
+            .icmp
+            .unwrap_or_else(|| panic!("{id} carries the ICMPv6 error: {:?}", r[id]));
+        assert_eq!(
+            (icmp.icmp_type, icmp.code, icmp.from),
+            (icmp_type, code, Some(from)),
+            "{id}: {:?}",
+            r[id]
+        );
+        assert!(r[id].detail.contains("ICMPv6 "), "{id}: {:?}", r[id]);
+    }
+    assert!(
+        r["tcp-rejected"].detail.ends_with(
+            "ICMPv6 communication administratively prohibited (type 1 code 1) from fd77:1::1"
+        ),
+        "{:?}",
+        r["tcp-rejected"]
+    );
 }

@@ -52,7 +52,7 @@ impl EchoSocket {
             sock.attach_filter(&bpf::to_filter(&bpf::echo_reply_program(ident)))?;
         }
         sock.set_nonblocking(true)?;
-        errqueue::enable(&sock)?;
+        errqueue::enable(&sock, false)?;
         if dont_fragment {
             set_pmtu_probe(&sock)?;
         }
