@@ -90,23 +90,36 @@ fn icmp_raw_and_ping_socket() {
         return;
     }
     let net = Routed::new();
-    net.server
-        .ip(&["addr", "add", "10.77.2.3/24", "dev", "eth0"]);
-    net.router_rule("ip daddr 10.77.2.3 icmp type echo-request drop;");
+    for a in ["10.77.2.3/24", "10.77.2.4/24"] {
+        net.server.ip(&["addr", "add", a, "dev", "eth0"]);
+    }
+    net.router_rule(
+        "ip daddr 10.77.2.3 icmp type echo-request drop; \
+         ip daddr 10.77.2.4 icmp type echo-request reject with icmp type admin-prohibited;",
+    );
     let probes = json!([
         {"id": "ok", "kind": "icmp", "address": SERVER},
         {"id": "dropped", "kind": "icmp", "address": "10.77.2.3"},
+        {"id": "rejected", "kind": "icmp", "address": "10.77.2.4"},
     ]);
+    let want = [
+        ("ok", Outcome::Ok),
+        ("dropped", Outcome::Timeout),
+        ("rejected", Outcome::Rejected),
+    ];
     // New namespaces disallow ping sockets ("1 0"): the raw fallback runs.
-    net.client.sysctl("net.ipv4.ping_group_range", "1 0");
-    let r = net.client.probe(&plan(700, probes.clone()));
-    assert_outcomes(&r, &[("ok", Outcome::Ok), ("dropped", Outcome::Timeout)]);
-    assert!(r["ok"].detail.contains("raw socket"), "{:?}", r["ok"]);
-    net.client
-        .sysctl("net.ipv4.ping_group_range", "0 2147483647");
-    let r = net.client.probe(&plan(700, probes));
-    assert_outcomes(&r, &[("ok", Outcome::Ok), ("dropped", Outcome::Timeout)]);
-    assert!(r["ok"].detail.contains("ping socket"), "{:?}", r["ok"]);
+    for (range, via) in [("1 0", "raw socket"), ("0 2147483647", "ping socket")] {
+        net.client.sysctl("net.ipv4.ping_group_range", range);
+        let r = net.client.probe(&plan(700, probes.clone()));
+        assert_outcomes(&r, &want);
+        assert!(r["ok"].detail.contains(via), "{:?}", r["ok"]);
+        let icmp = r["rejected"].icmp.expect("the router's ICMP error");
+        assert_eq!(
+            (icmp.icmp_type, icmp.code, icmp.from),
+            (3, 13, Some(ROUTER.parse().unwrap())),
+            "{via}"
+        );
+    }
 }
 
 /// Two nodes with flannel-style VXLAN: `flannel.1`, VNI 1, UDP 8472, static fdb/neigh/routes.

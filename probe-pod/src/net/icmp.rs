@@ -100,8 +100,12 @@ impl EchoSocket {
             }
         }
         let mut buf = [0u8; 2048];
+        // An ICMP error (a firewall's reject, a router's "no route") raises only EPOLLERR, which
+        // readable interest alone never wakes for: wait for either, and let the read report it.
+        let interest = Interest::READABLE | Interest::ERROR;
         loop {
-            let mut guard = match tokio::time::timeout_at(deadline, self.fd.readable()).await {
+            let ready = self.fd.ready(interest);
+            let mut guard = match tokio::time::timeout_at(deadline, ready).await {
                 Ok(g) => g.map_err(Failure::from_io)?,
                 Err(_) => return Ok(None),
             };
