@@ -274,3 +274,70 @@ fn icmpv6_errors_map_to_the_ipv4_outcomes_and_name_their_sender() {
         r["tcp-rejected"]
     );
 }
+
+#[test]
+fn icmpv6_echo_over_raw_and_ping_sockets() {
+    if !common::require_root() {
+        return;
+    }
+    let net = Routed::dual_stack();
+    net.server.addr6("eth0", "fd77:2::3/64");
+    net.server.addr6("eth0", "fd77:2::4/64");
+    net.server
+        .ip(&["addr", "add", "10.77.2.4/24", "dev", "eth0"]);
+    net.router_rule(
+        "ip6 daddr fd77:2::3 icmpv6 type echo-request drop; \
+         ip6 daddr fd77:2::4 icmpv6 type echo-request reject with icmpv6 type admin-prohibited; \
+         ip daddr 10.77.2.4 icmp type echo-request reject with icmp type admin-prohibited;",
+    );
+    let probes = json!([
+        {"id": "ok", "kind": "icmp", "address": SERVER6},
+        {"id": "vtep", "kind": "vtep", "address": SERVER6},
+        {"id": "dropped", "kind": "icmp", "address": "fd77:2::3"},
+        {"id": "rejected", "kind": "icmp", "address": "fd77:2::4"},
+        {"id": "unreachable", "kind": "icmp", "address": "fd77:9::9"},
+        {"id": "v4", "kind": "icmp", "address": SERVER},
+        {"id": "v4-rejected", "kind": "icmp", "address": "10.77.2.4"},
+    ]);
+    let want = [
+        ("ok", Outcome::Ok),
+        ("vtep", Outcome::Ok),
+        ("dropped", Outcome::Timeout),
+        ("rejected", Outcome::Rejected),
+        ("unreachable", Outcome::Unreachable),
+        ("v4", Outcome::Ok),
+        ("v4-rejected", Outcome::Rejected),
+    ];
+    let router: IpAddr = ROUTER6.parse().unwrap();
+    // New namespaces disallow ping sockets ("1 0"): the raw fallback runs. The one sysctl
+    // governs ICMPv6 ping sockets too.
+    for (range, via) in [("0 2147483647", "ping socket"), ("1 0", "raw socket")] {
+        net.client.sysctl("net.ipv4.ping_group_range", range);
+        let r = net.client.probe(&plan(700, probes.clone()));
+        assert_outcomes(&r, &want);
+        for id in ["ok", "vtep", "v4"] {
+            assert!(r[id].detail.contains(via), "{id}: {:?}", r[id]);
+            assert!(r[id].rtt_micros.is_some() && r[id].nonce.is_some());
+        }
+        assert!(
+            r["ok"].detail.starts_with("icmpv6 echo fd77:2::2"),
+            "{:?}",
+            r["ok"]
+        );
+        let icmp = |id: &str| r[id].icmp.unwrap_or_else(|| panic!("{id}: {:?}", r[id]));
+        assert_eq!(
+            (
+                icmp("rejected").icmp_type,
+                icmp("rejected").code,
+                icmp("rejected").from
+            ),
+            (1, 1, Some(router)),
+            "{via}"
+        );
+        assert_eq!(
+            (icmp("unreachable").icmp_type, icmp("unreachable").code),
+            (1, 0),
+            "{via}"
+        );
+    }
+}

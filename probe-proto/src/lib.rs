@@ -181,10 +181,10 @@ mod tests {
                 port: p(9917),
             }),
             Probe::Icmp(IcmpProbe {
-                address: v4("10.0.0.1"),
+                address: ip("10.0.0.1"),
             }),
             Probe::Vtep(IcmpProbe {
-                address: v4("10.244.1.0"),
+                address: ip("10.244.1.0"),
             }),
             Probe::Mtu(MtuProbe {
                 address: v4("10.0.0.1"),
@@ -279,6 +279,20 @@ mod tests {
             "{json}"
         );
         assert!(json.contains(r#""recordType":"SRV""#), "{json}");
+    }
+
+    /// Widening an address field to `IpAddr` keeps every IPv4 plan's bytes as they were (deployed
+    /// coordinators and agents read each other's), and takes IPv6 in the same field.
+    #[test]
+    fn widened_addresses_keep_the_ipv4_wire() {
+        for line in [
+            r#"{"id":"a","kind":"icmp","address":"10.0.0.1"}"#,
+            r#"{"id":"a","kind":"vtep","address":"10.244.1.0"}"#,
+            r#"{"id":"a","kind":"icmp","address":"fd00::1"}"#,
+        ] {
+            let spec: ProbeSpec = serde_json::from_str(line).unwrap();
+            assert_eq!(serde_json::to_string(&spec).unwrap(), line);
+        }
     }
 
     #[test]

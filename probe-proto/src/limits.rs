@@ -136,12 +136,12 @@ pub(crate) fn check_spec(i: usize, spec: &ProbeSpec) -> Result<(), PlanError> {
     match &spec.probe {
         Probe::Tcp(TcpProbe { address, .. })
         | Probe::Udp(UdpProbe { address, .. })
-        | Probe::Hop(HopProbe { address, .. }) => {
+        | Probe::Hop(HopProbe { address, .. })
+        | Probe::Icmp(IcmpProbe { address })
+        | Probe::Vtep(IcmpProbe { address }) => {
             target(i, "address", *address)?;
         }
-        Probe::Icmp(IcmpProbe { address })
-        | Probe::Vtep(IcmpProbe { address })
-        | Probe::Vxlan(VxlanProbe { address, .. })
+        Probe::Vxlan(VxlanProbe { address, .. })
         | Probe::Ipip(IpipProbe { address, .. })
         | Probe::Geneve(GeneveProbe { address, .. })
         | Probe::Wireguard(WireguardProbe { address, .. }) => {

@@ -106,11 +106,12 @@ pub struct HopProbe {
     pub ttl: std::num::NonZeroU8,
 }
 
-/// ICMP echo (kind `icmp`, or `vtep` when the address is a remote VXLAN tunnel endpoint).
+/// ICMP echo, or ICMPv6 echo to an IPv6 address (kind `icmp`, or `vtep` when the address is a
+/// remote VXLAN tunnel endpoint).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct IcmpProbe {
-    pub address: Ipv4Addr,
+    pub address: IpAddr,
 }
 
 /// ICMP echo with DF set, `size` bytes of IPv4 packet.

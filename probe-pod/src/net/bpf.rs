@@ -178,6 +178,27 @@ pub fn echo_reply_program(ident: u16) -> Vec<Insn> {
     ])
 }
 
+/// For a raw `IPPROTO_ICMPV6` socket (data starts at the ICMPv6 header: IPv6 raw sockets never
+/// see the IP header): accept only echo replies carrying our identifier.
+#[must_use]
+pub fn echo_reply_v6_program(ident: u16) -> Vec<Insn> {
+    use Target::{Next, To};
+    assemble(&[
+        Ins::Stmt(LD_B_ABS, 0),
+        Ins::Jump(
+            JEQ_K,
+            u32::from(super::packet::ICMPV6_ECHO_REPLY),
+            Next,
+            To("drop"),
+        ),
+        Ins::Stmt(LD_H_ABS, 4),
+        Ins::Jump(JEQ_K, u32::from(ident), Next, To("drop")),
+        Ins::Stmt(RET_K, 0xffff),
+        Ins::Label("drop"),
+        Ins::Stmt(RET_K, 0),
+    ])
+}
+
 /// The program as the kernel's filter array.
 #[must_use]
 pub fn to_filter(prog: &[Insn]) -> Vec<SockFilter> {
@@ -392,6 +413,25 @@ mod tests {
             0,
             "6081 not configured"
         );
+    }
+
+    #[test]
+    fn echo_v6_filter_matches_ident_on_bare_icmpv6() {
+        use crate::net::packet::{ICMPV6_ECHO_REPLY, echo_request_v6};
+        let prog = echo_reply_v6_program(0xbeef);
+        let mut reply = echo_request_v6(0xbeef, 1, b"PRB1xxxx");
+        reply[0] = ICMPV6_ECHO_REPLY;
+        assert_eq!(run(&prog, &reply), 0xffff);
+        let mut other = echo_request_v6(0xbeee, 1, b"PRB1xxxx");
+        other[0] = ICMPV6_ECHO_REPLY;
+        assert_eq!(run(&prog, &other), 0, "another identifier");
+        assert_eq!(
+            run(&prog, &echo_request_v6(0xbeef, 1, b"x")),
+            0,
+            "a request"
+        );
+        // A destination unreachable (type 1) raw ICMPv6 sockets also receive.
+        assert_eq!(run(&prog, &[1, 4, 0, 0, 0xbe, 0xef, 0, 0]), 0);
     }
 
     #[test]

@@ -1,8 +1,9 @@
-//! ICMP echo: an unprivileged ping socket when `net.ipv4.ping_group_range` allows it, a raw socket
-//! (`CAP_NET_RAW`) otherwise; optionally with DF set, for path-MTU probes.
+//! ICMP and ICMPv6 echo: an unprivileged ping socket when `net.ipv4.ping_group_range` allows it
+//! (the one sysctl governs both families), a raw socket (`CAP_NET_RAW`) otherwise; optionally
+//! with DF set, for path-MTU probes.
 
 use std::io::{self, Read};
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{IpAddr, SocketAddr};
 use std::os::fd::{AsFd, AsRawFd};
 use std::time::Duration;
 
@@ -12,7 +13,7 @@ use tokio::io::unix::AsyncFd;
 use tokio::time::Instant;
 
 use super::errqueue::{self, Failure};
-use super::packet::{echo_request, parse_echo_reply};
+use super::packet::{echo_request, echo_request_v6, parse_echo_reply, parse_echo_reply_v6};
 use super::{bpf, random_u32};
 
 /// Which kind of socket carried the echo (reported in the probe detail).
@@ -26,16 +27,24 @@ pub struct EchoSocket {
     fd: AsyncFd<Socket>,
     kind: EchoKind,
     ident: u16,
+    ipv6: bool,
 }
 
 impl EchoSocket {
-    /// Opens and connects an echo socket to `dest`. With `dont_fragment`, every packet carries DF
-    /// and the kernel's cached path MTU is ignored, so the size asked for is the size sent.
-    pub fn open(dest: Ipv4Addr, dont_fragment: bool) -> io::Result<Self> {
-        let (sock, kind) = match Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::ICMPV4)) {
+    /// Opens and connects an echo socket to `dest` (ICMPv6 to an IPv6 address). With
+    /// `dont_fragment`, every packet carries DF and the kernel's cached path MTU is ignored, so
+    /// the size asked for is the size sent.
+    pub fn open(dest: IpAddr, dont_fragment: bool) -> io::Result<Self> {
+        let ipv6 = dest.is_ipv6();
+        let (domain, protocol) = if ipv6 {
+            (Domain::IPV6, Protocol::ICMPV6)
+        } else {
+            (Domain::IPV4, Protocol::ICMPV4)
+        };
+        let (sock, kind) = match Socket::new(domain, Type::DGRAM, Some(protocol)) {
             Ok(s) => (s, EchoKind::Ping),
             Err(e) if matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM)) => (
-                Socket::new(Domain::IPV4, Type::RAW, Some(Protocol::ICMPV4)).map_err(|e| {
+                Socket::new(domain, Type::RAW, Some(protocol)).map_err(|e| {
                     io::Error::new(
                         e.kind(),
                         format!(
@@ -49,18 +58,24 @@ impl EchoSocket {
         };
         let ident = u16::try_from(random_u32() & 0xffff).unwrap_or(1);
         if kind == EchoKind::Raw {
-            sock.attach_filter(&bpf::to_filter(&bpf::echo_reply_program(ident)))?;
+            let program = if ipv6 {
+                bpf::echo_reply_v6_program(ident)
+            } else {
+                bpf::echo_reply_program(ident)
+            };
+            sock.attach_filter(&bpf::to_filter(&program))?;
         }
         sock.set_nonblocking(true)?;
-        errqueue::enable(&sock, false)?;
+        errqueue::enable(&sock, ipv6)?;
         if dont_fragment {
             set_pmtu_probe(&sock)?;
         }
-        sock.connect(&SockAddr::from(SocketAddrV4::new(dest, 0)))?;
+        sock.connect(&SockAddr::from(SocketAddr::new(dest, 0)))?;
         Ok(Self {
             fd: super::async_fd(sock, Interest::READABLE | Interest::WRITABLE)?,
             kind,
             ident,
+            ipv6,
         })
     }
 
@@ -86,7 +101,11 @@ impl EchoSocket {
         nonce: u32,
         deadline: Instant,
     ) -> Result<Option<Duration>, Failure> {
-        let pkt = echo_request(self.ident, seq, payload);
+        let pkt = if self.ipv6 {
+            echo_request_v6(self.ident, seq, payload)
+        } else {
+            echo_request(self.ident, seq, payload)
+        };
         let start = Instant::now();
         loop {
             let mut guard = match tokio::time::timeout_at(deadline, self.fd.writable()).await {
@@ -111,7 +130,11 @@ impl EchoSocket {
             };
             match guard.try_io(|s| s.get_ref().read(&mut buf)) {
                 Ok(Ok(n)) => {
-                    let reply = parse_echo_reply(&buf[..n], self.kind == EchoKind::Raw);
+                    let reply = if self.ipv6 {
+                        parse_echo_reply_v6(&buf[..n])
+                    } else {
+                        parse_echo_reply(&buf[..n], self.kind == EchoKind::Raw)
+                    };
                     if let Some(r) = reply {
                         // Ping sockets rewrite the identifier, so match on sequence and nonce.
                         let ours = r.seq == seq

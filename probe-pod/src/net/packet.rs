@@ -1,5 +1,5 @@
-//! Probe payloads and the packets that carry them: ICMP echo, crafted VXLAN, and the parser that
-//! finds a probe nonce in whatever the sniffer captured.
+//! Probe payloads and the packets that carry them: ICMP and ICMPv6 echo, crafted VXLAN, and the
+//! parser that finds a probe nonce in whatever the sniffer captured.
 
 use std::net::Ipv4Addr;
 
@@ -16,6 +16,9 @@ use crate::proto::{MAGIC, VXLAN_MAGIC};
 /// Bytes of magic + nonce at the start of every probe payload.
 pub const PAYLOAD_HEADER: usize = 8;
 const ICMP_HEADER: usize = 8;
+/// ICMPv6 echo request and reply types (RFC 4443).
+pub const ICMPV6_ECHO_REQUEST: u8 = 128;
+pub const ICMPV6_ECHO_REPLY: u8 = 129;
 const IPV4_HEADER: usize = 20;
 const ETHERNET_HEADER: usize = 14;
 const VXLAN_HEADER: usize = 8;
@@ -69,6 +72,19 @@ pub fn echo_request(ident: u16, seq: u16, payload: &[u8]) -> Vec<u8> {
     buf
 }
 
+/// An ICMPv6 echo request carrying `payload`, checksum zero: the kernel fills it in on every
+/// ICMPv6 socket, raw or ping (it covers the IPv6 pseudo-header, whose source only the kernel
+/// knows).
+#[must_use]
+pub fn echo_request_v6(ident: u16, seq: u16, payload: &[u8]) -> Vec<u8> {
+    let mut buf = vec![0u8; ICMP_HEADER + payload.len()];
+    buf[0] = ICMPV6_ECHO_REQUEST;
+    buf[4..6].copy_from_slice(&ident.to_be_bytes());
+    buf[6..8].copy_from_slice(&seq.to_be_bytes());
+    buf[ICMP_HEADER..].copy_from_slice(payload);
+    buf
+}
+
 /// An echo reply: identifier, sequence, and the nonce from its payload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EchoReply {
@@ -88,7 +104,25 @@ pub fn parse_echo_reply(buf: &[u8], with_ip_header: bool) -> Option<EchoReply> {
         buf
     };
     let pkt = IcmpPacket::new(icmp)?;
-    if pkt.get_icmp_type() != IcmpTypes::EchoReply || icmp.len() < ICMP_HEADER {
+    if pkt.get_icmp_type() != IcmpTypes::EchoReply {
+        return None;
+    }
+    echo_fields(icmp)
+}
+
+/// Parses an ICMPv6 echo reply. Every ICMPv6 socket, raw or ping, delivers it without the IPv6
+/// header.
+#[must_use]
+pub fn parse_echo_reply_v6(icmp: &[u8]) -> Option<EchoReply> {
+    if icmp.first() != Some(&ICMPV6_ECHO_REPLY) {
+        return None;
+    }
+    echo_fields(icmp)
+}
+
+/// Identifier, sequence and nonce of an echo message (the same layout in both families).
+fn echo_fields(icmp: &[u8]) -> Option<EchoReply> {
+    if icmp.len() < ICMP_HEADER {
         return None;
     }
     Some(EchoReply {
@@ -356,6 +390,27 @@ mod tests {
         assert_eq!(parse_echo_reply(&with_ip, true).unwrap().seq, 7);
         // A request is not a reply.
         assert_eq!(parse_echo_reply(&echo_request(1, 1, b"x"), false), None);
+    }
+
+    #[test]
+    fn icmpv6_echo_request_and_reply() {
+        let req = echo_request_v6(0x1234, 7, &probe_payload(42, 16));
+        assert_eq!(&req[..8], &[128, 0, 0, 0, 0x12, 0x34, 0, 7]);
+        assert_eq!(req.len(), 8 + 16);
+        assert_eq!(parse_echo_reply_v6(&req), None, "a request is not a reply");
+        let mut reply = req.clone();
+        reply[0] = ICMPV6_ECHO_REPLY;
+        assert_eq!(
+            parse_echo_reply_v6(&reply),
+            Some(EchoReply {
+                ident: 0x1234,
+                seq: 7,
+                nonce: Some(42)
+            })
+        );
+        // An ICMPv4 echo reply (type 0) is not an ICMPv6 one, nor is a truncated reply.
+        assert_eq!(parse_echo_reply_v6(&[0, 0, 0, 0, 0x12, 0x34, 0, 7]), None);
+        assert_eq!(parse_echo_reply_v6(&reply[..6]), None);
     }
 
     #[test]

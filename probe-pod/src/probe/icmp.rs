@@ -1,6 +1,7 @@
-//! ICMP echo (also used for VXLAN tunnel endpoints) and the DF-set echo that finds MTU black holes.
+//! ICMP echo, ICMPv6 to an IPv6 address (also used for VXLAN tunnel endpoints), and the DF-set
+//! echo that finds MTU black holes.
 
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 
 use tokio::time::Instant;
 
@@ -12,7 +13,7 @@ use crate::proto::{Outcome, ProbeResult};
 
 const IP_AND_ICMP_HEADERS: usize = 28;
 
-pub async fn echo(id: &str, addr: Ipv4Addr, deadline: Instant) -> ProbeResult {
+pub async fn echo(id: &str, addr: IpAddr, deadline: Instant) -> ProbeResult {
     send(id, addr, None, deadline).await
 }
 
@@ -30,7 +31,7 @@ pub async fn mtu(id: &str, addr: Ipv4Addr, size: Option<u16>, deadline: Instant)
             }
         },
     };
-    let mut r = send(id, addr, Some(size), deadline).await;
+    let mut r = send(id, addr.into(), Some(size), deadline).await;
     r.packet_size = Some(size);
     r
 }
@@ -49,11 +50,12 @@ fn route_mtu(addr: Ipv4Addr) -> Result<u16, String> {
         .ok_or_else(|| format!("the route toward {addr} has an MTU of {mtu}, too small to probe"))
 }
 
-async fn send(id: &str, addr: Ipv4Addr, size: Option<u16>, deadline: Instant) -> ProbeResult {
+async fn send(id: &str, addr: IpAddr, size: Option<u16>, deadline: Instant) -> ProbeResult {
     let start = Instant::now();
+    let icmp = if addr.is_ipv6() { "icmpv6" } else { "icmp" };
     let what = match size {
-        Some(s) => format!("icmp echo {addr} size {s} DF"),
-        None => format!("icmp echo {addr}"),
+        Some(s) => format!("{icmp} echo {addr} size {s} DF"),
+        None => format!("{icmp} echo {addr}"),
     };
     let sock = match EchoSocket::open(addr, size.is_some()) {
         Ok(s) => s,

@@ -47,7 +47,7 @@ impl<'a> Builder<'a> {
                     &format!("{}/vtep", tnode.name),
                     "icmp",
                     Probe::Vtep(IcmpProbe {
-                        address: vtep.address,
+                        address: vtep.address.into(),
                     }),
                 );
                 let inner_source = fnode.vtep.as_ref().map(|v| v.address);
