@@ -341,3 +341,85 @@ fn icmpv6_echo_over_raw_and_ping_sockets() {
         );
     }
 }
+
+#[test]
+fn mtu_over_ipv6_reads_packet_too_big_and_finds_the_black_hole() {
+    if !common::require_root() {
+        return;
+    }
+    // The router's link toward the server takes 1400 bytes: the router answers a larger packet
+    // with Packet Too Big (IPv6 routers never fragment), as it answers IPv4 with DF set with
+    // fragmentation needed.
+    let net = Routed::dual_stack();
+    net.router.ip(&["link", "set", "r1", "mtu", "1400"]);
+    net.server.ip(&["link", "set", "eth0", "mtu", "1400"]);
+    let probes = json!([
+        {"id": "small", "kind": "mtu", "address": SERVER6, "size": 1400},
+        {"id": "large", "kind": "mtu", "address": SERVER6, "size": 1500},
+        {"id": "too-large", "kind": "mtu", "address": SERVER6, "size": 1600},
+        {"id": "own", "kind": "mtu", "address": SERVER6},
+        {"id": "v4-large", "kind": "mtu", "address": SERVER, "size": 1500},
+    ]);
+    let router: IpAddr = ROUTER6.parse().unwrap();
+    // A raw socket (new namespaces allow no ping socket), then the ping socket a pod agent uses;
+    // each starting from a client that has learnt no path MTU yet.
+    for (range, via) in [("1 0", "raw socket"), ("0 2147483647", "ping socket")] {
+        net.client.sysctl("net.ipv4.ping_group_range", range);
+        net.client.ip(&["-6", "route", "flush", "cache"]);
+        let r = net.client.probe(&plan(800, probes.clone()));
+        assert_outcomes(
+            &r,
+            &[
+                ("small", Outcome::Ok),
+                ("large", Outcome::Unreachable),
+                ("too-large", Outcome::Error),
+                ("own", Outcome::Unreachable),
+                ("v4-large", Outcome::Unreachable),
+            ],
+        );
+        for id in ["large", "own"] {
+            let icmp = r[id].icmp.unwrap_or_else(|| panic!("{id}: {:?}", r[id]));
+            assert_eq!(
+                (icmp.icmp_type, icmp.code, icmp.from),
+                (2, 0, Some(router)),
+                "{id}"
+            );
+            assert!(
+                r[id]
+                    .detail
+                    .contains("ICMPv6 packet too big (next-hop MTU 1400) from fd77:1::1"),
+                "{id}: {:?}",
+                r[id]
+            );
+        }
+        assert_eq!(r["own"].packet_size, Some(1500), "{:?}", r["own"]);
+        assert_eq!(r["small"].packet_size, Some(1400));
+        assert!(
+            r["too-large"].detail.contains("MTU"),
+            "{:?}",
+            r["too-large"]
+        );
+        let v4 = r["v4-large"].icmp.expect("fragmentation needed");
+        assert_eq!((v4.icmp_type, v4.code), (3, 4), "{:?}", r["v4-large"]);
+        assert!(r["small"].detail.contains(via), "{:?}", r["small"]);
+    }
+
+    // ICMPv6 filtered on the router: its Packet Too Big never leaves, and the large packets
+    // vanish: the black hole a firewall that drops all ICMPv6 makes.
+    net.router
+        .nft_chain("icmp6", "output", "icmpv6 type packet-too-big drop");
+    // And the client forgets the path MTU the first Packet Too Big taught it (`own` would
+    // probe at it), as a client that never got one.
+    net.client.ip(&["-6", "route", "flush", "cache"]);
+    let r = net.client.probe(&plan(800, probes));
+    assert_eq!(r["small"].outcome, Outcome::Ok, "{:?}", r["small"]);
+    for id in ["large", "own"] {
+        assert_eq!(r[id].outcome, Outcome::Timeout, "{id}: {:?}", r[id]);
+        assert_eq!(r[id].icmp, None, "{id}");
+    }
+    assert_eq!(
+        r["v4-large"].outcome,
+        Outcome::Unreachable,
+        "IPv4's ICMP still flows"
+    );
+}

@@ -22,7 +22,7 @@ pub use lazy::{LazyPlan, parse_plan_lazy};
 pub use limits::{
     MAX_CONCURRENCY, MAX_DNS_NAME_BYTES, MAX_HTTP_PATH_BYTES, MAX_ID_BYTES, MAX_NODE_NAME_BYTES,
     MAX_PLAN_BYTES, MAX_PLAN_DEADLINE_MS, MAX_PROBE_TIMEOUT_MS, MAX_RESULT_LINE_BYTES,
-    MIN_MTU_PROBE_BYTES, result_budget, unusable_target,
+    MIN_MTU_PROBE_BYTES, MIN_MTU_PROBE_BYTES_V6, result_budget, unusable_target,
 };
 
 /// The port every agent listens on unless told otherwise.
@@ -187,7 +187,7 @@ mod tests {
                 address: ip("10.244.1.0"),
             }),
             Probe::Mtu(MtuProbe {
-                address: v4("10.0.0.1"),
+                address: ip("10.0.0.1"),
                 size: Some(1500),
             }),
             Probe::Tls(TlsProbe {
@@ -289,6 +289,8 @@ mod tests {
             r#"{"id":"a","kind":"icmp","address":"10.0.0.1"}"#,
             r#"{"id":"a","kind":"vtep","address":"10.244.1.0"}"#,
             r#"{"id":"a","kind":"icmp","address":"fd00::1"}"#,
+            r#"{"id":"a","kind":"mtu","address":"10.0.0.1","size":1400}"#,
+            r#"{"id":"a","kind":"mtu","address":"fd00::1"}"#,
         ] {
             let spec: ProbeSpec = serde_json::from_str(line).unwrap();
             assert_eq!(serde_json::to_string(&spec).unwrap(), line);
@@ -371,6 +373,10 @@ mod tests {
             (
                 r#"{"deadlineMs":1000,"probes":[{"id":"a","kind":"mtu","address":"10.0.0.1","size":10}]}"#,
                 "probes[0].size",
+            ),
+            (
+                r#"{"deadlineMs":1000,"probes":[{"id":"a","kind":"mtu","address":"fd00::1","size":40}]}"#,
+                "`probes[0].size`: 40 is smaller than an IPv6+ICMPv6 header (48)",
             ),
             (
                 r#"{"deadlineMs":1000,"probes":[{"id":"a","kind":"icmp","address":"nope"}]}"#,

@@ -114,11 +114,13 @@ pub struct IcmpProbe {
     pub address: IpAddr,
 }
 
-/// ICMP echo with DF set, `size` bytes of IPv4 packet.
+/// ICMP echo with DF set, `size` bytes of IPv4 packet; to an IPv6 address, ICMPv6 echo of `size`
+/// bytes of IPv6 packet that is never fragmented (a router's Packet Too Big is read from the
+/// error queue).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct MtuProbe {
-    pub address: Ipv4Addr,
+    pub address: IpAddr,
     /// Absent: the MTU of the sender's own route toward `address` (its interface's, as the
     /// kernel has it), which the result reports as `packetSize`: a pod's MTU is what its CNI
     /// configured, whatever the inventory knows.

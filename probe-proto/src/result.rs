@@ -223,7 +223,7 @@ pub struct ProbeResult {
     /// The local path MTU the kernel reported (mtu probes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path_mtu: Option<u32>,
-    /// The IPv4 packet an mtu probe sent, in bytes: the plan's size, or the sender's own route
+    /// The IP packet an mtu probe sent, in bytes: the plan's size, or the sender's own route
     /// MTU when the plan left it to the agent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub packet_size: Option<u16>,

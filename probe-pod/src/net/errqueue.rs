@@ -30,6 +30,13 @@ pub struct QueuedError {
 }
 
 impl QueuedError {
+    /// Whether the local stack raised it (a packet larger than the interface's MTU, ...), not an
+    /// ICMP message.
+    #[must_use]
+    pub fn is_local(&self) -> bool {
+        self.origin == SO_EE_ORIGIN_LOCAL
+    }
+
     /// Whether an ICMP (IPv4) or ICMPv6 message caused it, not the local stack.
     #[must_use]
     pub fn is_icmp(&self) -> bool {
@@ -116,6 +123,17 @@ pub fn enable<F: AsFd>(fd: &F, ipv6: bool) -> std::io::Result<()> {
 
 /// Takes the most recent ICMP error from the queue, if any, without blocking.
 pub fn take<F: AsFd>(fd: &F) -> Option<QueuedError> {
+    take_matching(fd, |_, _| true)
+}
+
+/// As [`take`], keeping only the errors `ours` accepts given the start of the packet that caused
+/// each (as the kernel returns it: for a raw ICMP socket, the ICMP header it sent). A raw socket
+/// is handed every ICMP error about its protocol to its peer, also those caused by another
+/// socket's packets.
+pub fn take_matching<F: AsFd>(
+    fd: &F,
+    ours: impl Fn(&QueuedError, &[u8]) -> bool,
+) -> Option<QueuedError> {
     let mut last = None;
     // Drain: several errors may be queued (e.g. retransmitted SYNs); the last is the freshest.
     for _ in 0..16 {
@@ -130,31 +148,39 @@ pub fn take<F: AsFd>(fd: &F) -> Option<QueuedError> {
         ) else {
             break;
         };
+        let len = msg.bytes;
         let Ok(cmsgs) = msg.cmsgs() else { break };
-        for c in cmsgs {
-            let (ee, offender) = match c {
-                ControlMessageOwned::Ipv4RecvErr(ee, addr) => (
-                    ee,
-                    addr.map(|a| IpAddr::V4(Ipv4Addr::from(u32::from_be(a.sin_addr.s_addr)))),
-                ),
-                ControlMessageOwned::Ipv6RecvErr(ee, addr) => (
-                    ee,
-                    addr.map(|a| IpAddr::V6(Ipv6Addr::from(a.sin6_addr.s6_addr))),
-                ),
-                _ => continue,
-            };
-            last = Some(QueuedError {
-                errno: i32::try_from(ee.ee_errno).unwrap_or(0),
-                origin: ee.ee_origin,
-                icmp_type: ee.ee_type,
-                code: ee.ee_code,
-                info: ee.ee_info,
-                // An IPv4 sender of an error on a dual-stack socket is still an IPv4 address.
-                offender: offender.map(|a| a.to_canonical()),
-            });
+        let errors: Vec<QueuedError> = cmsgs.filter_map(|c| queued(&c)).collect();
+        let packet = &data[..len.min(data.len())];
+        if let Some(q) = errors.into_iter().rfind(|q| ours(q, packet)) {
+            last = Some(q);
         }
     }
     last
+}
+
+/// The queued error a control message carries, if it is one.
+fn queued(c: &ControlMessageOwned) -> Option<QueuedError> {
+    let (ee, offender) = match *c {
+        ControlMessageOwned::Ipv4RecvErr(ee, addr) => (
+            ee,
+            addr.map(|a| IpAddr::V4(Ipv4Addr::from(u32::from_be(a.sin_addr.s_addr)))),
+        ),
+        ControlMessageOwned::Ipv6RecvErr(ee, addr) => (
+            ee,
+            addr.map(|a| IpAddr::V6(Ipv6Addr::from(a.sin6_addr.s6_addr))),
+        ),
+        _ => return None,
+    };
+    Some(QueuedError {
+        errno: i32::try_from(ee.ee_errno).unwrap_or(0),
+        origin: ee.ee_origin,
+        icmp_type: ee.ee_type,
+        code: ee.ee_code,
+        info: ee.ee_info,
+        // An IPv4 sender of an error on a dual-stack socket is still an IPv4 address.
+        offender: offender.map(|a| a.to_canonical()),
+    })
 }
 
 /// Classifies an ICMP destination-unreachable/time-exceeded error (RFC 792, RFC 1812 codes).

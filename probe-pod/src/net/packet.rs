@@ -120,8 +120,10 @@ pub fn parse_echo_reply_v6(icmp: &[u8]) -> Option<EchoReply> {
     echo_fields(icmp)
 }
 
-/// Identifier, sequence and nonce of an echo message (the same layout in both families).
-fn echo_fields(icmp: &[u8]) -> Option<EchoReply> {
+/// Identifier, sequence and nonce of an echo message, request or reply (the same layout in both
+/// families).
+#[must_use]
+pub fn echo_fields(icmp: &[u8]) -> Option<EchoReply> {
     if icmp.len() < ICMP_HEADER {
         return None;
     }

@@ -105,7 +105,7 @@ impl<'a> Builder<'a> {
                     protocol: Protocol::Icmp,
                 };
                 let probe = Probe::Mtu(MtuProbe {
-                    address: tagent.address,
+                    address: tagent.address.into(),
                     size,
                 });
                 self.push(

@@ -378,7 +378,7 @@ fn underlay_mtu(inv: &Inventory, c: &Candidate, others: &[&Node], out: &mut Buil
             &format!("{}/host", n.name),
             &format!("mtu/{size}"),
             Probe::Mtu(MtuProbe {
-                address: n.address,
+                address: n.address.into(),
                 size: Some(size),
             }),
         );
