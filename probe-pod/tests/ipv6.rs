@@ -7,7 +7,10 @@ mod common;
 use std::net::IpAddr;
 
 use common::tls_server::{TlsServer, pki};
-use common::{CLIENT6, ROUTER6, Routed, SERVER, SERVER6, assert_outcomes, plan};
+use common::{
+    CLIENT6, ROUTER6, Routed, SERVER, SERVER6, assert_outcomes, plan, receipts, tcp_sightings,
+    udp_sightings,
+};
 use probe_pod::proto::Outcome;
 use serde_json::json;
 
@@ -421,5 +424,85 @@ fn mtu_over_ipv6_reads_packet_too_big_and_finds_the_black_hole() {
         r["v4-large"].outcome,
         Outcome::Unreachable,
         "IPv4's ICMP still flows"
+    );
+}
+
+#[test]
+fn the_agent_serves_both_families_and_its_sniffer_sees_ipv6_probes() {
+    if !common::require_root() {
+        return;
+    }
+    let mut net = Routed::dual_stack();
+    // No --listen: the default serves both families. The sniffer starts by itself (root, TCP
+    // ports to watch).
+    net.server.serve(&["--receipt-tcp-port", "7002,7003"]);
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    // Over IPv6, 7002 dies on the router; 7003 and UDP to the agent in the server's own input.
+    net.router_rule("meta nfproto ipv6 meta l4proto { tcp, udp } th dport 7002 drop;");
+    net.server.nft_chain(
+        "host",
+        "input",
+        "meta nfproto ipv6 tcp dport 7003 drop; meta nfproto ipv6 udp dport 9917 drop",
+    );
+    let r = net.client.probe(&plan(
+        600,
+        json!([
+            {"id": "tcp-ok", "kind": "tcp", "address": SERVER6, "port": 9917, "echo": true},
+            {"id": "tcp-network", "kind": "tcp", "address": SERVER6, "port": 7002},
+            {"id": "tcp-host", "kind": "tcp", "address": SERVER6, "port": 7003},
+            {"id": "udp-network", "kind": "udp", "address": SERVER6, "port": 7002},
+            {"id": "udp-host", "kind": "udp", "address": SERVER6, "port": 9917},
+            {"id": "tcp4-ok", "kind": "tcp", "address": SERVER, "port": 9917, "echo": true},
+            {"id": "udp4-ok", "kind": "udp", "address": SERVER, "port": 9917},
+        ]),
+    ));
+    assert_outcomes(
+        &r,
+        &[
+            ("tcp-ok", Outcome::Ok),
+            ("tcp-network", Outcome::Timeout),
+            ("tcp-host", Outcome::Timeout),
+            ("udp-network", Outcome::Timeout),
+            ("udp-host", Outcome::Timeout),
+            ("tcp4-ok", Outcome::Ok),
+            ("udp4-ok", Outcome::Ok),
+        ],
+    );
+    let flow = |id: &str, port: u16| {
+        let src = r[id].source.unwrap_or_else(|| panic!("{id}: {:?}", r[id]));
+        assert_eq!(src.ip().to_string(), CLIENT6, "{id}");
+        json!({"from": CLIENT6, "sourcePort": src.port(), "port": port})
+    };
+    let flows = [
+        flow("tcp-ok", 9917),
+        flow("tcp-network", 7002),
+        flow("tcp-host", 7003),
+    ];
+    let nonces = [
+        r["udp-network"].nonce.unwrap(),
+        r["udp-host"].nonce.unwrap(),
+    ];
+    let s = receipts(&net.server, &json!(flows), &nonces);
+    let seen = s.seen.clone().unwrap();
+    let ok = tcp_sightings(&s, &flows[0]);
+    assert!(
+        ok.contains(&false) && ok.contains(&true),
+        "SYN in, SYN-ACK out: {s:?}"
+    );
+    assert!(
+        tcp_sightings(&s, &flows[1]).is_empty(),
+        "never arrived: {s:?}"
+    );
+    let host = tcp_sightings(&s, &flows[2]);
+    assert!(
+        !host.is_empty() && host.iter().all(|r| !r),
+        "arrived, never answered: {s:?}"
+    );
+    assert!(udp_sightings(&s, nonces[0]).is_empty(), "{s:?}");
+    assert_eq!(udp_sightings(&s, nonces[1]), [false], "{s:?}");
+    let client6: IpAddr = CLIENT6.parse().unwrap();
+    assert!(
+        seen.iter().all(|x| x.from == client6),
+        "every sighting names the IPv6 sender: {s:?}"
     );
 }

@@ -7,8 +7,11 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
 
 use common::tls_server::{GOOD_TOKEN, TlsServer, pki};
-use common::{Ns, ROUTER, Routed, SERVER, assert_outcomes, link, outcome, plan};
-use probe_pod::proto::{Outcome, ProbeResult};
+use common::{
+    Ns, ROUTER, Routed, SERVER, assert_outcomes, link, outcome, plan, receipts, tcp_sightings,
+    udp_sightings,
+};
+use probe_pod::proto::Outcome;
 use serde_json::json;
 
 #[test]
@@ -302,17 +305,6 @@ fn vtep_and_crafted_vxlan_with_sniffer() {
     );
 }
 
-/// Asks the sniffer on `ns` about `flows` and `nonces`: its answer.
-fn receipts(ns: &Ns, flows: &serde_json::Value, nonces: &[u32]) -> ProbeResult {
-    let r = ns.probe(&plan(
-        1000,
-        json!([{"id": "s", "kind": "seen", "flows": flows, "nonces": nonces}]),
-    ));
-    let s = r["s"].clone();
-    assert_eq!(s.outcome, Outcome::Ok, "{s:?}");
-    s
-}
-
 #[test]
 fn the_receivers_sniffer_sees_syns_and_udp_probes_before_its_firewall() {
     if !common::require_root() {
@@ -366,33 +358,22 @@ fn the_receivers_sniffer_sees_syns_and_udp_probes_before_its_firewall() {
     for p in [7002, 7003, 9917] {
         assert!(watched.contains(&p), "{watched:?}");
     }
-    let seen = s.seen.clone().unwrap();
-    let of = |f: &serde_json::Value| -> Vec<bool> {
-        let f: probe_pod::proto::Flow = serde_json::from_value(f.clone()).unwrap();
-        seen.iter()
-            .filter(|x| x.flow == Some(f) && x.kind == probe_pod::proto::SightingKind::Tcp)
-            .map(|x| x.reply)
-            .collect()
-    };
-    let ok = of(&flow("tcp-ok"));
+    let ok = tcp_sightings(&s, &flow("tcp-ok"));
     assert!(
         ok.contains(&false) && ok.contains(&true),
         "SYN in, SYN-ACK out: {s:?}"
     );
-    assert!(of(&flow("tcp-network")).is_empty(), "never arrived: {s:?}");
-    let host = of(&flow("tcp-host"));
+    assert!(
+        tcp_sightings(&s, &flow("tcp-network")).is_empty(),
+        "never arrived: {s:?}"
+    );
+    let host = tcp_sightings(&s, &flow("tcp-host"));
     assert!(
         !host.is_empty() && host.iter().all(|r| !r),
         "arrived, never answered: {s:?}"
     );
-    let udp = |n: u32| -> Vec<bool> {
-        seen.iter()
-            .filter(|x| x.nonce == n && x.kind == probe_pod::proto::SightingKind::Udp)
-            .map(|x| x.reply)
-            .collect()
-    };
-    assert!(udp(nonce("udp-network")).is_empty(), "{s:?}");
-    assert_eq!(udp(nonce("udp-host")), [false], "{s:?}");
+    assert!(udp_sightings(&s, nonce("udp-network")).is_empty(), "{s:?}");
+    assert_eq!(udp_sightings(&s, nonce("udp-host")), [false], "{s:?}");
     // Only what was asked comes back: nothing about flows nobody asked for.
     let unasked = receipts(&net.server, &json!([]), &[]);
     assert_eq!(unasked.seen.as_deref(), Some(&[][..]), "{unasked:?}");

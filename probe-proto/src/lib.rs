@@ -238,7 +238,7 @@ mod tests {
                 since_ms: 5,
                 nonces: Some(vec![7]),
                 flows: Some(vec![Flow {
-                    from: v4("192.168.56.10"),
+                    from: ip("192.168.56.10"),
                     source_port: 40000,
                     port: 10250,
                 }]),
@@ -291,6 +291,8 @@ mod tests {
             r#"{"id":"a","kind":"icmp","address":"fd00::1"}"#,
             r#"{"id":"a","kind":"mtu","address":"10.0.0.1","size":1400}"#,
             r#"{"id":"a","kind":"mtu","address":"fd00::1"}"#,
+            r#"{"id":"a","kind":"seen","sinceMs":0,"flows":[{"from":"10.0.0.1","sourcePort":1,"port":2}],"port":9917}"#,
+            r#"{"id":"a","kind":"seen","sinceMs":0,"flows":[{"from":"fd00::1","sourcePort":1,"port":2}],"port":9917}"#,
         ] {
             let spec: ProbeSpec = serde_json::from_str(line).unwrap();
             assert_eq!(serde_json::to_string(&spec).unwrap(), line);

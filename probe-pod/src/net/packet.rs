@@ -1,13 +1,14 @@
 //! Probe payloads and the packets that carry them: ICMP and ICMPv6 echo, crafted VXLAN, and the
 //! parser that finds a probe nonce in whatever the sniffer captured.
 
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 
 use pnet_packet::Packet;
 use pnet_packet::ethernet::{EtherTypes, EthernetPacket, MutableEthernetPacket};
 use pnet_packet::icmp::{IcmpPacket, IcmpTypes, MutableIcmpPacket};
-use pnet_packet::ip::IpNextHeaderProtocols;
+use pnet_packet::ip::{IpNextHeaderProtocol, IpNextHeaderProtocols};
 use pnet_packet::ipv4::{self, Ipv4Packet, MutableIpv4Packet};
+use pnet_packet::ipv6::Ipv6Packet;
 use pnet_packet::udp::UdpPacket;
 use pnet_packet::vxlan::{MutableVxlanPacket, VxlanPacket};
 
@@ -20,6 +21,7 @@ const ICMP_HEADER: usize = 8;
 pub const ICMPV6_ECHO_REQUEST: u8 = 128;
 pub const ICMPV6_ECHO_REPLY: u8 = 129;
 const IPV4_HEADER: usize = 20;
+const IPV6_HEADER: usize = 40;
 const ETHERNET_HEADER: usize = 14;
 const VXLAN_HEADER: usize = 8;
 const UDP_HEADER: usize = 8;
@@ -185,17 +187,56 @@ pub fn vxlan_datagram(p: &VxlanProbe) -> Vec<u8> {
     buf
 }
 
-/// A probe nonce found in a captured IPv4 packet.
+/// What a sniffer needs of an IPv4 or IPv6 packet: its addresses, the protocol it carries and
+/// that protocol's bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IpView<'a> {
+    pub source: IpAddr,
+    pub destination: IpAddr,
+    /// The IPv4 protocol, or the IPv6 header's next header.
+    pub protocol: IpNextHeaderProtocol,
+    pub payload: &'a [u8],
+}
+
+/// Reads an IPv4 packet, or an IPv6 packet whose payload follows its fixed header (no probe
+/// carries extension headers, so a packet with them is not one: `protocol` is then theirs).
+#[must_use]
+pub fn ip_view(packet: &[u8]) -> Option<IpView<'_>> {
+    match packet.first()? >> 4 {
+        4 => {
+            let ip = Ipv4Packet::new(packet)?;
+            Some(IpView {
+                source: ip.get_source().into(),
+                destination: ip.get_destination().into(),
+                protocol: ip.get_next_level_protocol(),
+                payload: packet.get(usize::from(ip.get_header_length()) * 4..)?,
+            })
+        }
+        6 => {
+            let ip = Ipv6Packet::new(packet)?;
+            Some(IpView {
+                source: ip.get_source().into(),
+                destination: ip.get_destination().into(),
+                protocol: ip.get_next_header(),
+                payload: packet.get(IPV6_HEADER..)?,
+            })
+        }
+        _ => None,
+    }
+}
+
+/// A probe nonce found in a captured IPv4 or IPv6 packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Captured {
     pub nonce: u32,
-    /// Source address of the outermost IPv4 header.
-    pub from: Ipv4Addr,
+    /// Source address of the outermost IP header.
+    pub from: IpAddr,
     /// The bare inner ICMP echo (after the kernel decapsulated it), not the outer datagram.
     pub decapsulated: bool,
 }
 
-/// Finds a probe nonce in a captured IPv4 packet: either a crafted VXLAN datagram to one of
+/// Finds a probe nonce in a captured IPv4 (or IPv6, the underlay's) packet: either a crafted
+/// VXLAN datagram to one of
 /// `vxlan_ports`, Geneve datagram to one of `geneve_ports`, `WireGuard`-port datagram or IP-in-IP
 /// packet (as seen on the underlay) or the decapsulated inner ICMP echo (as seen on the tunnel
 /// device).
@@ -206,11 +247,9 @@ pub fn parse_captured(
     geneve_ports: &[u16],
 ) -> Option<Captured> {
     use super::encap::{WIREGUARD_PORTS, outer_nonce};
-    let ip = Ipv4Packet::new(ip_packet)?;
-    let from = ip.get_source();
-    let start = usize::from(ip.get_header_length()) * 4;
-    let l4 = ip_packet.get(start..)?;
-    let (nonce, decapsulated) = match ip.get_next_level_protocol() {
+    let ip = ip_view(ip_packet)?;
+    let (from, l4) = (ip.source, ip.payload);
+    let (nonce, decapsulated) = match ip.protocol {
         // IP-in-IP: the crafted tunnel probe as seen on the underlay.
         IpNextHeaderProtocols::Ipv4 => (outer_nonce(ip_packet, geneve_ports)?, false),
         IpNextHeaderProtocols::Udp => {
@@ -320,7 +359,7 @@ mod tests {
             c,
             Captured {
                 nonce: 0xdead_beef,
-                from: Ipv4Addr::new(192, 168, 56, 101),
+                from: Ipv4Addr::new(192, 168, 56, 101).into(),
                 decapsulated: false,
             }
         );

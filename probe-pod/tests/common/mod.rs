@@ -459,6 +459,39 @@ pub fn assert_outcomes(results: &HashMap<String, ProbeResult>, want: &[(&str, Ou
     assert_eq!(results.len(), want.len(), "one result per probe");
 }
 
+/// Asks the sniffer on `ns` about `flows` and `nonces`: its answer.
+pub fn receipts(ns: &Ns, flows: &serde_json::Value, nonces: &[u32]) -> ProbeResult {
+    let r = ns.probe(&plan(
+        1000,
+        serde_json::json!([{"id": "s", "kind": "seen", "flows": flows, "nonces": nonces}]),
+    ));
+    let s = r["s"].clone();
+    assert_eq!(s.outcome, Outcome::Ok, "{s:?}");
+    s
+}
+
+/// The `reply` flag of each TCP sighting of `flow` (JSON, as a plan gives it) in a `seen`
+/// answer: `false` for the SYN arriving, `true` for the SYN-ACK leaving.
+pub fn tcp_sightings(seen: &ProbeResult, flow: &serde_json::Value) -> Vec<bool> {
+    let f: probe_pod::proto::Flow = serde_json::from_value(flow.clone()).unwrap();
+    seen.seen
+        .iter()
+        .flatten()
+        .filter(|x| x.flow == Some(f) && x.kind == probe_pod::proto::SightingKind::Tcp)
+        .map(|x| x.reply)
+        .collect()
+}
+
+/// The same for the UDP sightings of `nonce`: the probe arriving, its echo leaving.
+pub fn udp_sightings(seen: &ProbeResult, nonce: u32) -> Vec<bool> {
+    seen.seen
+        .iter()
+        .flatten()
+        .filter(|x| x.nonce == nonce && x.kind == probe_pod::proto::SightingKind::Udp)
+        .map(|x| x.reply)
+        .collect()
+}
+
 /// One plan with the given probes, as JSON.
 #[allow(clippy::needless_pass_by_value)] // reads best at call sites: plan(800, json!([...]))
 pub fn plan(timeout_ms: u64, probes: serde_json::Value) -> serde_json::Value {
