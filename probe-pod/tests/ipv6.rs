@@ -8,8 +8,8 @@ use std::net::IpAddr;
 
 use common::tls_server::{TlsServer, pki};
 use common::{
-    CLIENT6, ROUTER6, Routed, SERVER, SERVER6, assert_outcomes, plan, receipts, tcp_sightings,
-    udp_sightings,
+    CLIENT6, Ns, ROUTER6, Routed, SERVER, SERVER6, assert_outcomes, plan, receipts, seen_on,
+    tcp_sightings, udp_sightings,
 };
 use probe_pod::proto::Outcome;
 use serde_json::json;
@@ -505,4 +505,66 @@ fn the_agent_serves_both_families_and_its_sniffer_sees_ipv6_probes() {
         seen.iter().all(|x| x.from == client6),
         "every sighting names the IPv6 sender: {s:?}"
     );
+}
+
+/// Two nodes whose underlay is IPv6 only (`fd79::1`, `fd79::2`), flannel-style VXLAN between them
+/// (`flannel.1`, VNI 1, UDP 8472, static fdb/neigh/routes), the pod network inside still IPv4
+/// (10.244.1.0, 10.244.2.0; MACs 02:00:00:00:00:01 and :02).
+fn vxlan_pair_over_ipv6() -> (Ns, Ns) {
+    let (n1_6, n2_6) = ("fd79::1", "fd79::2");
+    let n1 = Ns::new("v6n1");
+    let n2 = Ns::new("v6n2");
+    for ns in [&n1, &n2] {
+        ns.enable_ipv6();
+    }
+    n1.ip(&[
+        "link", "add", "eth0", "type", "veth", "peer", "name", "eth0", "netns", &n2.name,
+    ]);
+    for (ns, local) in [(&n1, n1_6), (&n2, n2_6)] {
+        ns.addr6("eth0", &format!("{local}/64"));
+        ns.ip(&["link", "set", "eth0", "up"]);
+    }
+    common::flannel_vxlan(&n1, &n2, (n1_6, n2_6));
+    (n1, n2)
+}
+
+#[test]
+fn crafted_vxlan_over_an_ipv6_underlay_is_seen_and_decapsulated() {
+    if !common::require_root() {
+        return;
+    }
+    let (n1_6, n2_6, mac2) = ("fd79::1", "fd79::2", "02:00:00:00:00:02");
+    let (n1, mut n2) = vxlan_pair_over_ipv6();
+    // Auto mode: a VXLAN device exists and we are root, so the sniffer starts by itself.
+    n2.serve(&[]);
+    let send = |nonce: u32| {
+        json!([
+            {"id": "vtep", "kind": "vtep", "address": "10.244.2.0"},
+            {"id": "vx", "kind": "vxlan", "address": n2_6, "nonce": nonce,
+             "innerSource": "10.244.1.0", "innerDestination": "10.244.2.0", "destinationMac": mac2},
+        ])
+    };
+    let r = n1.probe(&plan(1000, send(1111)));
+    assert_outcomes(&r, &[("vtep", Outcome::Ok), ("vx", Outcome::Ok)]);
+    assert!(r["vx"].detail.contains("[fd79::2]:8472"), "{:?}", r["vx"]);
+    assert_eq!(
+        seen_on(&n2, 1111),
+        ["eth0", "flannel.1"],
+        "seen on the IPv6 underlay and decapsulated"
+    );
+    let s = receipts(&n2, &json!([]), &[1111]);
+    let n1_addr: IpAddr = n1_6.parse().unwrap();
+    assert!(
+        s.seen
+            .iter()
+            .flatten()
+            .any(|x| x.interface == "eth0" && x.from == n1_addr),
+        "the outer IPv6 sender: {s:?}"
+    );
+
+    // n2's firewall drops VXLAN over IPv6: the NIC sees it, the VXLAN device never does.
+    n2.nft_chain("host", "input", "meta nfproto ipv6 udp dport 8472 drop");
+    let r = n1.probe(&plan(1000, send(2222)));
+    assert_outcomes(&r, &[("vtep", Outcome::Timeout), ("vx", Outcome::Ok)]);
+    assert_eq!(seen_on(&n2, 2222), ["eth0"], "dropped by the host");
 }

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use common::tls_server::{GOOD_TOKEN, TlsServer, pki};
 use common::{
-    Ns, ROUTER, Routed, SERVER, assert_outcomes, link, outcome, plan, receipts, tcp_sightings,
-    udp_sightings,
+    Ns, ROUTER, Routed, SERVER, assert_outcomes, link, outcome, plan, receipts, seen_on,
+    tcp_sightings, udp_sightings,
 };
 use probe_pod::proto::Outcome;
 use serde_json::json;
@@ -133,7 +133,6 @@ struct VxlanPair {
 
 const N1: &str = "192.168.77.1";
 const N2: &str = "192.168.77.2";
-const MAC1: &str = "02:00:00:00:00:01";
 const MAC2: &str = "02:00:00:00:00:02";
 
 impl VxlanPair {
@@ -148,107 +147,8 @@ impl VxlanPair {
             "eth0",
             "192.168.77.2/24",
         );
-        for (ns, local, mac, vtep, peer_ip, peer_mac, peer_vtep, peer_net) in [
-            (
-                &n1,
-                N1,
-                MAC1,
-                "10.244.1.0/32",
-                N2,
-                MAC2,
-                "10.244.2.0",
-                "10.244.2.0/24",
-            ),
-            (
-                &n2,
-                N2,
-                MAC2,
-                "10.244.2.0/32",
-                N1,
-                MAC1,
-                "10.244.1.0",
-                "10.244.1.0/24",
-            ),
-        ] {
-            ns.ip(&[
-                "link",
-                "add",
-                "flannel.1",
-                "address",
-                mac,
-                "type",
-                "vxlan",
-                "id",
-                "1",
-                "local",
-                local,
-                "dev",
-                "eth0",
-                "dstport",
-                "8472",
-                "nolearning",
-            ]);
-            ns.ip(&["addr", "add", vtep, "dev", "flannel.1"]);
-            ns.ip(&["link", "set", "flannel.1", "up"]);
-            ns.ip(&[
-                "route",
-                "add",
-                peer_net,
-                "via",
-                peer_vtep,
-                "dev",
-                "flannel.1",
-                "onlink",
-            ]);
-            ns.ip(&[
-                "neigh",
-                "add",
-                peer_vtep,
-                "lladdr",
-                peer_mac,
-                "dev",
-                "flannel.1",
-                "nud",
-                "permanent",
-            ]);
-            ns.exec(&[
-                "bridge",
-                "fdb",
-                "append",
-                peer_mac,
-                "dev",
-                "flannel.1",
-                "dst",
-                peer_ip,
-            ]);
-        }
+        common::flannel_vxlan(&n1, &n2, (N1, N2));
         Self { n1, n2 }
-    }
-}
-
-/// Polls the `seen` probe on `ns` until `nonce` shows up on `iface` (or 3 s pass).
-fn seen_on(ns: &Ns, nonce: u32) -> Vec<String> {
-    let deadline = Instant::now() + Duration::from_secs(3);
-    loop {
-        let r = ns.probe(&plan(
-            1000,
-            json!([{"id": "s", "kind": "seen", "nonces": [nonce]}]),
-        ));
-        let s = &r["s"];
-        assert_eq!(s.outcome, Outcome::Ok, "{s:?}");
-        let mut ifaces: Vec<String> = s
-            .seen
-            .as_ref()
-            .unwrap()
-            .iter()
-            .map(|x| x.interface.clone())
-            .collect();
-        ifaces.sort();
-        ifaces.dedup();
-        if ifaces.len() >= 2 || Instant::now() > deadline {
-            return ifaces;
-        }
-        std::thread::sleep(Duration::from_millis(100));
     }
 }
 

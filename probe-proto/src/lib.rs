@@ -207,7 +207,7 @@ mod tests {
                 resolv_conf: None,
             }),
             Probe::Vxlan(VxlanProbe {
-                address: v4("192.168.56.11"),
+                address: ip("192.168.56.11"),
                 port: p(8472),
                 vni: Vni::new(1).unwrap(),
                 nonce: Some(7),
@@ -291,6 +291,8 @@ mod tests {
             r#"{"id":"a","kind":"icmp","address":"fd00::1"}"#,
             r#"{"id":"a","kind":"mtu","address":"10.0.0.1","size":1400}"#,
             r#"{"id":"a","kind":"mtu","address":"fd00::1"}"#,
+            r#"{"id":"a","kind":"vxlan","address":"192.168.56.11","port":8472,"vni":1}"#,
+            r#"{"id":"a","kind":"vxlan","address":"fd00::11","port":8472,"vni":1}"#,
             r#"{"id":"a","kind":"seen","sinceMs":0,"flows":[{"from":"10.0.0.1","sourcePort":1,"port":2}],"port":9917}"#,
             r#"{"id":"a","kind":"seen","sinceMs":0,"flows":[{"from":"fd00::1","sourcePort":1,"port":2}],"port":9917}"#,
         ] {

@@ -140,11 +140,11 @@ pub(crate) fn check_spec(i: usize, spec: &ProbeSpec) -> Result<(), PlanError> {
         | Probe::Udp(UdpProbe { address, .. })
         | Probe::Hop(HopProbe { address, .. })
         | Probe::Icmp(IcmpProbe { address })
-        | Probe::Vtep(IcmpProbe { address }) => {
+        | Probe::Vtep(IcmpProbe { address })
+        | Probe::Vxlan(VxlanProbe { address, .. }) => {
             target(i, "address", *address)?;
         }
-        Probe::Vxlan(VxlanProbe { address, .. })
-        | Probe::Ipip(IpipProbe { address, .. })
+        Probe::Ipip(IpipProbe { address, .. })
         | Probe::Geneve(GeneveProbe { address, .. })
         | Probe::Wireguard(WireguardProbe { address, .. }) => {
             target(i, "address", IpAddr::V4(*address))?;

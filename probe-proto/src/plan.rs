@@ -167,11 +167,12 @@ pub struct DnsProbe {
 }
 
 /// A crafted VXLAN datagram (inner Ethernet/IPv4/ICMP carrying a nonce) sent to a peer's VXLAN
-/// port. Receipt is confirmed by the peer agent's sniffer (`seen`).
+/// port, over an IPv4 or an IPv6 underlay. Receipt is confirmed by the peer agent's sniffer
+/// (`seen`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct VxlanProbe {
-    pub address: Ipv4Addr,
+    pub address: IpAddr,
     #[serde(default = "default_vxlan_port")]
     pub port: Port,
     #[serde(default)]

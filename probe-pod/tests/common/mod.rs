@@ -492,6 +492,114 @@ pub fn udp_sightings(seen: &ProbeResult, nonce: u32) -> Vec<bool> {
         .collect()
 }
 
+/// Polls the `seen` probe on `ns` until `nonce` shows up on two interfaces (or 3 s pass): the
+/// interfaces it was seen on.
+pub fn seen_on(ns: &Ns, nonce: u32) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        let r = ns.probe(&plan(
+            1000,
+            serde_json::json!([{"id": "s", "kind": "seen", "nonces": [nonce]}]),
+        ));
+        let s = &r["s"];
+        assert_eq!(s.outcome, Outcome::Ok, "{s:?}");
+        let mut ifaces: Vec<String> = s
+            .seen
+            .as_ref()
+            .unwrap()
+            .iter()
+            .map(|x| x.interface.clone())
+            .collect();
+        ifaces.sort();
+        ifaces.dedup();
+        if ifaces.len() >= 2 || Instant::now() > deadline {
+            return ifaces;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Flannel-style VXLAN between two nodes whose `eth0` has the `underlay` addresses (either
+/// family): `flannel.1`, VNI 1, UDP 8472, MACs 02:00:00:00:00:01 and :02, VTEPs 10.244.1.0 and
+/// 10.244.2.0 with each other's /24 routed through, static fdb/neigh entries.
+pub fn flannel_vxlan(n1: &Ns, n2: &Ns, (u1, u2): (&str, &str)) {
+    let (mac1, mac2) = ("02:00:00:00:00:01", "02:00:00:00:00:02");
+    for (ns, local, mac, vtep, peer_ip, peer_mac, peer_vtep, peer_net) in [
+        (
+            n1,
+            u1,
+            mac1,
+            "10.244.1.0/32",
+            u2,
+            mac2,
+            "10.244.2.0",
+            "10.244.2.0/24",
+        ),
+        (
+            n2,
+            u2,
+            mac2,
+            "10.244.2.0/32",
+            u1,
+            mac1,
+            "10.244.1.0",
+            "10.244.1.0/24",
+        ),
+    ] {
+        ns.ip(&[
+            "link",
+            "add",
+            "flannel.1",
+            "address",
+            mac,
+            "type",
+            "vxlan",
+            "id",
+            "1",
+            "local",
+            local,
+            "dev",
+            "eth0",
+            "dstport",
+            "8472",
+            "nolearning",
+        ]);
+        ns.ip(&["addr", "add", vtep, "dev", "flannel.1"]);
+        ns.ip(&["link", "set", "flannel.1", "up"]);
+        ns.ip(&[
+            "route",
+            "add",
+            peer_net,
+            "via",
+            peer_vtep,
+            "dev",
+            "flannel.1",
+            "onlink",
+        ]);
+        ns.ip(&[
+            "neigh",
+            "add",
+            peer_vtep,
+            "lladdr",
+            peer_mac,
+            "dev",
+            "flannel.1",
+            "nud",
+            "permanent",
+        ]);
+        ns.exec(&[
+            "bridge",
+            "fdb",
+            "append",
+            peer_mac,
+            "dev",
+            "flannel.1",
+            "dst",
+            peer_ip,
+        ]);
+    }
+}
+
 /// One plan with the given probes, as JSON.
 #[allow(clippy::needless_pass_by_value)] // reads best at call sites: plan(800, json!([...]))
 pub fn plan(timeout_ms: u64, probes: serde_json::Value) -> serde_json::Value {

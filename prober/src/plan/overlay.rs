@@ -236,7 +236,7 @@ pub(super) fn crafted(
             Protocol::Udp,
             Some(port.get()),
             Probe::Vxlan(VxlanProbe {
-                address,
+                address: address.into(),
                 port,
                 vni,
                 nonce: None,

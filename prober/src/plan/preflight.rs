@@ -315,7 +315,7 @@ fn overlay(inv: &Inventory, c: &Candidate, others: &[&Node], out: &mut Builder<'
         let (probe, udp) = match *ov {
             Overlay::Vxlan { port, vni, .. } => (
                 Probe::Vxlan(VxlanProbe {
-                    address: c.address,
+                    address: c.address.into(),
                     port,
                     vni,
                     nonce: None,
