@@ -69,8 +69,9 @@ enum TunnelMode {
 
 #[derive(clap::Args)]
 struct ServeArgs {
-    /// Address to listen on.
-    #[arg(long, env = "PROBE_POD_LISTEN", default_value = "0.0.0.0")]
+    /// Address to listen on: `::` serves both families (IPv4 peers as `::ffff:a.b.c.d`), or IPv4
+    /// alone on a kernel without IPv6.
+    #[arg(long, env = "PROBE_POD_LISTEN", default_value = "::")]
     listen: IpAddr,
     /// Port for TCP echo, UDP echo and HTTP.
     #[arg(long, env = "PROBE_POD_PORT", default_value_t = DEFAULT_AGENT_PORT)]

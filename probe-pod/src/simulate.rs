@@ -60,7 +60,7 @@ pub fn answer(spec: &ProbeSpec, now_ms: u64) -> ProbeResult {
                 [("eth0", false), ("flannel.1", true)].map(|(interface, decapsulated)| Sighting {
                     nonce,
                     interface: interface.to_string(),
-                    from: Ipv4Addr::UNSPECIFIED,
+                    from: Ipv4Addr::UNSPECIFIED.into(),
                     decapsulated,
                     at_ms: now_ms,
                     kind: probe_proto::SightingKind::Vxlan,

@@ -7,30 +7,12 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
 
 use common::tls_server::{GOOD_TOKEN, TlsServer, pki};
-use common::{Ns, ROUTER, Routed, SERVER, link, plan};
-use probe_pod::proto::{Outcome, ProbeResult};
+use common::{
+    Ns, ROUTER, Routed, SERVER, assert_outcomes, link, outcome, plan, receipts, seen_on,
+    tcp_sightings, udp_sightings,
+};
+use probe_pod::proto::Outcome;
 use serde_json::json;
-
-fn outcome(results: &std::collections::HashMap<String, ProbeResult>, id: &str) -> Outcome {
-    results
-        .get(id)
-        .unwrap_or_else(|| panic!("no result for {id}: {results:#?}"))
-        .outcome
-}
-
-fn assert_outcomes(
-    results: &std::collections::HashMap<String, ProbeResult>,
-    want: &[(&str, Outcome)],
-) {
-    let mut wrong = Vec::new();
-    for (id, o) in want {
-        if outcome(results, id) != *o {
-            wrong.push(format!("{id}: want {o}, got {:?}", results[*id]));
-        }
-    }
-    assert!(wrong.is_empty(), "wrong outcomes:\n{}", wrong.join("\n"));
-    assert_eq!(results.len(), want.len(), "one result per probe");
-}
 
 #[test]
 fn tcp_and_udp_outcomes() {
@@ -111,23 +93,36 @@ fn icmp_raw_and_ping_socket() {
         return;
     }
     let net = Routed::new();
-    net.server
-        .ip(&["addr", "add", "10.77.2.3/24", "dev", "eth0"]);
-    net.router_rule("ip daddr 10.77.2.3 icmp type echo-request drop;");
+    for a in ["10.77.2.3/24", "10.77.2.4/24"] {
+        net.server.ip(&["addr", "add", a, "dev", "eth0"]);
+    }
+    net.router_rule(
+        "ip daddr 10.77.2.3 icmp type echo-request drop; \
+         ip daddr 10.77.2.4 icmp type echo-request reject with icmp type admin-prohibited;",
+    );
     let probes = json!([
         {"id": "ok", "kind": "icmp", "address": SERVER},
         {"id": "dropped", "kind": "icmp", "address": "10.77.2.3"},
+        {"id": "rejected", "kind": "icmp", "address": "10.77.2.4"},
     ]);
+    let want = [
+        ("ok", Outcome::Ok),
+        ("dropped", Outcome::Timeout),
+        ("rejected", Outcome::Rejected),
+    ];
     // New namespaces disallow ping sockets ("1 0"): the raw fallback runs.
-    net.client.sysctl("net.ipv4.ping_group_range", "1 0");
-    let r = net.client.probe(&plan(700, probes.clone()));
-    assert_outcomes(&r, &[("ok", Outcome::Ok), ("dropped", Outcome::Timeout)]);
-    assert!(r["ok"].detail.contains("raw socket"), "{:?}", r["ok"]);
-    net.client
-        .sysctl("net.ipv4.ping_group_range", "0 2147483647");
-    let r = net.client.probe(&plan(700, probes));
-    assert_outcomes(&r, &[("ok", Outcome::Ok), ("dropped", Outcome::Timeout)]);
-    assert!(r["ok"].detail.contains("ping socket"), "{:?}", r["ok"]);
+    for (range, via) in [("1 0", "raw socket"), ("0 2147483647", "ping socket")] {
+        net.client.sysctl("net.ipv4.ping_group_range", range);
+        let r = net.client.probe(&plan(700, probes.clone()));
+        assert_outcomes(&r, &want);
+        assert!(r["ok"].detail.contains(via), "{:?}", r["ok"]);
+        let icmp = r["rejected"].icmp.expect("the router's ICMP error");
+        assert_eq!(
+            (icmp.icmp_type, icmp.code, icmp.from),
+            (3, 13, Some(ROUTER.parse().unwrap())),
+            "{via}"
+        );
+    }
 }
 
 /// Two nodes with flannel-style VXLAN: `flannel.1`, VNI 1, UDP 8472, static fdb/neigh/routes.
@@ -138,7 +133,6 @@ struct VxlanPair {
 
 const N1: &str = "192.168.77.1";
 const N2: &str = "192.168.77.2";
-const MAC1: &str = "02:00:00:00:00:01";
 const MAC2: &str = "02:00:00:00:00:02";
 
 impl VxlanPair {
@@ -153,107 +147,8 @@ impl VxlanPair {
             "eth0",
             "192.168.77.2/24",
         );
-        for (ns, local, mac, vtep, peer_ip, peer_mac, peer_vtep, peer_net) in [
-            (
-                &n1,
-                N1,
-                MAC1,
-                "10.244.1.0/32",
-                N2,
-                MAC2,
-                "10.244.2.0",
-                "10.244.2.0/24",
-            ),
-            (
-                &n2,
-                N2,
-                MAC2,
-                "10.244.2.0/32",
-                N1,
-                MAC1,
-                "10.244.1.0",
-                "10.244.1.0/24",
-            ),
-        ] {
-            ns.ip(&[
-                "link",
-                "add",
-                "flannel.1",
-                "address",
-                mac,
-                "type",
-                "vxlan",
-                "id",
-                "1",
-                "local",
-                local,
-                "dev",
-                "eth0",
-                "dstport",
-                "8472",
-                "nolearning",
-            ]);
-            ns.ip(&["addr", "add", vtep, "dev", "flannel.1"]);
-            ns.ip(&["link", "set", "flannel.1", "up"]);
-            ns.ip(&[
-                "route",
-                "add",
-                peer_net,
-                "via",
-                peer_vtep,
-                "dev",
-                "flannel.1",
-                "onlink",
-            ]);
-            ns.ip(&[
-                "neigh",
-                "add",
-                peer_vtep,
-                "lladdr",
-                peer_mac,
-                "dev",
-                "flannel.1",
-                "nud",
-                "permanent",
-            ]);
-            ns.exec(&[
-                "bridge",
-                "fdb",
-                "append",
-                peer_mac,
-                "dev",
-                "flannel.1",
-                "dst",
-                peer_ip,
-            ]);
-        }
+        common::flannel_vxlan(&n1, &n2, (N1, N2));
         Self { n1, n2 }
-    }
-}
-
-/// Polls the `seen` probe on `ns` until `nonce` shows up on `iface` (or 3 s pass).
-fn seen_on(ns: &Ns, nonce: u32) -> Vec<String> {
-    let deadline = Instant::now() + Duration::from_secs(3);
-    loop {
-        let r = ns.probe(&plan(
-            1000,
-            json!([{"id": "s", "kind": "seen", "nonces": [nonce]}]),
-        ));
-        let s = &r["s"];
-        assert_eq!(s.outcome, Outcome::Ok, "{s:?}");
-        let mut ifaces: Vec<String> = s
-            .seen
-            .as_ref()
-            .unwrap()
-            .iter()
-            .map(|x| x.interface.clone())
-            .collect();
-        ifaces.sort();
-        ifaces.dedup();
-        if ifaces.len() >= 2 || Instant::now() > deadline {
-            return ifaces;
-        }
-        std::thread::sleep(Duration::from_millis(100));
     }
 }
 
@@ -310,17 +205,6 @@ fn vtep_and_crafted_vxlan_with_sniffer() {
     );
 }
 
-/// Asks the sniffer on `ns` about `flows` and `nonces`: its answer.
-fn receipts(ns: &Ns, flows: &serde_json::Value, nonces: &[u32]) -> ProbeResult {
-    let r = ns.probe(&plan(
-        1000,
-        json!([{"id": "s", "kind": "seen", "flows": flows, "nonces": nonces}]),
-    ));
-    let s = r["s"].clone();
-    assert_eq!(s.outcome, Outcome::Ok, "{s:?}");
-    s
-}
-
 #[test]
 fn the_receivers_sniffer_sees_syns_and_udp_probes_before_its_firewall() {
     if !common::require_root() {
@@ -374,33 +258,22 @@ fn the_receivers_sniffer_sees_syns_and_udp_probes_before_its_firewall() {
     for p in [7002, 7003, 9917] {
         assert!(watched.contains(&p), "{watched:?}");
     }
-    let seen = s.seen.clone().unwrap();
-    let of = |f: &serde_json::Value| -> Vec<bool> {
-        let f: probe_pod::proto::Flow = serde_json::from_value(f.clone()).unwrap();
-        seen.iter()
-            .filter(|x| x.flow == Some(f) && x.kind == probe_pod::proto::SightingKind::Tcp)
-            .map(|x| x.reply)
-            .collect()
-    };
-    let ok = of(&flow("tcp-ok"));
+    let ok = tcp_sightings(&s, &flow("tcp-ok"));
     assert!(
         ok.contains(&false) && ok.contains(&true),
         "SYN in, SYN-ACK out: {s:?}"
     );
-    assert!(of(&flow("tcp-network")).is_empty(), "never arrived: {s:?}");
-    let host = of(&flow("tcp-host"));
+    assert!(
+        tcp_sightings(&s, &flow("tcp-network")).is_empty(),
+        "never arrived: {s:?}"
+    );
+    let host = tcp_sightings(&s, &flow("tcp-host"));
     assert!(
         !host.is_empty() && host.iter().all(|r| !r),
         "arrived, never answered: {s:?}"
     );
-    let udp = |n: u32| -> Vec<bool> {
-        seen.iter()
-            .filter(|x| x.nonce == n && x.kind == probe_pod::proto::SightingKind::Udp)
-            .map(|x| x.reply)
-            .collect()
-    };
-    assert!(udp(nonce("udp-network")).is_empty(), "{s:?}");
-    assert_eq!(udp(nonce("udp-host")), [false], "{s:?}");
+    assert!(udp_sightings(&s, nonce("udp-network")).is_empty(), "{s:?}");
+    assert_eq!(udp_sightings(&s, nonce("udp-host")), [false], "{s:?}");
     // Only what was asked comes back: nothing about flows nobody asked for.
     let unasked = receipts(&net.server, &json!([]), &[]);
     assert_eq!(unasked.seen.as_deref(), Some(&[][..]), "{unasked:?}");
@@ -517,26 +390,8 @@ fn dns_over_udp_and_tcp_separately() {
         return;
     }
     let mut net = Routed::new();
-    net.server.spawn(&[
-        "dnsmasq",
-        "-k",
-        "--no-resolv",
-        "--no-hosts",
-        "--conf-file=/dev/null",
-        "--listen-address",
-        SERVER,
-        "--bind-interfaces",
-        "--port",
-        "53",
-        "--local=/cluster.local/",
-        "--host-record",
-        "kubernetes.default.svc.cluster.local,10.96.0.1",
-        "--pid-file=",
-        "--user=root",
-        "--log-facility=-",
-    ]);
-    net.server.wait_listening("udp", 53);
-    net.server.wait_listening("tcp", 53);
+    net.server
+        .dnsmasq(&[SERVER], "kubernetes.default.svc.cluster.local,10.96.0.1");
     let tmp_dir = tempfile::Builder::new()
         .prefix("ppt-dns-")
         .tempdir()

@@ -23,7 +23,7 @@ pub use lazy::{LazyPlan, parse_plan_lazy};
 pub use limits::{
     MAX_CONCURRENCY, MAX_DNS_NAME_BYTES, MAX_HTTP_PATH_BYTES, MAX_ID_BYTES, MAX_NODE_NAME_BYTES,
     MAX_PLAN_BYTES, MAX_PLAN_DEADLINE_MS, MAX_PROBE_TIMEOUT_MS, MAX_RESULT_LINE_BYTES,
-    MIN_MTU_PROBE_BYTES, result_budget, unusable_target,
+    MIN_MTU_PROBE_BYTES, MIN_MTU_PROBE_BYTES_V6, result_budget, unusable_target,
 };
 
 /// The port every agent listens on unless told otherwise.
@@ -182,13 +182,13 @@ mod tests {
                 port: p(9917),
             }),
             Probe::Icmp(IcmpProbe {
-                address: v4("10.0.0.1"),
+                address: ip("10.0.0.1"),
             }),
             Probe::Vtep(IcmpProbe {
-                address: v4("10.244.1.0"),
+                address: ip("10.244.1.0"),
             }),
             Probe::Mtu(MtuProbe {
-                address: v4("10.0.0.1"),
+                address: ip("10.0.0.1"),
                 size: Some(1500),
             }),
             Probe::Tls(TlsProbe {
@@ -208,7 +208,7 @@ mod tests {
                 resolv_conf: None,
             }),
             Probe::Vxlan(VxlanProbe {
-                address: v4("192.168.56.11"),
+                address: ip("192.168.56.11"),
                 port: p(8472),
                 vni: Vni::new(1).unwrap(),
                 nonce: Some(7),
@@ -239,7 +239,7 @@ mod tests {
                 since_ms: 5,
                 nonces: Some(vec![7]),
                 flows: Some(vec![Flow {
-                    from: v4("192.168.56.10"),
+                    from: ip("192.168.56.10"),
                     source_port: 40000,
                     port: 10250,
                 }]),
@@ -280,6 +280,26 @@ mod tests {
             "{json}"
         );
         assert!(json.contains(r#""recordType":"SRV""#), "{json}");
+    }
+
+    /// Widening an address field to `IpAddr` keeps every IPv4 plan's bytes as they were (deployed
+    /// coordinators and agents read each other's), and takes IPv6 in the same field.
+    #[test]
+    fn widened_addresses_keep_the_ipv4_wire() {
+        for line in [
+            r#"{"id":"a","kind":"icmp","address":"10.0.0.1"}"#,
+            r#"{"id":"a","kind":"vtep","address":"10.244.1.0"}"#,
+            r#"{"id":"a","kind":"icmp","address":"fd00::1"}"#,
+            r#"{"id":"a","kind":"mtu","address":"10.0.0.1","size":1400}"#,
+            r#"{"id":"a","kind":"mtu","address":"fd00::1"}"#,
+            r#"{"id":"a","kind":"vxlan","address":"192.168.56.11","port":8472,"vni":1}"#,
+            r#"{"id":"a","kind":"vxlan","address":"fd00::11","port":8472,"vni":1}"#,
+            r#"{"id":"a","kind":"seen","sinceMs":0,"flows":[{"from":"10.0.0.1","sourcePort":1,"port":2}],"port":9917}"#,
+            r#"{"id":"a","kind":"seen","sinceMs":0,"flows":[{"from":"fd00::1","sourcePort":1,"port":2}],"port":9917}"#,
+        ] {
+            let spec: ProbeSpec = serde_json::from_str(line).unwrap();
+            assert_eq!(serde_json::to_string(&spec).unwrap(), line);
+        }
     }
 
     #[test]
@@ -358,6 +378,10 @@ mod tests {
             (
                 r#"{"deadlineMs":1000,"probes":[{"id":"a","kind":"mtu","address":"10.0.0.1","size":10}]}"#,
                 "probes[0].size",
+            ),
+            (
+                r#"{"deadlineMs":1000,"probes":[{"id":"a","kind":"mtu","address":"fd00::1","size":40}]}"#,
+                "`probes[0].size`: 40 is smaller than an IPv6+ICMPv6 header (48)",
             ),
             (
                 r#"{"deadlineMs":1000,"probes":[{"id":"a","kind":"icmp","address":"nope"}]}"#,

@@ -28,6 +28,8 @@ pub const MAX_HTTP_PATH_BYTES: usize = 2048;
 pub const MAX_DNS_NAME_BYTES: usize = 254;
 /// The smallest MTU probe: an IPv4 header and an ICMP echo header.
 pub const MIN_MTU_PROBE_BYTES: u16 = 28;
+/// The smallest `mtu` probe to an IPv6 address: an IPv6 and an ICMPv6 header.
+pub const MIN_MTU_PROBE_BYTES_V6: u16 = 48;
 /// The longest line of results an agent may print: one result. The largest honest one is a
 /// sniffer's answer to `seen`, at most its 65,536 sightings of about 250 bytes each (16 MiB).
 pub const MAX_RESULT_LINE_BYTES: usize = 32 << 20;
@@ -136,23 +138,28 @@ pub(crate) fn check_spec(i: usize, spec: &ProbeSpec) -> Result<(), PlanError> {
     match &spec.probe {
         Probe::Tcp(TcpProbe { address, .. })
         | Probe::Udp(UdpProbe { address, .. })
-        | Probe::Hop(HopProbe { address, .. }) => {
+        | Probe::Hop(HopProbe { address, .. })
+        | Probe::Icmp(IcmpProbe { address })
+        | Probe::Vtep(IcmpProbe { address })
+        | Probe::Vxlan(VxlanProbe { address, .. }) => {
             target(i, "address", *address)?;
         }
-        Probe::Icmp(IcmpProbe { address })
-        | Probe::Vtep(IcmpProbe { address })
-        | Probe::Vxlan(VxlanProbe { address, .. })
-        | Probe::Ipip(IpipProbe { address, .. })
+        Probe::Ipip(IpipProbe { address, .. })
         | Probe::Geneve(GeneveProbe { address, .. })
         | Probe::Wireguard(WireguardProbe { address, .. }) => {
             target(i, "address", IpAddr::V4(*address))?;
         }
         Probe::Mtu(MtuProbe { address, size }) => {
-            target(i, "address", IpAddr::V4(*address))?;
-            if let Some(size) = size.filter(|&s| s < MIN_MTU_PROBE_BYTES) {
+            target(i, "address", *address)?;
+            let (least, headers) = if address.is_ipv6() {
+                (MIN_MTU_PROBE_BYTES_V6, "an IPv6+ICMPv6 header")
+            } else {
+                (MIN_MTU_PROBE_BYTES, "an IPv4+ICMP header")
+            };
+            if let Some(size) = size.filter(|&s| s < least) {
                 return Err(named(
                     "size",
-                    format!("{size} is smaller than an IPv4+ICMP header ({MIN_MTU_PROBE_BYTES})"),
+                    format!("{size} is smaller than {headers} ({least})"),
                 ));
             }
         }

@@ -106,18 +106,21 @@ pub struct HopProbe {
     pub ttl: std::num::NonZeroU8,
 }
 
-/// ICMP echo (kind `icmp`, or `vtep` when the address is a remote VXLAN tunnel endpoint).
+/// ICMP echo, or ICMPv6 echo to an IPv6 address (kind `icmp`, or `vtep` when the address is a
+/// remote VXLAN tunnel endpoint).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct IcmpProbe {
-    pub address: Ipv4Addr,
+    pub address: IpAddr,
 }
 
-/// ICMP echo with DF set, `size` bytes of IPv4 packet.
+/// ICMP echo with DF set, `size` bytes of IPv4 packet; to an IPv6 address, ICMPv6 echo of `size`
+/// bytes of IPv6 packet that is never fragmented (a router's Packet Too Big is read from the
+/// error queue).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct MtuProbe {
-    pub address: Ipv4Addr,
+    pub address: IpAddr,
     /// Absent: the MTU of the sender's own route toward `address` (its interface's, as the
     /// kernel has it), which the result reports as `packetSize`: a pod's MTU is what its CNI
     /// configured, whatever the inventory knows.
@@ -164,11 +167,12 @@ pub struct DnsProbe {
 }
 
 /// A crafted VXLAN datagram (inner Ethernet/IPv4/ICMP carrying a nonce) sent to a peer's VXLAN
-/// port. Receipt is confirmed by the peer agent's sniffer (`seen`).
+/// port, over an IPv4 or an IPv6 underlay. Receipt is confirmed by the peer agent's sniffer
+/// (`seen`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct VxlanProbe {
-    pub address: Ipv4Addr,
+    pub address: IpAddr,
     #[serde(default = "default_vxlan_port")]
     pub port: Port,
     #[serde(default)]

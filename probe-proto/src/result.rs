@@ -2,7 +2,7 @@
 //! saw (ICMP errors, TLS and DNS details, sightings, a node's configuration).
 
 use std::fmt;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, SocketAddr};
 
 use serde::{Deserialize, Serialize};
 
@@ -118,7 +118,7 @@ pub struct Sighting {
     pub nonce: u32,
     pub interface: String,
     /// Outer source address of the packet.
-    pub from: Ipv4Addr,
+    pub from: IpAddr,
     /// Seen after decapsulation (the bare inner packet, on the VXLAN device), not as the outer
     /// UDP datagram (on the underlay).
     #[serde(default)]
@@ -163,7 +163,7 @@ impl SightingKind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Flow {
-    pub from: Ipv4Addr,
+    pub from: IpAddr,
     pub source_port: u16,
     pub port: u16,
 }
@@ -223,7 +223,7 @@ pub struct ProbeResult {
     /// The local path MTU the kernel reported (mtu probes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path_mtu: Option<u32>,
-    /// The IPv4 packet an mtu probe sent, in bytes: the plan's size, or the sender's own route
+    /// The IP packet an mtu probe sent, in bytes: the plan's size, or the sender's own route
     /// MTU when the plan left it to the agent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub packet_size: Option<u16>,

@@ -45,8 +45,14 @@ fn probe() -> impl Strategy<Value = Probe> {
             }
         )),
         (remote_ip(), port()).prop_map(|(address, port)| Probe::Udp(UdpProbe { address, port })),
-        remote_v4().prop_map(|address| Probe::Icmp(IcmpProbe { address })),
-        (remote_v4(), proptest::option::of(28u16..))
+        remote_ip().prop_map(|address| Probe::Icmp(IcmpProbe { address })),
+        (remote_v4(), proptest::option::of(28u16..)).prop_map(|(address, size)| Probe::Mtu(
+            MtuProbe {
+                address: address.into(),
+                size
+            }
+        )),
+        (remote_ip(), proptest::option::of(48u16..))
             .prop_map(|(address, size)| Probe::Mtu(MtuProbe { address, size })),
         (remote_ip(), port(), "/[a-z0-9/?=&]{0,40}").prop_map(|(address, port, path)| {
             Probe::Tls(TlsProbe {

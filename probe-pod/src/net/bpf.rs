@@ -16,12 +16,18 @@ const LD_W_IND: u16 = 0x40;
 const LD_H_IND: u16 = 0x48;
 const LD_B_IND: u16 = 0x50;
 const LDX_B_MSH: u16 = 0xb1;
+const LDX_IMM: u16 = 0x01;
 const JEQ_K: u16 = 0x15;
 const JSET_K: u16 = 0x45;
 const RET_K: u16 = 0x06;
 /// The ancillary load of the packet's protocol (`SKF_AD_OFF + SKF_AD_PROTOCOL`), in host order.
 const SKF_AD_PROTOCOL: u32 = 0xffff_f000;
 const ETH_P_IP: u32 = 0x0800;
+const ETH_P_IPV6: u32 = 0x86dd;
+/// The IPv6 header's length, and the offset of its next-header byte: a probe carries no
+/// extension headers, so its TCP or UDP header follows at once.
+const IPV6_HEADER: u32 = 40;
+const IPV6_NEXT_HEADER: u32 = 6;
 /// The UDP header's length: a plain UDP probe's magic follows it.
 const UDP_HEADER: u32 = 8;
 /// Offset of the flags byte in the TCP header, and the SYN bit.
@@ -83,8 +89,9 @@ fn assemble(prog: &[Ins]) -> Vec<Insn> {
     out
 }
 
-/// For a cooked (`SOCK_DGRAM`, `ETH_P_IP`) packet socket, whose data starts at the IPv4 header:
-/// accept crafted VXLAN datagrams to one of `vxlan_ports`, crafted Geneve datagrams to one of
+/// For a cooked (`SOCK_DGRAM`) packet socket, whose data starts at the IPv4 or IPv6 header (an
+/// IPv6 packet's payload read as following its fixed header; one with extension headers, a
+/// fragment among them, is dropped): accept crafted VXLAN datagrams to one of `vxlan_ports`, crafted Geneve datagrams to one of
 /// `geneve_ports` (each list at most `MAX_TUNNEL_PORTS`; the rest are not watched),
 /// WireGuard-port probes and IP-in-IP packets, and decapsulated probe ICMP echoes, all recognised
 /// by the probe magic at a fixed offset; plain UDP probe datagrams (and their echoes), recognised
@@ -97,13 +104,20 @@ pub fn sniffer_program(vxlan_ports: &[u16], geneve_ports: &[u16], tcp_ports: &[u
     let magic = u32::from_be_bytes(VXLAN_MAGIC);
     let mut p = vec![
         // The socket takes every protocol (only `ETH_P_ALL` sockets see outgoing packets, and
-        // the SYN-ACK leaving is evidence): IPv4 only from here.
+        // the SYN-ACK leaving is evidence): IPv4 and IPv6 only from here. Either way, X holds
+        // the IP header's length and A the protocol it carries.
         Ins::Stmt(LD_H_ABS, SKF_AD_PROTOCOL),
+        Ins::Jump(JEQ_K, ETH_P_IPV6, To("ipv6"), Next),
         Ins::Jump(JEQ_K, ETH_P_IP, Next, To("drop")),
         Ins::Stmt(LD_H_ABS, 6),
         Ins::Jump(JSET_K, 0x1fff, To("drop"), Next),
         Ins::Stmt(LDX_B_MSH, 0),
         Ins::Stmt(LD_B_ABS, 9),
+        Ins::Jump(JEQ_K, 0, To("protocol"), To("protocol")),
+        Ins::Label("ipv6"),
+        Ins::Stmt(LDX_IMM, IPV6_HEADER),
+        Ins::Stmt(LD_B_ABS, IPV6_NEXT_HEADER),
+        Ins::Label("protocol"),
         Ins::Jump(JEQ_K, 1, To("icmp"), Next),
         Ins::Jump(JEQ_K, 6, To("tcp"), Next),
         Ins::Jump(JEQ_K, u32::from(IPPROTO_IPIP), To("ipip"), Next),
@@ -178,6 +192,27 @@ pub fn echo_reply_program(ident: u16) -> Vec<Insn> {
     ])
 }
 
+/// For a raw `IPPROTO_ICMPV6` socket (data starts at the ICMPv6 header: IPv6 raw sockets never
+/// see the IP header): accept only echo replies carrying our identifier.
+#[must_use]
+pub fn echo_reply_v6_program(ident: u16) -> Vec<Insn> {
+    use Target::{Next, To};
+    assemble(&[
+        Ins::Stmt(LD_B_ABS, 0),
+        Ins::Jump(
+            JEQ_K,
+            u32::from(super::packet::ICMPV6_ECHO_REPLY),
+            Next,
+            To("drop"),
+        ),
+        Ins::Stmt(LD_H_ABS, 4),
+        Ins::Jump(JEQ_K, u32::from(ident), Next, To("drop")),
+        Ins::Stmt(RET_K, 0xffff),
+        Ins::Label("drop"),
+        Ins::Stmt(RET_K, 0),
+    ])
+}
+
 /// The program as the kernel's filter array.
 #[must_use]
 pub fn to_filter(prog: &[Insn]) -> Vec<SockFilter> {
@@ -223,6 +258,7 @@ mod tests {
                 (_, Some(None)) => return 0, // out-of-bounds load aborts with 0, as the kernel does
                 (_, Some(Some(v))) => a = v,
                 (LDX_B_MSH, _) => x = u32::from(pkt[ku] & 0xf) * 4,
+                (LDX_IMM, _) => x = k,
                 (JEQ_K, _) => pc += usize::from(if a == k { jt } else { jf }),
                 (JSET_K, _) => pc += usize::from(if a & k != 0 { jt } else { jf }),
                 (RET_K, _) => return k,
@@ -284,16 +320,52 @@ mod tests {
     }
 
     #[test]
-    fn sniffer_drops_what_is_not_ipv4() {
-        const ETH_P_IPV6: u32 = 0x86dd;
+    fn sniffer_drops_what_is_not_ip() {
         const ETH_P_ARP: u32 = 0x0806;
         let prog = sniffer_program(&[8472], &[6081], &[10250]);
         // Bytes the program would take as IPv4: only the frame's protocol tells them apart.
         for pkt in [crafted(8472), tcp(40000, 10250, 0x02)] {
             assert_eq!(run_as(&prog, ETH_P_IP, &pkt), 0xffff);
-            assert_eq!(run_as(&prog, ETH_P_IPV6, &pkt), 0, "IPv6");
+            assert_eq!(run_as(&prog, ETH_P_IPV6, &pkt), 0, "read as IPv6");
             assert_eq!(run_as(&prog, ETH_P_ARP, &pkt), 0, "ARP");
         }
+    }
+
+    /// An IPv6 packet (fixed header only) carrying `next` with `payload`.
+    fn ipv6(next: u8, payload: &[u8]) -> Vec<u8> {
+        let mut p = vec![0x60, 0, 0, 0, 0, 0, next, 64];
+        p.extend_from_slice(&[0xfd, 0x77, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
+        p.extend_from_slice(&[0xfd, 0x77, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
+        let len = u16::try_from(payload.len()).unwrap();
+        p[4..6].copy_from_slice(&len.to_be_bytes());
+        p.extend_from_slice(payload);
+        p
+    }
+
+    #[test]
+    fn sniffer_takes_ipv6_syns_and_probe_datagrams_at_their_own_offsets() {
+        let prog = sniffer_program(&[8472], &[6081], &[10250]);
+        let v6 = |pkt: &[u8]| run_as(&prog, ETH_P_IPV6, pkt);
+        let l4 = |pkt: Vec<u8>| pkt[20..].to_vec();
+        assert_eq!(v6(&ipv6(6, &l4(tcp(40000, 10250, 0x02)))), 0xffff, "SYN in");
+        assert_eq!(
+            v6(&ipv6(6, &l4(tcp(10250, 40000, 0x12)))),
+            0xffff,
+            "SYN-ACK"
+        );
+        assert_eq!(v6(&ipv6(6, &l4(tcp(40000, 10250, 0x10)))), 0, "an ACK");
+        assert_eq!(v6(&ipv6(6, &l4(tcp(40000, 443, 0x02)))), 0, "unwatched");
+        let probe = l4(udp(9917, &probe_payload(5, 16)));
+        assert_eq!(v6(&ipv6(17, &probe)), 0xffff, "a UDP probe");
+        assert_eq!(v6(&ipv6(17, &l4(udp(9917, b"not a probe at all")))), 0);
+        // Crafted VXLAN over an IPv6 underlay: the magic at the same offset past the UDP header.
+        assert_eq!(v6(&ipv6(17, &l4(crafted(8472)))), 0xffff, "vxlan");
+        assert_eq!(v6(&ipv6(17, &l4(crafted(53)))), 0, "vxlan, another port");
+        // Behind a hop-by-hop header (next header 0) or a fragment header (44): not a probe.
+        assert_eq!(v6(&ipv6(0, &probe)), 0, "extension header");
+        assert_eq!(v6(&ipv6(44, &probe)), 0, "fragment");
+        // The same bytes read as IPv4 are not taken.
+        assert_eq!(run_as(&prog, ETH_P_IP, &ipv6(17, &probe)), 0);
     }
 
     fn tcp(sport: u16, dport: u16, flags: u8) -> Vec<u8> {
@@ -392,6 +464,25 @@ mod tests {
             0,
             "6081 not configured"
         );
+    }
+
+    #[test]
+    fn echo_v6_filter_matches_ident_on_bare_icmpv6() {
+        use crate::net::packet::{ICMPV6_ECHO_REPLY, echo_request_v6};
+        let prog = echo_reply_v6_program(0xbeef);
+        let mut reply = echo_request_v6(0xbeef, 1, b"PRB1xxxx");
+        reply[0] = ICMPV6_ECHO_REPLY;
+        assert_eq!(run(&prog, &reply), 0xffff);
+        let mut other = echo_request_v6(0xbeee, 1, b"PRB1xxxx");
+        other[0] = ICMPV6_ECHO_REPLY;
+        assert_eq!(run(&prog, &other), 0, "another identifier");
+        assert_eq!(
+            run(&prog, &echo_request_v6(0xbeef, 1, b"x")),
+            0,
+            "a request"
+        );
+        // A destination unreachable (type 1) raw ICMPv6 sockets also receive.
+        assert_eq!(run(&prog, &[1, 4, 0, 0, 0xbe, 0xef, 0, 0]), 0);
     }
 
     #[test]

@@ -172,9 +172,9 @@ pub fn wireguard_nonce(udp_payload: &[u8]) -> Option<u32> {
 /// one of `geneve_ports` or to a `WireGuard` port.
 #[must_use]
 pub fn outer_nonce(ip_packet: &[u8], geneve_ports: &[u16]) -> Option<u32> {
-    let ip = Ipv4Packet::new(ip_packet)?;
-    let l4 = ip_packet.get(usize::from(ip.get_header_length()) * 4..)?;
-    match ip.get_next_level_protocol().0 {
+    let ip = super::packet::ip_view(ip_packet)?;
+    let l4 = ip.payload;
+    match ip.protocol.0 {
         IPPROTO_IPIP => inner_nonce(l4),
         17 => {
             let udp = UdpPacket::new(l4)?;

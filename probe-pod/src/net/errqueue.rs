@@ -1,17 +1,21 @@
-//! `IP_RECVERR`: the socket error queue, where the kernel keeps the ICMP error (type, code, and the
-//! address that sent it) behind a failed connect or send — what tells a firewall's "no" from a RST.
+//! `IP_RECVERR` and `IPV6_RECVERR`: the socket error queue, where the kernel keeps the ICMP or
+//! ICMPv6 error (type, code, and the address that sent it) behind a failed connect or send — what
+//! tells a firewall's "no" from a RST. Each family's codes map to the same outcomes.
 
 use std::io::IoSliceMut;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::os::fd::{AsFd, AsRawFd};
 
 use nix::errno::Errno;
-use nix::sys::socket::{ControlMessageOwned, MsgFlags, SockaddrIn, recvmsg, setsockopt, sockopt};
+use nix::sys::socket::{
+    ControlMessageOwned, MsgFlags, SockaddrStorage, recvmsg, setsockopt, sockopt,
+};
 
 use crate::proto::{IcmpInfo, Outcome};
 
 const SO_EE_ORIGIN_LOCAL: u8 = 1;
 const SO_EE_ORIGIN_ICMP: u8 = 2;
+const SO_EE_ORIGIN_ICMP6: u8 = 3;
 
 /// One entry of the error queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,20 +24,53 @@ pub struct QueuedError {
     pub origin: u8,
     pub icmp_type: u8,
     pub code: u8,
-    /// For "fragmentation needed", the next-hop MTU.
+    /// For "fragmentation needed" and "packet too big", the next-hop MTU.
     pub info: u32,
-    pub offender: Option<Ipv4Addr>,
+    pub offender: Option<IpAddr>,
 }
 
 impl QueuedError {
-    /// The ICMP part, when the error came from an ICMP message.
+    /// Whether the local stack raised it (a packet larger than the interface's MTU, ...), not an
+    /// ICMP message.
+    #[must_use]
+    pub fn is_local(&self) -> bool {
+        self.origin == SO_EE_ORIGIN_LOCAL
+    }
+
+    /// Whether an ICMP (IPv4) or ICMPv6 message caused it, not the local stack.
+    #[must_use]
+    pub fn is_icmp(&self) -> bool {
+        matches!(self.origin, SO_EE_ORIGIN_ICMP | SO_EE_ORIGIN_ICMP6)
+    }
+
+    /// The ICMP part, when the error came from an ICMP or ICMPv6 message: its type and code as
+    /// that family numbers them (the address it came from tells which).
     #[must_use]
     pub fn icmp(&self) -> Option<IcmpInfo> {
-        (self.origin == SO_EE_ORIGIN_ICMP).then(|| IcmpInfo {
+        self.is_icmp().then_some(IcmpInfo {
             icmp_type: self.icmp_type,
             code: self.code,
-            from: self.offender.map(IpAddr::V4),
+            from: self.offender,
         })
+    }
+
+    /// The outcome and the words for it.
+    fn judge(&self) -> (Outcome, String) {
+        let (outcome, what) = if self.origin == SO_EE_ORIGIN_ICMP6 {
+            (
+                classify_icmp6(self.icmp_type, self.code),
+                icmp6_text(self.icmp_type, self.code, self.info),
+            )
+        } else {
+            (
+                classify_icmp(self.icmp_type, self.code),
+                icmp_text(self.icmp_type, self.code, self.info),
+            )
+        };
+        let by = self
+            .offender
+            .map_or_else(String::new, |a| format!(" from {a}"));
+        (outcome, format!("{what}{by}"))
     }
 }
 
@@ -73,20 +110,37 @@ impl Failure {
     }
 }
 
-/// Asks the kernel to queue ICMP errors on this socket (and to report non-fatal ones).
-pub fn enable<F: AsFd>(fd: &F) -> std::io::Result<()> {
-    setsockopt(fd, sockopt::Ipv4RecvErr, &true).map_err(std::io::Error::from)
+/// Asks the kernel to queue ICMP errors (ICMPv6 ones on an IPv6 socket) on this socket, and to
+/// report non-fatal ones.
+pub fn enable<F: AsFd>(fd: &F, ipv6: bool) -> std::io::Result<()> {
+    if ipv6 {
+        setsockopt(fd, sockopt::Ipv6RecvErr, &true)
+    } else {
+        setsockopt(fd, sockopt::Ipv4RecvErr, &true)
+    }
+    .map_err(std::io::Error::from)
 }
 
 /// Takes the most recent ICMP error from the queue, if any, without blocking.
 pub fn take<F: AsFd>(fd: &F) -> Option<QueuedError> {
+    take_matching(fd, |_, _| true)
+}
+
+/// As [`take`], keeping only the errors `ours` accepts given the start of the packet that caused
+/// each (as the kernel returns it: for a raw ICMP socket, the ICMP header it sent). A raw socket
+/// is handed every ICMP error about its protocol to its peer, also those caused by another
+/// socket's packets.
+pub fn take_matching<F: AsFd>(
+    fd: &F,
+    ours: impl Fn(&QueuedError, &[u8]) -> bool,
+) -> Option<QueuedError> {
     let mut last = None;
     // Drain: several errors may be queued (e.g. retransmitted SYNs); the last is the freshest.
     for _ in 0..16 {
         let mut data = [0u8; 512];
         let mut iov = [IoSliceMut::new(&mut data)];
-        let mut cmsg = nix::cmsg_space!(libc::sock_extended_err, libc::sockaddr_in);
-        let Ok(msg) = recvmsg::<SockaddrIn>(
+        let mut cmsg = nix::cmsg_space!(libc::sock_extended_err, libc::sockaddr_in6);
+        let Ok(msg) = recvmsg::<SockaddrStorage>(
             fd.as_fd().as_raw_fd(),
             &mut iov,
             Some(&mut cmsg),
@@ -94,21 +148,39 @@ pub fn take<F: AsFd>(fd: &F) -> Option<QueuedError> {
         ) else {
             break;
         };
+        let len = msg.bytes;
         let Ok(cmsgs) = msg.cmsgs() else { break };
-        for c in cmsgs {
-            if let ControlMessageOwned::Ipv4RecvErr(ee, addr) = c {
-                last = Some(QueuedError {
-                    errno: i32::try_from(ee.ee_errno).unwrap_or(0),
-                    origin: ee.ee_origin,
-                    icmp_type: ee.ee_type,
-                    code: ee.ee_code,
-                    info: ee.ee_info,
-                    offender: addr.map(|a| Ipv4Addr::from(u32::from_be(a.sin_addr.s_addr))),
-                });
-            }
+        let errors: Vec<QueuedError> = cmsgs.filter_map(|c| queued(&c)).collect();
+        let packet = &data[..len.min(data.len())];
+        if let Some(q) = errors.into_iter().rfind(|q| ours(q, packet)) {
+            last = Some(q);
         }
     }
     last
+}
+
+/// The queued error a control message carries, if it is one.
+fn queued(c: &ControlMessageOwned) -> Option<QueuedError> {
+    let (ee, offender) = match *c {
+        ControlMessageOwned::Ipv4RecvErr(ee, addr) => (
+            ee,
+            addr.map(|a| IpAddr::V4(Ipv4Addr::from(u32::from_be(a.sin_addr.s_addr)))),
+        ),
+        ControlMessageOwned::Ipv6RecvErr(ee, addr) => (
+            ee,
+            addr.map(|a| IpAddr::V6(Ipv6Addr::from(a.sin6_addr.s6_addr))),
+        ),
+        _ => return None,
+    };
+    Some(QueuedError {
+        errno: i32::try_from(ee.ee_errno).unwrap_or(0),
+        origin: ee.ee_origin,
+        icmp_type: ee.ee_type,
+        code: ee.ee_code,
+        info: ee.ee_info,
+        // An IPv4 sender of an error on a dual-stack socket is still an IPv4 address.
+        offender: offender.map(|a| a.to_canonical()),
+    })
 }
 
 /// Classifies an ICMP destination-unreachable/time-exceeded error (RFC 792, RFC 1812 codes).
@@ -127,18 +199,25 @@ pub fn classify_icmp(icmp_type: u8, code: u8) -> Outcome {
     }
 }
 
+/// Classifies an ICMPv6 error (RFC 4443 codes) as its IPv4 twin is: port unreachable and an
+/// unrecognised next header are `refused`; administratively prohibited, a failed source-address
+/// policy and a reject route are `rejected`; no route, address unreachable, beyond scope, packet
+/// too big and hop limit exceeded are `unreachable`.
+#[must_use]
+pub fn classify_icmp6(icmp_type: u8, code: u8) -> Outcome {
+    match (icmp_type, code) {
+        (1, 4) | (4, 1) => Outcome::Refused,
+        (1, 1 | 5 | 6) => Outcome::Rejected,
+        (1..=3, _) => Outcome::Unreachable,
+        _ => Outcome::Error,
+    }
+}
+
 /// Classifies a failed connect/send/recv from its errno and the queued ICMP error, if any.
 #[must_use]
 pub fn classify(errno: Option<i32>, queued: Option<&QueuedError>) -> (Outcome, String) {
-    if let Some(q) = queued.filter(|q| q.origin == SO_EE_ORIGIN_ICMP) {
-        let outcome = classify_icmp(q.icmp_type, q.code);
-        let by = q
-            .offender
-            .map_or_else(String::new, |a| format!(" from {a}"));
-        return (
-            outcome,
-            format!("{}{by}", icmp_text(q.icmp_type, q.code, q.info)),
-        );
+    if let Some(q) = queued.filter(|q| q.is_icmp()) {
+        return q.judge();
     }
     if let Some(q) = queued.filter(|q| q.origin == SO_EE_ORIGIN_LOCAL && q.errno == libc::EMSGSIZE)
     {
@@ -188,6 +267,25 @@ fn icmp_text(icmp_type: u8, code: u8, info: u32) -> String {
     format!("ICMP {what} (type {icmp_type} code {code})")
 }
 
+fn icmp6_text(icmp_type: u8, code: u8, info: u32) -> String {
+    let what = match (icmp_type, code) {
+        (1, 0) => "no route to destination",
+        (1, 1) => "communication administratively prohibited",
+        (1, 2) => "beyond scope of source address",
+        (1, 3) => "address unreachable",
+        (1, 4) => "port unreachable",
+        (1, 5) => "source address failed ingress/egress policy",
+        (1, 6) => "reject route to destination",
+        (1, _) => "destination unreachable",
+        (2, _) => return format!("ICMPv6 packet too big (next-hop MTU {info})"),
+        (3, _) => "time exceeded (hop limit expired in transit)",
+        (4, 1) => "parameter problem (unrecognized next header)",
+        (4, _) => "parameter problem",
+        _ => "error",
+    };
+    format!("ICMPv6 {what} (type {icmp_type} code {code})")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -221,7 +319,7 @@ mod tests {
             icmp_type: 3,
             code: 13,
             info: 0,
-            offender: Some(Ipv4Addr::new(10, 0, 0, 254)),
+            offender: Some(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 254))),
         };
         let (o, d) = classify(Some(libc::EHOSTUNREACH), Some(&q));
         assert_eq!(o, Outcome::Rejected);
@@ -233,6 +331,64 @@ mod tests {
             q.icmp().unwrap().from,
             Some(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 254)))
         );
+    }
+
+    #[test]
+    fn icmpv6_codes_map_to_the_ipv4_outcomes() {
+        let table: &[(u8, u8, Outcome)] = &[
+            (1, 0, Outcome::Unreachable),
+            (1, 1, Outcome::Rejected),
+            (1, 2, Outcome::Unreachable),
+            (1, 3, Outcome::Unreachable),
+            (1, 4, Outcome::Refused),
+            (1, 5, Outcome::Rejected),
+            (1, 6, Outcome::Rejected),
+            (2, 0, Outcome::Unreachable),
+            (3, 0, Outcome::Unreachable),
+            (4, 1, Outcome::Refused),
+            (4, 0, Outcome::Error),
+            (128, 0, Outcome::Error),
+        ];
+        for &(t, c, want) in table {
+            assert_eq!(classify_icmp6(t, c), want, "type {t} code {c}");
+        }
+    }
+
+    #[test]
+    fn a_queued_icmpv6_error_is_read_as_icmpv6() {
+        // ICMP type 1 means nothing to IPv4 (`error`): only the origin says these are ICMPv6's.
+        assert_eq!(classify_icmp(1, 1), Outcome::Error);
+        let router: IpAddr = "fd77:1::1".parse().unwrap();
+        let q = QueuedError {
+            errno: libc::EACCES,
+            origin: SO_EE_ORIGIN_ICMP6,
+            icmp_type: 1,
+            code: 1,
+            info: 0,
+            offender: Some(router),
+        };
+        let (o, d) = classify(Some(libc::EACCES), Some(&q));
+        assert_eq!(o, Outcome::Rejected);
+        assert_eq!(
+            d,
+            "ICMPv6 communication administratively prohibited (type 1 code 1) from fd77:1::1"
+        );
+        let icmp = q.icmp().unwrap();
+        assert_eq!((icmp.icmp_type, icmp.code, icmp.from), (1, 1, Some(router)));
+        let expired = QueuedError {
+            icmp_type: 3,
+            code: 0,
+            ..q
+        };
+        assert_eq!(classify(None, Some(&expired)).0, Outcome::Unreachable);
+        assert!(classify(None, Some(&expired)).1.contains("hop limit"));
+        let too_big = QueuedError {
+            icmp_type: 2,
+            code: 0,
+            info: 1280,
+            ..q
+        };
+        assert!(classify(None, Some(&too_big)).1.contains("MTU 1280"));
     }
 
     #[test]

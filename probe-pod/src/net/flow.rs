@@ -3,11 +3,10 @@
 //! TCP or UDP probe died on the network or in the receiving host.
 
 use pnet_packet::ip::IpNextHeaderProtocols;
-use pnet_packet::ipv4::Ipv4Packet;
 use pnet_packet::tcp::{TcpFlags, TcpPacket};
 use pnet_packet::udp::UdpPacket;
 
-use super::packet::payload_nonce;
+use super::packet::{ip_view, payload_nonce};
 use crate::proto::{Flow, SightingKind};
 
 /// One TCP or UDP probe packet, with its flow as seen from the probe's sender.
@@ -21,21 +20,20 @@ pub struct FlowCapture {
     pub reply: bool,
 }
 
-/// Parses a captured IPv4 packet as a probe's SYN arriving at one of `tcp_ports`, this host's
+/// Parses a captured IPv4 or IPv6 packet as a probe's SYN arriving at one of `tcp_ports`, this host's
 /// SYN-ACK leaving from one of them, or a plain UDP probe datagram arriving (or its echo leaving).
 /// `outgoing`: the packet socket saw it leave this host. Anything else (this host's own outgoing
 /// probes, the answers they get) is `None`.
 #[must_use]
 pub fn parse_flow(ip_packet: &[u8], outgoing: bool, tcp_ports: &[u16]) -> Option<FlowCapture> {
-    let ip = Ipv4Packet::new(ip_packet)?;
-    let start = usize::from(ip.get_header_length()) * 4;
-    let l4 = ip_packet.get(start..)?;
-    let (src, dst) = (ip.get_source(), ip.get_destination());
+    let ip = ip_view(ip_packet)?;
+    let l4 = ip.payload;
+    let (src, dst) = (ip.source, ip.destination);
     // Loopback (the coordinator's own `/seen` questions) is never a probe between nodes.
     if src.is_loopback() || dst.is_loopback() {
         return None;
     }
-    match ip.get_next_level_protocol() {
+    match ip.protocol {
         IpNextHeaderProtocols::Tcp => {
             let tcp = TcpPacket::new(l4)?;
             let flags = tcp.get_flags();
@@ -123,7 +121,7 @@ mod tests {
 
     fn flow(sport: u16, port: u16) -> Flow {
         Flow {
-            from: Ipv4Addr::from(A),
+            from: Ipv4Addr::from(A).into(),
             source_port: sport,
             port,
         }
@@ -175,5 +173,46 @@ mod tests {
         other.extend_from_slice(b"hello, not a probe");
         assert_eq!(parse_flow(&ip(17, A, B, &other), false, &[]), None);
         assert_eq!(parse_flow(&[0x45, 0], false, &[]), None);
+    }
+
+    /// An IPv6 packet (fixed header only) from `src` to `dst`.
+    fn ip6(next: u8, src: &str, dst: &str, l4: &[u8]) -> Vec<u8> {
+        let mut p = vec![0x60, 0, 0, 0, 0, 0, next, 64];
+        for a in [src, dst] {
+            p.extend_from_slice(&a.parse::<std::net::Ipv6Addr>().unwrap().octets());
+        }
+        p.extend_from_slice(l4);
+        p
+    }
+
+    #[test]
+    fn ipv6_syns_and_udp_probes_name_their_ipv6_flow() {
+        let (a, b) = ("fd77:1::2", "fd77:2::2");
+        let l4 = |pkt: Vec<u8>| pkt[20..].to_vec();
+        let want = Flow {
+            from: a.parse().unwrap(),
+            source_port: 40000,
+            port: 10250,
+        };
+        let syn = ip6(6, a, b, &l4(tcp(A, B, 40000, 10250, 0x02)));
+        let got = parse_flow(&syn, false, &[10250]).unwrap();
+        assert_eq!(
+            (got.kind, got.flow, got.reply),
+            (SightingKind::Tcp, want, false)
+        );
+        let syn_ack = ip6(6, b, a, &l4(tcp(B, A, 10250, 40000, 0x12)));
+        let got = parse_flow(&syn_ack, true, &[10250]).unwrap();
+        assert_eq!((got.flow, got.reply), (want, true));
+        let mut u = vec![0x9c, 0x40, 0x26, 0xad, 0, 0, 0, 0];
+        u.extend_from_slice(&probe_payload(77, 16));
+        let got = parse_flow(&ip6(17, a, b, &u), false, &[]).unwrap();
+        assert_eq!(
+            (got.kind, got.nonce, got.flow.from),
+            (SightingKind::Udp, 77, want.from)
+        );
+        // Loopback is never a probe between nodes, in either family.
+        assert_eq!(parse_flow(&ip6(17, "::1", "::1", &u), false, &[]), None);
+        // Behind an extension header: not read as a probe.
+        assert_eq!(parse_flow(&ip6(0, a, b, &u), false, &[]), None);
     }
 }

@@ -1,13 +1,14 @@
-//! Probe payloads and the packets that carry them: ICMP echo, crafted VXLAN, and the parser that
-//! finds a probe nonce in whatever the sniffer captured.
+//! Probe payloads and the packets that carry them: ICMP and ICMPv6 echo, crafted VXLAN, and the
+//! parser that finds a probe nonce in whatever the sniffer captured.
 
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 
 use pnet_packet::Packet;
 use pnet_packet::ethernet::{EtherTypes, EthernetPacket, MutableEthernetPacket};
 use pnet_packet::icmp::{IcmpPacket, IcmpTypes, MutableIcmpPacket};
-use pnet_packet::ip::IpNextHeaderProtocols;
+use pnet_packet::ip::{IpNextHeaderProtocol, IpNextHeaderProtocols};
 use pnet_packet::ipv4::{self, Ipv4Packet, MutableIpv4Packet};
+use pnet_packet::ipv6::Ipv6Packet;
 use pnet_packet::udp::UdpPacket;
 use pnet_packet::vxlan::{MutableVxlanPacket, VxlanPacket};
 
@@ -16,7 +17,11 @@ use crate::proto::{MAGIC, VXLAN_MAGIC};
 /// Bytes of magic + nonce at the start of every probe payload.
 pub const PAYLOAD_HEADER: usize = 8;
 const ICMP_HEADER: usize = 8;
+/// ICMPv6 echo request and reply types (RFC 4443).
+pub const ICMPV6_ECHO_REQUEST: u8 = 128;
+pub const ICMPV6_ECHO_REPLY: u8 = 129;
 const IPV4_HEADER: usize = 20;
+const IPV6_HEADER: usize = 40;
 const ETHERNET_HEADER: usize = 14;
 const VXLAN_HEADER: usize = 8;
 const UDP_HEADER: usize = 8;
@@ -69,6 +74,19 @@ pub fn echo_request(ident: u16, seq: u16, payload: &[u8]) -> Vec<u8> {
     buf
 }
 
+/// An ICMPv6 echo request carrying `payload`, checksum zero: the kernel fills it in on every
+/// ICMPv6 socket, raw or ping (it covers the IPv6 pseudo-header, whose source only the kernel
+/// knows).
+#[must_use]
+pub fn echo_request_v6(ident: u16, seq: u16, payload: &[u8]) -> Vec<u8> {
+    let mut buf = vec![0u8; ICMP_HEADER + payload.len()];
+    buf[0] = ICMPV6_ECHO_REQUEST;
+    buf[4..6].copy_from_slice(&ident.to_be_bytes());
+    buf[6..8].copy_from_slice(&seq.to_be_bytes());
+    buf[ICMP_HEADER..].copy_from_slice(payload);
+    buf
+}
+
 /// An echo reply: identifier, sequence, and the nonce from its payload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EchoReply {
@@ -88,7 +106,27 @@ pub fn parse_echo_reply(buf: &[u8], with_ip_header: bool) -> Option<EchoReply> {
         buf
     };
     let pkt = IcmpPacket::new(icmp)?;
-    if pkt.get_icmp_type() != IcmpTypes::EchoReply || icmp.len() < ICMP_HEADER {
+    if pkt.get_icmp_type() != IcmpTypes::EchoReply {
+        return None;
+    }
+    echo_fields(icmp)
+}
+
+/// Parses an ICMPv6 echo reply. Every ICMPv6 socket, raw or ping, delivers it without the IPv6
+/// header.
+#[must_use]
+pub fn parse_echo_reply_v6(icmp: &[u8]) -> Option<EchoReply> {
+    if icmp.first() != Some(&ICMPV6_ECHO_REPLY) {
+        return None;
+    }
+    echo_fields(icmp)
+}
+
+/// Identifier, sequence and nonce of an echo message, request or reply (the same layout in both
+/// families).
+#[must_use]
+pub fn echo_fields(icmp: &[u8]) -> Option<EchoReply> {
+    if icmp.len() < ICMP_HEADER {
         return None;
     }
     Some(EchoReply {
@@ -149,17 +187,56 @@ pub fn vxlan_datagram(p: &VxlanProbe) -> Vec<u8> {
     buf
 }
 
-/// A probe nonce found in a captured IPv4 packet.
+/// What a sniffer needs of an IPv4 or IPv6 packet: its addresses, the protocol it carries and
+/// that protocol's bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IpView<'a> {
+    pub source: IpAddr,
+    pub destination: IpAddr,
+    /// The IPv4 protocol, or the IPv6 header's next header.
+    pub protocol: IpNextHeaderProtocol,
+    pub payload: &'a [u8],
+}
+
+/// Reads an IPv4 packet, or an IPv6 packet whose payload follows its fixed header (no probe
+/// carries extension headers, so a packet with them is not one: `protocol` is then theirs).
+#[must_use]
+pub fn ip_view(packet: &[u8]) -> Option<IpView<'_>> {
+    match packet.first()? >> 4 {
+        4 => {
+            let ip = Ipv4Packet::new(packet)?;
+            Some(IpView {
+                source: ip.get_source().into(),
+                destination: ip.get_destination().into(),
+                protocol: ip.get_next_level_protocol(),
+                payload: packet.get(usize::from(ip.get_header_length()) * 4..)?,
+            })
+        }
+        6 => {
+            let ip = Ipv6Packet::new(packet)?;
+            Some(IpView {
+                source: ip.get_source().into(),
+                destination: ip.get_destination().into(),
+                protocol: ip.get_next_header(),
+                payload: packet.get(IPV6_HEADER..)?,
+            })
+        }
+        _ => None,
+    }
+}
+
+/// A probe nonce found in a captured IPv4 or IPv6 packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Captured {
     pub nonce: u32,
-    /// Source address of the outermost IPv4 header.
-    pub from: Ipv4Addr,
+    /// Source address of the outermost IP header.
+    pub from: IpAddr,
     /// The bare inner ICMP echo (after the kernel decapsulated it), not the outer datagram.
     pub decapsulated: bool,
 }
 
-/// Finds a probe nonce in a captured IPv4 packet: either a crafted VXLAN datagram to one of
+/// Finds a probe nonce in a captured IPv4 (or IPv6, the underlay's) packet: either a crafted
+/// VXLAN datagram to one of
 /// `vxlan_ports`, Geneve datagram to one of `geneve_ports`, `WireGuard`-port datagram or IP-in-IP
 /// packet (as seen on the underlay) or the decapsulated inner ICMP echo (as seen on the tunnel
 /// device).
@@ -170,11 +247,9 @@ pub fn parse_captured(
     geneve_ports: &[u16],
 ) -> Option<Captured> {
     use super::encap::{WIREGUARD_PORTS, outer_nonce};
-    let ip = Ipv4Packet::new(ip_packet)?;
-    let from = ip.get_source();
-    let start = usize::from(ip.get_header_length()) * 4;
-    let l4 = ip_packet.get(start..)?;
-    let (nonce, decapsulated) = match ip.get_next_level_protocol() {
+    let ip = ip_view(ip_packet)?;
+    let (from, l4) = (ip.source, ip.payload);
+    let (nonce, decapsulated) = match ip.protocol {
         // IP-in-IP: the crafted tunnel probe as seen on the underlay.
         IpNextHeaderProtocols::Ipv4 => (outer_nonce(ip_packet, geneve_ports)?, false),
         IpNextHeaderProtocols::Udp => {
@@ -284,7 +359,7 @@ mod tests {
             c,
             Captured {
                 nonce: 0xdead_beef,
-                from: Ipv4Addr::new(192, 168, 56, 101),
+                from: Ipv4Addr::new(192, 168, 56, 101).into(),
                 decapsulated: false,
             }
         );
@@ -356,6 +431,27 @@ mod tests {
         assert_eq!(parse_echo_reply(&with_ip, true).unwrap().seq, 7);
         // A request is not a reply.
         assert_eq!(parse_echo_reply(&echo_request(1, 1, b"x"), false), None);
+    }
+
+    #[test]
+    fn icmpv6_echo_request_and_reply() {
+        let req = echo_request_v6(0x1234, 7, &probe_payload(42, 16));
+        assert_eq!(&req[..8], &[128, 0, 0, 0, 0x12, 0x34, 0, 7]);
+        assert_eq!(req.len(), 8 + 16);
+        assert_eq!(parse_echo_reply_v6(&req), None, "a request is not a reply");
+        let mut reply = req.clone();
+        reply[0] = ICMPV6_ECHO_REPLY;
+        assert_eq!(
+            parse_echo_reply_v6(&reply),
+            Some(EchoReply {
+                ident: 0x1234,
+                seq: 7,
+                nonce: Some(42)
+            })
+        );
+        // An ICMPv4 echo reply (type 0) is not an ICMPv6 one, nor is a truncated reply.
+        assert_eq!(parse_echo_reply_v6(&[0, 0, 0, 0, 0x12, 0x34, 0, 7]), None);
+        assert_eq!(parse_echo_reply_v6(&reply[..6]), None);
     }
 
     #[test]

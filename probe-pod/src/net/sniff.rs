@@ -33,7 +33,7 @@ pub struct Capture {
 }
 
 impl Sniffer {
-    /// Opens a cooked IPv4 packet socket on all interfaces, taking crafted VXLAN probes to
+    /// Opens a cooked packet socket on all interfaces, IPv4 and IPv6, taking crafted VXLAN probes to
     /// `vxlan_ports`, crafted Geneve probes to `geneve_ports` (at most `bpf::MAX_TUNNEL_PORTS`
     /// each), the other crafted tunnel probes, plain UDP probes, and SYNs to (and SYN-ACKs from)
     /// `tcp_ports` (at most `bpf::MAX_TCP_PORTS`; the rest are not watched). Needs `CAP_NET_RAW`.
@@ -43,7 +43,7 @@ impl Sniffer {
         let geneve_ports = &geneve_ports[..geneve_ports.len().min(bpf::MAX_TUNNEL_PORTS)];
         let tcp_ports = &tcp_ports[..tcp_ports.len().min(bpf::MAX_TCP_PORTS)];
         // `ETH_P_ALL`, not `ETH_P_IP`: only such sockets see the packets this host sends (the
-        // SYN-ACK that proves it answered); the BPF program keeps IPv4 only.
+        // SYN-ACK that proves it answered); the BPF program keeps IPv4 and IPv6 only.
         let eth_p_all = u16::try_from(libc::ETH_P_ALL).expect("3");
         let proto = Protocol::from(i32::from(eth_p_all.to_be()));
         let sock = Socket::new(Domain::PACKET, Type::DGRAM, Some(proto))?;

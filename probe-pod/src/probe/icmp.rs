@@ -1,6 +1,7 @@
-//! ICMP echo (also used for VXLAN tunnel endpoints) and the DF-set echo that finds MTU black holes.
+//! ICMP echo, ICMPv6 to an IPv6 address (also used for VXLAN tunnel endpoints), and the DF-set
+//! echo that finds MTU black holes.
 
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 
 use tokio::time::Instant;
 
@@ -10,22 +11,27 @@ use crate::net::packet::probe_payload;
 use crate::net::random_u32;
 use crate::proto::{Outcome, ProbeResult};
 
-const IP_AND_ICMP_HEADERS: usize = 28;
+/// The headers an `mtu` probe's size counts besides its payload: IPv4 and ICMP, or IPv6 and
+/// ICMPv6.
+fn headers(addr: IpAddr) -> usize {
+    if addr.is_ipv6() { 48 } else { 28 }
+}
 
-pub async fn echo(id: &str, addr: Ipv4Addr, deadline: Instant) -> ProbeResult {
+pub async fn echo(id: &str, addr: IpAddr, deadline: Instant) -> ProbeResult {
     send(id, addr, None, deadline).await
 }
 
-/// Echo of exactly `size` bytes of IPv4 packet with DF set; without a size, of the MTU of this
-/// side's own route toward `addr` (its interface's), which the result reports.
-pub async fn mtu(id: &str, addr: Ipv4Addr, size: Option<u16>, deadline: Instant) -> ProbeResult {
+/// Echo of exactly `size` bytes of IP packet with DF set (never fragmented, on IPv6); without a
+/// size, of the MTU of this side's own route toward `addr` (its interface's), which the result
+/// reports.
+pub async fn mtu(id: &str, addr: IpAddr, size: Option<u16>, deadline: Instant) -> ProbeResult {
     let start = Instant::now();
     let size = match size {
         Some(s) => s,
         None => match route_mtu(addr) {
             Ok(s) => s,
             Err(e) => {
-                let what = format!("icmp echo {addr} at this side's MTU");
+                let what = format!("{} echo {addr} at this side's MTU", icmp_name(addr));
                 return Fail::Local(e).into_result(id, &what, start.elapsed());
             }
         },
@@ -35,32 +41,33 @@ pub async fn mtu(id: &str, addr: Ipv4Addr, size: Option<u16>, deadline: Instant)
     r
 }
 
-/// The MTU of the route toward `addr` as the kernel has it: a connected UDP socket's `IP_MTU`,
-/// which sends nothing.
-fn route_mtu(addr: Ipv4Addr) -> Result<u16, String> {
-    let sock = std::net::UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0))
-        .and_then(|s| s.connect((addr, 9)).map(|()| s))
-        .map_err(|e| format!("cannot read the MTU of the route toward {addr}: {e}"))?;
-    let mtu = nix::sys::socket::getsockopt(&sock, nix::sys::socket::sockopt::IpMtu)
+/// The MTU of the route toward `addr` as the kernel has it, which sends nothing.
+fn route_mtu(addr: IpAddr) -> Result<u16, String> {
+    let mtu = crate::net::icmp::route_mtu(addr)
         .map_err(|e| format!("cannot read the MTU of the route toward {addr}: {e}"))?;
     u16::try_from(mtu)
         .ok()
-        .filter(|&m| usize::from(m) > IP_AND_ICMP_HEADERS)
+        .filter(|&m| usize::from(m) > headers(addr))
         .ok_or_else(|| format!("the route toward {addr} has an MTU of {mtu}, too small to probe"))
 }
 
-async fn send(id: &str, addr: Ipv4Addr, size: Option<u16>, deadline: Instant) -> ProbeResult {
+fn icmp_name(addr: IpAddr) -> &'static str {
+    if addr.is_ipv6() { "icmpv6" } else { "icmp" }
+}
+
+async fn send(id: &str, addr: IpAddr, size: Option<u16>, deadline: Instant) -> ProbeResult {
     let start = Instant::now();
+    let icmp = icmp_name(addr);
     let what = match size {
-        Some(s) => format!("icmp echo {addr} size {s} DF"),
-        None => format!("icmp echo {addr}"),
+        Some(s) => format!("{icmp} echo {addr} size {s} DF"),
+        None => format!("{icmp} echo {addr}"),
     };
     let sock = match EchoSocket::open(addr, size.is_some()) {
         Ok(s) => s,
         Err(e) => return Fail::Local(e.to_string()).into_result(id, &what, start.elapsed()),
     };
     let nonce = random_u32();
-    let len = size.map_or(16, |s| usize::from(s).saturating_sub(IP_AND_ICMP_HEADERS));
+    let len = size.map_or(16, |s| usize::from(s).saturating_sub(headers(addr)));
     let seq = u16::try_from(nonce & 0xffff).unwrap_or(1);
     let via = match sock.kind() {
         EchoKind::Ping => "ping socket",

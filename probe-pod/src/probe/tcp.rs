@@ -32,9 +32,7 @@ async fn connect_from(
 ) -> Result<(TcpStream, Duration), Fail> {
     let sock = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
     sock.set_nonblocking(true)?;
-    if addr.is_ipv4() {
-        errqueue::enable(&sock)?;
-    }
+    errqueue::enable(&sock, addr.is_ipv6())?;
     super::hop::limit(&sock, addr, ttl)?;
     let start = Instant::now();
     match sock.connect(&addr.into()) {

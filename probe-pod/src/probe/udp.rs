@@ -17,9 +17,7 @@ use crate::proto::{Outcome, ProbeResult};
 pub fn connected(addr: SocketAddr) -> Result<UdpSocket, Fail> {
     let sock = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
     sock.set_nonblocking(true)?;
-    if addr.is_ipv4() {
-        errqueue::enable(&sock)?;
-    }
+    errqueue::enable(&sock, addr.is_ipv6())?;
     sock.connect(&addr.into())
         .map_err(|e| Fail::Net(Failure::with_queue(e.raw_os_error(), &sock)))?;
     let std: std::net::UdpSocket = sock.into();

@@ -1,7 +1,8 @@
-//! A crafted VXLAN datagram to a peer's VXLAN port. "Sent" here; "seen" is the peer sniffer's
-//! word (`seen` probe on the peer). An ICMP error inside a short linger is reported at once.
+//! A crafted VXLAN datagram to a peer's VXLAN port, over either family's underlay. "Sent" here;
+//! "seen" is the peer sniffer's word (`seen` probe on the peer). An ICMP error inside a short
+//! linger is reported at once.
 
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use tokio::time::Instant;
 
@@ -19,7 +20,7 @@ pub async fn probe(id: &str, probe: &proto::VxlanProbe, deadline: Instant) -> Pr
         inner_destination,
         destination_mac,
     } = probe;
-    let addr = SocketAddr::from((*address, port.get()));
+    let addr = SocketAddr::new(*address, port.get());
     let c = Crafted::new(id, *nonce, |nonce| {
         format!("vxlan {addr} vni {} nonce {nonce}", vni.get())
     });
@@ -30,7 +31,12 @@ pub async fn probe(id: &str, probe: &proto::VxlanProbe, deadline: Instant) -> Pr
         source_mac: [0x02, 0x50, n[0], n[1], n[2], n[3]],
         destination_mac: destination_mac.map_or([0x02, 0, 0, 0, 0, 0], |m| m.0),
         inner_source: inner_source.unwrap_or(Ipv4Addr::UNSPECIFIED),
-        inner_destination: inner_destination.unwrap_or(*address),
+        // The inner packet is IPv4 whatever the underlay: toward the peer itself when it has an
+        // IPv4 address and no other was asked for.
+        inner_destination: inner_destination.unwrap_or(match *address {
+            IpAddr::V4(a) => a,
+            IpAddr::V6(_) => Ipv4Addr::UNSPECIFIED,
+        }),
         nonce: c.nonce(),
     });
     c.send_udp(addr, &datagram, deadline).await

@@ -9,7 +9,7 @@ mod tcp;
 pub mod udp;
 
 use std::future::Future;
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -52,6 +52,21 @@ fn tcp_listener(addr: SocketAddr) -> std::io::Result<TcpListener> {
     sock.listen(LISTEN_BACKLOG)?;
     sock.set_nonblocking(true)?;
     TcpListener::from_std(sock.into())
+}
+
+/// Where to listen: `::` serves both families, but a kernel without IPv6 (booted with
+/// `ipv6.disable=1`) has no IPv6 sockets at all, and there the agent serves IPv4 rather than fail.
+fn listen_address(listen: IpAddr) -> IpAddr {
+    use socket2::{Domain, Socket, Type};
+    let no_ipv6 = || {
+        matches!(Socket::new(Domain::IPV6, Type::DGRAM, None),
+            Err(e) if e.raw_os_error() == Some(libc::EAFNOSUPPORT))
+    };
+    if listen == IpAddr::V6(Ipv6Addr::UNSPECIFIED) && no_ipv6() {
+        IpAddr::V4(Ipv4Addr::UNSPECIFIED)
+    } else {
+        listen
+    }
 }
 
 /// Whether to run the VXLAN receipt sniffer.
@@ -148,7 +163,8 @@ pub async fn run(
     config: Config,
     shutdown: impl Future<Output = ()>,
 ) -> Result<Stopped, ServeError> {
-    let addr = SocketAddr::new(config.listen, config.port);
+    let listen = listen_address(config.listen);
+    let addr = SocketAddr::new(listen, config.port);
     let tcp = tcp_listener(addr).map_err(|source| ServeError::Listen {
         proto: "tcp",
         addr,
@@ -161,14 +177,14 @@ pub async fn run(
     })?;
     let mut extra = Vec::new();
     for &port in &config.extra_tcp_ports {
-        let addr = SocketAddr::new(config.listen, port);
+        let addr = SocketAddr::new(listen, port);
         extra.push(tcp_listener(addr).map_err(|source| ServeError::Listen {
             proto: "tcp",
             addr,
             source,
         })?);
     }
-    let standins = standin::bind(config.listen, &config.standin_udp_ports).await?;
+    let standins = standin::bind(listen, &config.standin_udp_ports).await?;
     let sightings = Arc::new(Sightings::default());
     standin::start(standins, &sightings);
     let sniffing = sniffer::start(

@@ -3,6 +3,7 @@
 //! sniffer would on a member node.
 
 use std::net::{IpAddr, SocketAddr};
+
 use std::sync::Arc;
 
 use tokio::net::UdpSocket;
@@ -43,9 +44,11 @@ pub fn start(sockets: Vec<UdpSocket>, sightings: &Arc<Sightings>) {
                 let Ok((n, src)) = sock.recv_from(&mut buf).await else {
                     continue;
                 };
-                let (Some(nonce), IpAddr::V4(from)) = (vxlan_udp_nonce(&buf[..n]), src.ip()) else {
+                let Some(nonce) = vxlan_udp_nonce(&buf[..n]) else {
                     continue;
                 };
+                // A socket on `::` hands IPv4 peers over as ::ffff:a.b.c.d.
+                let from = src.ip().to_canonical();
                 // Received by the socket that will belong to the overlay: as good as decapsulated.
                 sightings.record(Sighting {
                     nonce,

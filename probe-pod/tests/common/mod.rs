@@ -14,7 +14,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use probe_pod::proto::ProbeResult;
+use probe_pod::proto::{Outcome, ProbeResult};
 
 pub mod tls_server;
 
@@ -97,6 +97,23 @@ impl Ns {
         self.exec(&["sysctl", "-qw", &format!("{key}={value}")]);
     }
 
+    /// Turns IPv6 on in the namespace, on every interface it has and will have (a host booted
+    /// with it off, or a distribution's default, must not make the IPv6 tests skip silently),
+    /// without duplicate address detection: call it before the links are made, so their
+    /// link-local addresses (which neighbour discovery needs) are usable at once, not tentative
+    /// for a second.
+    pub fn enable_ipv6(&self) {
+        for scope in ["all", "default"] {
+            self.sysctl(&format!("net.ipv6.conf.{scope}.disable_ipv6"), "0");
+            self.sysctl(&format!("net.ipv6.conf.{scope}.accept_dad"), "0");
+        }
+    }
+
+    /// Adds an IPv6 address (CIDR) to `dev`, usable at once: no duplicate address detection.
+    pub fn addr6(&self, dev: &str, cidr: &str) {
+        self.ip(&["-6", "addr", "add", cidr, "dev", dev, "nodad"]);
+    }
+
     /// Loads an nftables ruleset into the namespace.
     pub fn nft(&self, ruleset: &str) {
         let mut child = Command::new("ip")
@@ -151,6 +168,35 @@ impl Ns {
         args.extend_from_slice(extra);
         self.spawn(&args);
         self.wait_listening("tcp", 9917);
+    }
+
+    /// Starts dnsmasq on port 53 of `listen`, authoritative for `cluster.local` with one
+    /// `--host-record` (`NAME,ADDRESS[,ADDRESS]`), and waits until it listens.
+    pub fn dnsmasq(&mut self, listen: &[&str], host_record: &str) {
+        let mut args = vec![
+            "dnsmasq",
+            "-k",
+            "--no-resolv",
+            "--no-hosts",
+            "--conf-file=/dev/null",
+        ];
+        for a in listen {
+            args.extend(["--listen-address", a]);
+        }
+        args.extend([
+            "--bind-interfaces",
+            "--port",
+            "53",
+            "--local=/cluster.local/",
+            "--host-record",
+            host_record,
+            "--pid-file=",
+            "--user=root",
+            "--log-facility=-",
+        ]);
+        self.spawn(&args);
+        self.wait_listening("udp", 53);
+        self.wait_listening("tcp", 53);
     }
 
     /// Waits until something listens on `port` (tcp or udp) in the namespace.
@@ -321,9 +367,18 @@ pub const SERVER: &str = "10.77.2.2";
 
 impl Routed {
     pub fn new() -> Self {
+        Self::build(false)
+    }
+
+    fn build(ipv6: bool) -> Self {
         let client = Ns::new("cli");
         let router = Ns::new("rtr");
         let server = Ns::new("srv");
+        if ipv6 {
+            for ns in [&client, &router, &server] {
+                ns.enable_ipv6();
+            }
+        }
         link(
             &client,
             "eth0",
@@ -360,6 +415,194 @@ impl Routed {
     /// A forward-chain rule on the router: the "network firewall".
     pub fn router_rule(&self, rule: &str) {
         self.router.nft_chain("network", "forward", rule);
+    }
+}
+
+/// The IPv6 addresses `Routed::dual_stack` adds: client (`fd77:1::2`) — router (`fd77:1::1` |
+/// `fd77:2::1`) — server (`fd77:2::2`).
+pub const CLIENT6: &str = "fd77:1::2";
+pub const ROUTER6: &str = "fd77:1::1";
+pub const SERVER6: &str = "fd77:2::2";
+
+impl Routed {
+    /// `Routed::new` with IPv6 as well on every link, the router forwarding both families.
+    pub fn dual_stack() -> Self {
+        let net = Self::build(true);
+        net.client.addr6("eth0", "fd77:1::2/64");
+        net.router.addr6("r0", "fd77:1::1/64");
+        net.router.addr6("r1", "fd77:2::1/64");
+        net.server.addr6("eth0", "fd77:2::2/64");
+        net.router.sysctl("net.ipv6.conf.all.forwarding", "1");
+        // As for IPv4: every ICMPv6 error is wanted, not the kernel's rate limit.
+        for ns in [&net.router, &net.server] {
+            ns.sysctl("net.ipv6.icmp.ratelimit", "0");
+        }
+        net.client
+            .ip(&["-6", "route", "add", "default", "via", ROUTER6]);
+        net.server
+            .ip(&["-6", "route", "add", "default", "via", "fd77:2::1"]);
+        net
+    }
+}
+
+/// The outcome of probe `id`; panics, naming every result, when there is none.
+pub fn outcome(results: &HashMap<String, ProbeResult>, id: &str) -> Outcome {
+    results
+        .get(id)
+        .unwrap_or_else(|| panic!("no result for {id}: {results:#?}"))
+        .outcome
+}
+
+/// Every probe of `want` got its outcome, and nothing else answered.
+pub fn assert_outcomes(results: &HashMap<String, ProbeResult>, want: &[(&str, Outcome)]) {
+    let mut wrong = Vec::new();
+    for (id, o) in want {
+        if outcome(results, id) != *o {
+            wrong.push(format!("{id}: want {o}, got {:?}", results[*id]));
+        }
+    }
+    assert!(wrong.is_empty(), "wrong outcomes:\n{}", wrong.join("\n"));
+    assert_eq!(results.len(), want.len(), "one result per probe");
+}
+
+/// Asks the sniffer on `ns` about `flows` and `nonces`: its answer.
+pub fn receipts(ns: &Ns, flows: &serde_json::Value, nonces: &[u32]) -> ProbeResult {
+    let r = ns.probe(&plan(
+        1000,
+        serde_json::json!([{"id": "s", "kind": "seen", "flows": flows, "nonces": nonces}]),
+    ));
+    let s = r["s"].clone();
+    assert_eq!(s.outcome, Outcome::Ok, "{s:?}");
+    s
+}
+
+/// The `reply` flag of each TCP sighting of `flow` (JSON, as a plan gives it) in a `seen`
+/// answer: `false` for the SYN arriving, `true` for the SYN-ACK leaving.
+pub fn tcp_sightings(seen: &ProbeResult, flow: &serde_json::Value) -> Vec<bool> {
+    let f: probe_pod::proto::Flow = serde_json::from_value(flow.clone()).unwrap();
+    seen.seen
+        .iter()
+        .flatten()
+        .filter(|x| x.flow == Some(f) && x.kind == probe_pod::proto::SightingKind::Tcp)
+        .map(|x| x.reply)
+        .collect()
+}
+
+/// The same for the UDP sightings of `nonce`: the probe arriving, its echo leaving.
+pub fn udp_sightings(seen: &ProbeResult, nonce: u32) -> Vec<bool> {
+    seen.seen
+        .iter()
+        .flatten()
+        .filter(|x| x.nonce == nonce && x.kind == probe_pod::proto::SightingKind::Udp)
+        .map(|x| x.reply)
+        .collect()
+}
+
+/// Polls the `seen` probe on `ns` until `nonce` shows up on two interfaces (or 3 s pass): the
+/// interfaces it was seen on.
+pub fn seen_on(ns: &Ns, nonce: u32) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        let r = ns.probe(&plan(
+            1000,
+            serde_json::json!([{"id": "s", "kind": "seen", "nonces": [nonce]}]),
+        ));
+        let s = &r["s"];
+        assert_eq!(s.outcome, Outcome::Ok, "{s:?}");
+        let mut ifaces: Vec<String> = s
+            .seen
+            .as_ref()
+            .unwrap()
+            .iter()
+            .map(|x| x.interface.clone())
+            .collect();
+        ifaces.sort();
+        ifaces.dedup();
+        if ifaces.len() >= 2 || Instant::now() > deadline {
+            return ifaces;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Flannel-style VXLAN between two nodes whose `eth0` has the `underlay` addresses (either
+/// family): `flannel.1`, VNI 1, UDP 8472, MACs 02:00:00:00:00:01 and :02, VTEPs 10.244.1.0 and
+/// 10.244.2.0 with each other's /24 routed through, static fdb/neigh entries.
+pub fn flannel_vxlan(n1: &Ns, n2: &Ns, (u1, u2): (&str, &str)) {
+    let (mac1, mac2) = ("02:00:00:00:00:01", "02:00:00:00:00:02");
+    for (ns, local, mac, vtep, peer_ip, peer_mac, peer_vtep, peer_net) in [
+        (
+            n1,
+            u1,
+            mac1,
+            "10.244.1.0/32",
+            u2,
+            mac2,
+            "10.244.2.0",
+            "10.244.2.0/24",
+        ),
+        (
+            n2,
+            u2,
+            mac2,
+            "10.244.2.0/32",
+            u1,
+            mac1,
+            "10.244.1.0",
+            "10.244.1.0/24",
+        ),
+    ] {
+        ns.ip(&[
+            "link",
+            "add",
+            "flannel.1",
+            "address",
+            mac,
+            "type",
+            "vxlan",
+            "id",
+            "1",
+            "local",
+            local,
+            "dev",
+            "eth0",
+            "dstport",
+            "8472",
+            "nolearning",
+        ]);
+        ns.ip(&["addr", "add", vtep, "dev", "flannel.1"]);
+        ns.ip(&["link", "set", "flannel.1", "up"]);
+        ns.ip(&[
+            "route",
+            "add",
+            peer_net,
+            "via",
+            peer_vtep,
+            "dev",
+            "flannel.1",
+            "onlink",
+        ]);
+        ns.ip(&[
+            "neigh",
+            "add",
+            peer_vtep,
+            "lladdr",
+            peer_mac,
+            "dev",
+            "flannel.1",
+            "nud",
+            "permanent",
+        ]);
+        ns.exec(&[
+            "bridge",
+            "fdb",
+            "append",
+            peer_mac,
+            "dev",
+            "flannel.1",
+            "dst",
+            peer_ip,
+        ]);
     }
 }
 

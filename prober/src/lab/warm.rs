@@ -63,7 +63,9 @@ fn plan(to: &[Ipv4Addr]) -> String {
             .map(|(i, &address)| ProbeSpec {
                 id: format!("warm-{i}"),
                 timeout_ms: None,
-                probe: Probe::Icmp(IcmpProbe { address }),
+                probe: Probe::Icmp(IcmpProbe {
+                    address: address.into(),
+                }),
             })
             .collect(),
     };

@@ -47,7 +47,7 @@ impl<'a> Builder<'a> {
                     &format!("{}/vtep", tnode.name),
                     "icmp",
                     Probe::Vtep(IcmpProbe {
-                        address: vtep.address,
+                        address: vtep.address.into(),
                     }),
                 );
                 let inner_source = fnode.vtep.as_ref().map(|v| v.address);
@@ -105,7 +105,7 @@ impl<'a> Builder<'a> {
                     protocol: Protocol::Icmp,
                 };
                 let probe = Probe::Mtu(MtuProbe {
-                    address: tagent.address,
+                    address: tagent.address.into(),
                     size,
                 });
                 self.push(
@@ -236,7 +236,7 @@ pub(super) fn crafted(
             Protocol::Udp,
             Some(port.get()),
             Probe::Vxlan(VxlanProbe {
-                address,
+                address: address.into(),
                 port,
                 vni,
                 nonce: None,

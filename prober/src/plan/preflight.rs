@@ -315,7 +315,7 @@ fn overlay(inv: &Inventory, c: &Candidate, others: &[&Node], out: &mut Builder<'
         let (probe, udp) = match *ov {
             Overlay::Vxlan { port, vni, .. } => (
                 Probe::Vxlan(VxlanProbe {
-                    address: c.address,
+                    address: c.address.into(),
                     port,
                     vni,
                     nonce: None,
@@ -378,7 +378,7 @@ fn underlay_mtu(inv: &Inventory, c: &Candidate, others: &[&Node], out: &mut Buil
             &format!("{}/host", n.name),
             &format!("mtu/{size}"),
             Probe::Mtu(MtuProbe {
-                address: n.address,
+                address: n.address.into(),
                 size: Some(size),
             }),
         );

@@ -102,7 +102,7 @@ fn trace_of(destination: IpAddr, by_ttl: &BTreeMap<u8, ProbeResult>) -> Option<T
     }
     by_ttl.iter().rev().find_map(|(&ttl, r)| {
         r.icmp
-            .filter(|i| i.icmp_type == 11)
+            .filter(|i| i.icmp_type == time_exceeded(destination))
             .and_then(|i| i.from)
             .map(|after| Trace { after, hops: ttl })
     })
@@ -200,6 +200,11 @@ fn words(t: Trace) -> String {
     )
 }
 
+/// The ICMP type of "time exceeded" in the destination's family: 11, or ICMPv6's 3.
+fn time_exceeded(destination: IpAddr) -> u8 {
+    if destination.is_ipv6() { 3 } else { 11 }
+}
+
 /// The id of traced path `k`'s probe with `ttl`: short, whatever the path's own id.
 fn hop_id(k: usize, ttl: u8) -> String {
     format!("hop:{k}:{ttl}")
@@ -224,6 +229,30 @@ mod tests {
             from: Some(from.parse().unwrap()),
         });
         (ttl, r)
+    }
+
+    #[test]
+    fn over_ipv6_time_exceeded_is_icmpv6_type_3() {
+        let dest: IpAddr = "fd78:3::2".parse().unwrap();
+        let te = Outcome::Unreachable;
+        let by_ttl: BTreeMap<_, _> = [
+            at(1, te, Some((3, "fd78:1::1"))),
+            at(2, te, Some((3, "fd78:2::2"))),
+            at(3, Outcome::Timeout, None),
+        ]
+        .into();
+        assert_eq!(
+            trace_of(dest, &by_ttl),
+            Some(Trace {
+                after: "fd78:2::2".parse().unwrap(),
+                hops: 2
+            })
+        );
+        // Type 11 means nothing to ICMPv6, and type 3 is IPv4's destination unreachable.
+        let wrong: BTreeMap<_, _> = [at(1, te, Some((11, "fd78:1::1")))].into();
+        assert_eq!(trace_of(dest, &wrong), None);
+        let v4: BTreeMap<_, _> = [at(1, te, Some((3, "192.168.56.1")))].into();
+        assert_eq!(trace_of("192.168.57.12".parse().unwrap(), &v4), None);
     }
 
     #[test]

@@ -6,7 +6,6 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::net::SocketAddr;
 
 use probe_proto::{Flow, Outcome, Probe, ProbeResult, Receipt, SightingKind, TcpProbe};
 
@@ -39,12 +38,10 @@ fn question(p: &PlannedRef<'_>, r: &ProbeResult) -> Option<Question> {
     if !asked || p.receipt_port.is_none() {
         return None;
     }
-    let Some(SocketAddr::V4(source)) = r.source else {
-        return None;
-    };
+    let source = r.source?;
     match *p.probe {
         Probe::Tcp(TcpProbe { port, .. }) => Some(Question::Tcp(Flow {
-            from: *source.ip(),
+            from: source.ip(),
             source_port: source.port(),
             port: port.get(),
         })),
