@@ -1,8 +1,6 @@
 //! The `ip -batch` and `bridge -batch` lines of each namespace: the router's and switches' links,
 //! and each node's overlay device (kernel VXLAN or a TUN device for the lab's tunnel), pod bridge, pods, and what flanneld programs for its peers.
 
-use std::net::Ipv4Addr;
-
 use super::layout::zone_router;
 use super::{LabNode, Layout, OVERLAY_MTU, Pod, TUNNEL_MTU, nat};
 use crate::inventory::Cni;
@@ -123,10 +121,7 @@ pub(super) fn node_setup(s: &Scenario, l: &Layout, n: &LabNode) -> NsSetup {
     c.push(format!("link set {device} up"));
     c.push("link add cni0 type bridge".into());
     c.push(format!("link set cni0 mtu {OVERLAY_MTU}"));
-    c.push(format!(
-        "addr add {}/24 dev cni0",
-        Ipv4Addr::from(u32::from(n.pod_cidr.addr) + 1)
-    ));
+    c.push(format!("addr add {}/24 dev cni0", n.bridge()));
     c.push("link set cni0 up".into());
     let mut pods: Vec<&Pod> = n.pods.iter().collect();
     if l.nodes[l.dns_node].name == n.name {
@@ -203,9 +198,7 @@ pub(super) fn pod_setup(p: &Pod, n: &LabNode) -> NsSetup {
         .push(format!("link set eth0 mtu {OVERLAY_MTU} up"));
     st.config
         .push(format!("addr add {}/24 dev eth0", p.address));
-    st.config.push(format!(
-        "route add default via {}",
-        Ipv4Addr::from(u32::from(n.pod_cidr.addr) + 1)
-    ));
+    st.config
+        .push(format!("route add default via {}", n.bridge()));
     st
 }

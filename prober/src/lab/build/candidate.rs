@@ -39,10 +39,7 @@ pub fn layout(s: &Scenario, prefix: &str, state_dir: &Path, zones: &[String]) ->
             9 + INDEX,
         ),
         control_plane: false,
-        pod_cidr: Cidr {
-            addr: Ipv4Addr::UNSPECIFIED,
-            len: 32,
-        },
+        pod_cidr: Cidr::v4(Ipv4Addr::UNSPECIFIED, 32),
         vtep: Ipv4Addr::UNSPECIFIED,
         mac: MacAddr([0x02, 0, 0, 0, INDEX, 0]),
         pods: Vec::new(),

@@ -251,7 +251,7 @@ fn policy_drop(l: &Layout, d: &PolicyDrop, rules: &mut FaultRules) {
         let Some(agent) = n.pods.first() else {
             continue;
         };
-        let bridge = std::net::Ipv4Addr::from(u32::from(n.pod_cidr.addr) + 1);
+        let bridge = n.bridge();
         let (input, output) = rules.pod.entry(agent.ns.clone()).or_default();
         match d.direction {
             PolicyDirection::Ingress => {

@@ -26,11 +26,14 @@ pub fn inventory(s: &Scenario, l: &Layout) -> crate::inventory::Inventory {
         cluster: Cluster {
             cni: s.cni,
             pod_cidr: cidr(POD_CIDR),
+            pod_cidrs: Vec::new(),
             service_cidr: cidr(SERVICE_CIDR),
+            service_cidrs: Vec::new(),
             overlay: Some(s.overlay()),
-            api: Api { service: SocketAddr::from((API_SERVICE, 443)), endpoints: l.api_endpoints() },
+            api: Api { service: SocketAddr::from((API_SERVICE, 443)), services: Vec::new(), endpoints: l.api_endpoints() },
             dns: Some(Dns {
                 service: SocketAddr::from((DNS_SERVICE, 53)),
+                services: Vec::new(),
                 endpoints: vec![SocketAddr::from((l.dns_pod.address, 53))],
                 // An external name too: the lab's own upstream answers it (never a real one).
                 names: vec!["kubernetes.default.svc.cluster.local".into(), "example.com".into()],
@@ -54,6 +57,7 @@ pub fn inventory(s: &Scenario, l: &Layout) -> crate::inventory::Inventory {
                 name: n.name.clone(),
                 roles: if n.control_plane { vec!["control-plane".into()] } else { Vec::new() },
                 address: n.address,
+                address6: None,
                 pod_cidr: Some(n.pod_cidr),
                 pod_cidrs: Vec::new(),
                 host_root: Some(n.root.clone()),
@@ -61,11 +65,12 @@ pub fn inventory(s: &Scenario, l: &Layout) -> crate::inventory::Inventory {
                     address: n.vtep,
                     mac: Some(n.mac),
                 }),
+                vtep6: None,
                 zone: Some(l.zones[n.zone].clone()),
                 serves: None,
                 agents: Agents {
-                    host: Some(Agent { exec: exec(&n.ns), address: n.address, port: AGENT }),
-                    pod: n.pods.first().map(|p| Agent { exec: exec(&p.ns), address: p.address, port: AGENT }),
+                    host: Some(Agent { exec: exec(&n.ns), address: n.address, address6: None, port: AGENT }),
+                    pod: n.pods.first().map(|p| Agent { exec: exec(&p.ns), address: p.address, address6: None, port: AGENT }),
                 },
             })
             .collect(),

@@ -46,6 +46,12 @@ impl LabNode {
     pub fn switch_port(&self) -> String {
         format!("n{}", self.index)
     }
+
+    /// The pods' gateway: the node's bridge, at the first address of its pod subnet.
+    #[must_use]
+    pub fn bridge(&self) -> Ipv4Addr {
+        Ipv4Addr::new(10, 244, self.index, 1)
+    }
 }
 
 /// Names and addresses of everything in one lab.
@@ -151,10 +157,7 @@ pub fn layout(s: &Scenario, prefix: &str, state_dir: &Path) -> Layout {
                     9 + index,
                 ),
                 control_plane: i < s.control_planes,
-                pod_cidr: Cidr {
-                    addr: Ipv4Addr::new(10, 244, index, 0),
-                    len: 24,
-                },
+                pod_cidr: Cidr::v4(Ipv4Addr::new(10, 244, index, 0), 24),
                 vtep: Ipv4Addr::new(10, 244, index, 0),
                 mac: MacAddr([0x02, 0x00, 0x0a, 0xf4, index, 0x00]),
                 pods,
