@@ -79,6 +79,7 @@ scenarios! {
     cni_token_expired => "tests/scenarios/cni-token-expired.yaml",
     cni_token_stale => "tests/scenarios/cni-token-stale.yaml",
     coredns_loop => "tests/scenarios/coredns-loop.yaml",
+    dual_stack_healthy => "tests/scenarios/dual-stack-healthy.yaml",
     flannel_8472 => "tests/scenarios/flannel-8472.yaml",
     healthy => "tests/scenarios/healthy.yaml",
     kubelet_localhost => "tests/scenarios/kubelet-localhost.yaml",

@@ -2,7 +2,10 @@
 
 use std::net::SocketAddr;
 
-use super::{AGENT_PORT, API_SERVICE, DNS_SERVICE, Layout, POD_CIDR, SERVICE_CIDR};
+use super::{
+    AGENT_PORT, API_SERVICE, API_SERVICE6, DNS_SERVICE, DNS_SERVICE6, Layout, POD_CIDR, POD_CIDR6,
+    SERVICE_CIDR, SERVICE_CIDR6,
+};
 use crate::inventory::Cidr;
 
 /// The agents' port, as the inventory types it.
@@ -22,19 +25,34 @@ pub fn inventory(s: &Scenario, l: &Layout) -> crate::inventory::Inventory {
         ]
     };
     let cidr = |t: &str| Cidr::try_from(t.to_string()).expect("constant CIDR");
+    let dual = s.dual_stack();
+    // Dual-stack: every range and Service of both families, IPv4 first (the lab's Services are
+    // dual-stack, the `kubernetes` one too).
+    let both = |v4: Cidr, v6: &str| if dual { vec![v4, cidr(v6)] } else { Vec::new() };
+    let api_service = SocketAddr::from((API_SERVICE, 443));
+    let dns_service = SocketAddr::from((DNS_SERVICE, 53));
+    let services = |v4: SocketAddr, v6: std::net::Ipv6Addr| {
+        if dual {
+            vec![v4, SocketAddr::from((v6, v4.port()))]
+        } else {
+            Vec::new()
+        }
+    };
     Inventory {
         cluster: Cluster {
             cni: s.cni,
             pod_cidr: cidr(POD_CIDR),
-            pod_cidrs: Vec::new(),
+            pod_cidrs: both(cidr(POD_CIDR), POD_CIDR6),
             service_cidr: cidr(SERVICE_CIDR),
-            service_cidrs: Vec::new(),
+            service_cidrs: both(cidr(SERVICE_CIDR), SERVICE_CIDR6),
             overlay: Some(s.overlay()),
-            api: Api { service: SocketAddr::from((API_SERVICE, 443)), services: Vec::new(), endpoints: l.api_endpoints() },
+            api: Api { service: api_service, services: services(api_service, API_SERVICE6), endpoints: l.api_endpoints() },
             dns: Some(Dns {
-                service: SocketAddr::from((DNS_SERVICE, 53)),
-                services: Vec::new(),
-                endpoints: vec![SocketAddr::from((l.dns_pod.address, 53))],
+                service: dns_service,
+                services: services(dns_service, DNS_SERVICE6),
+                endpoints: std::iter::once(SocketAddr::from((l.dns_pod.address, 53)))
+                    .chain(l.dns_pod.address6.map(|a| SocketAddr::from((a, 53))))
+                    .collect(),
                 // An external name too: the lab's own upstream answers it (never a real one).
                 names: vec!["kubernetes.default.svc.cluster.local".into(), "example.com".into()],
                 corefile: Some(".:53 {\n    errors\n    kubernetes cluster.local in-addr.arpa ip6.arpa\n    forward . /etc/resolv.conf\n    cache 30\n    loop\n}\n".into()),
@@ -57,9 +75,9 @@ pub fn inventory(s: &Scenario, l: &Layout) -> crate::inventory::Inventory {
                 name: n.name.clone(),
                 roles: if n.control_plane { vec!["control-plane".into()] } else { Vec::new() },
                 address: n.address,
-                address6: None,
+                address6: n.address6,
                 pod_cidr: Some(n.pod_cidr),
-                pod_cidrs: Vec::new(),
+                pod_cidrs: if dual { vec![n.pod_cidr, n.pod_cidr6()] } else { Vec::new() },
                 host_root: Some(n.root.clone()),
                 vtep: s.overlay.is_none_or(|o| o.vteps_known).then_some(Vtep {
                     address: n.vtep,
@@ -69,8 +87,8 @@ pub fn inventory(s: &Scenario, l: &Layout) -> crate::inventory::Inventory {
                 zone: Some(l.zones[n.zone].clone()),
                 serves: None,
                 agents: Agents {
-                    host: Some(Agent { exec: exec(&n.ns), address: n.address, address6: None, port: AGENT }),
-                    pod: n.pods.first().map(|p| Agent { exec: exec(&p.ns), address: p.address, address6: None, port: AGENT }),
+                    host: Some(Agent { exec: exec(&n.ns), address: n.address, address6: n.address6, port: AGENT }),
+                    pod: n.pods.first().map(|p| Agent { exec: exec(&p.ns), address: p.address, address6: p.address6, port: AGENT }),
                 },
             })
             .collect(),
