@@ -82,6 +82,7 @@ scenarios! {
     dual_stack_healthy => "tests/scenarios/dual-stack-healthy.yaml",
     flannel_8472 => "tests/scenarios/flannel-8472.yaml",
     healthy => "tests/scenarios/healthy.yaml",
+    ipv6_only_healthy => "tests/scenarios/ipv6-only-healthy.yaml",
     kubelet_localhost => "tests/scenarios/kubelet-localhost.yaml",
     overlay_calico_bgp_179 => "tests/scenarios/overlay-calico-bgp-179.yaml",
     overlay_calico_ipip_healthy => "tests/scenarios/overlay-calico-ipip-healthy.yaml",

@@ -12,9 +12,62 @@ use crate::inventory::Cidr;
 const AGENT: probe_proto::Port = probe_proto::Port::new(AGENT_PORT).expect("non-zero");
 use crate::lab::scenario::Scenario;
 
-/// The inventory describing what `layout` builds, with `ip netns exec` exec prefixes.
+/// The inventory describing what `layout` builds, with `ip netns exec` exec prefixes; of an
+/// IPv6-only scenario, its IPv6 half alone.
 #[must_use]
 pub fn inventory(s: &Scenario, l: &Layout) -> crate::inventory::Inventory {
+    let mut inv = wired(s, l);
+    if !s.ip_families.contains(&crate::inventory::Family::Ipv4) {
+        only_ipv6(&mut inv);
+    }
+    inv
+}
+
+/// Keeps the IPv6 addresses, ranges and Services of a dual-stack inventory, the IPv6 ones
+/// becoming the primary (and only) ones; the IPv4 tunnel endpoints go too.
+fn only_ipv6(inv: &mut crate::inventory::Inventory) {
+    use crate::inventory::{Family, NO_IPV4};
+    let six = |a: &SocketAddr| a.is_ipv6();
+    let c = &mut inv.cluster;
+    let last = |v: &mut Vec<Cidr>, first: &mut Cidr| {
+        if let Some(x) = v.iter().copied().find(|x| x.family() == Family::Ipv6) {
+            *first = x;
+        }
+        v.clear();
+    };
+    last(&mut c.pod_cidrs, &mut c.pod_cidr);
+    last(&mut c.service_cidrs, &mut c.service_cidr);
+    if let Some(s) = c.api.services.iter().copied().find(six) {
+        c.api.service = s;
+    }
+    c.api.services.clear();
+    c.api.endpoints.retain(six);
+    if let Some(d) = c.dns.as_mut() {
+        if let Some(s) = d.services.iter().copied().find(six) {
+            d.service = s;
+        }
+        d.services.clear();
+        d.endpoints.retain(six);
+    }
+    for n in &mut inv.nodes {
+        n.address = NO_IPV4;
+        n.pod_cidr = n
+            .pod_cidrs
+            .iter()
+            .copied()
+            .find(|x| x.family() == Family::Ipv6);
+        n.pod_cidrs.clear();
+        n.vtep = None;
+        for a in [n.agents.host.as_mut(), n.agents.pod.as_mut()]
+            .into_iter()
+            .flatten()
+        {
+            a.address = NO_IPV4;
+        }
+    }
+}
+
+fn wired(s: &Scenario, l: &Layout) -> crate::inventory::Inventory {
     use crate::inventory::{Agent, Agents, Api, Cluster, Dns, Inventory, Node, Vtep};
     let exec = |ns: &str| {
         vec![

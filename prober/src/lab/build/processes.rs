@@ -111,9 +111,15 @@ fn cluster_dns(s: &Scenario, l: &Layout) -> Process {
 pub fn processes(s: &Scenario, l: &Layout, agent: &Path, prober: &Path) -> Vec<Process> {
     let mut out = vec![Process {
         ns: l.router_ns.clone(),
+        // Documentation addresses (never a real one); AAAA too where the lab has IPv6.
         argv: dnsmasq(
             l.upstream_dns,
-            &["--address=/example.com/192.0.2.10".into()],
+            &std::iter::once("--address=/example.com/192.0.2.10".to_string())
+                .chain(
+                    s.dual_stack()
+                        .then(|| "--address=/example.com/2001:db8::10".to_string()),
+                )
+                .collect::<Vec<_>>(),
         ),
         what: "upstream-dns",
     }];

@@ -605,7 +605,6 @@ fn a_dual_stack_lab_has_both_families_everywhere() {
 #[test]
 fn families_the_lab_does_not_build_are_refused_naming_the_key() {
     for (yaml, says) in [
-        ("ipFamilies: [ipv6]", "IPv6-only lab is not built yet"),
         ("ipFamilies: [ipv6, ipv4]", "[ipv6, ipv4]"),
         (
             "ipFamilies: [ipv4, ipv6]\nrouters: 2\nzones: [{name: a, nodes: [n1]}, {name: b, nodes: [n2]}]",
@@ -615,4 +614,22 @@ fn families_the_lab_does_not_build_are_refused_naming_the_key() {
         let e = Scenario::parse(yaml).unwrap_err().to_string();
         assert!(e.contains("ipFamilies") && e.contains(says), "{yaml}: {e}");
     }
+}
+
+/// An IPv6-only scenario: the same dual-stack wiring, an inventory of IPv6 alone, whose plan
+/// probes nothing over IPv4.
+#[test]
+fn an_ipv6_only_lab_writes_an_ipv6_only_inventory() {
+    let yaml = "ipFamilies: [ipv6]";
+    let (l, _) = lab(yaml);
+    let s = Scenario::parse(yaml).unwrap();
+    let inv = inventory(&s, &l);
+    inv.validate().unwrap();
+    assert_eq!(inv.families(), [crate::inventory::Family::Ipv6]);
+    assert_eq!(inv.cluster.api.service.to_string(), "[fd00:10:96::1]:443");
+    assert_eq!(inv.cluster.pod_cidr.to_string(), "fd00:10:244::/56");
+    assert!(!inv.to_yaml().contains("address: "), "{}", inv.to_yaml());
+    let plan = crate::plan::plan(&inv, &crate::plan::Filter::default());
+    assert!(!plan.is_empty());
+    assert!(plan.iter().all(|p| p.to.address.is_ipv6()), "{plan:#?}");
 }

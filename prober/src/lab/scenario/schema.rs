@@ -31,7 +31,9 @@ pub struct Scenario {
     pub routers: usize,
     /// The IP families of the lab's cluster: `[ipv4]` when absent; `[ipv4, ipv6]` builds it
     /// dual-stack (IPv6 on every link, pod and Service beside IPv4, the IPv4 underlay carrying
-    /// the overlay's IPv6 pods too).
+    /// the overlay's IPv6 pods too); `[ipv6]` is an IPv6-only cluster on that same dual-stack
+    /// wiring (as EKS's IPv6 clusters run on dual-stack VPCs): its inventory, and so every
+    /// probe of the matrix, has IPv6 addresses only.
     #[serde(default = "default_families", skip_serializing_if = "is_ipv4_only")]
     pub ip_families: Vec<crate::inventory::Family>,
     /// Agent pods per node.

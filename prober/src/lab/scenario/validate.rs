@@ -66,10 +66,10 @@ pub enum InvalidScenario {
     PathsWithCandidate,
     /// The families the lab can build.
     #[error(
-        "ipFamilies: {0} is not one the lab builds: [ipv4] or [ipv4, ipv6] (dual-stack; an IPv6-only lab is not built yet)"
+        "ipFamilies: {0} is not one the lab builds: [ipv4], [ipv4, ipv6] (dual-stack) or [ipv6] (an IPv6-only cluster)"
     )]
     Families(String),
-    #[error("ipFamilies: a dual-stack lab has one router and no candidate (yet): {0}")]
+    #[error("ipFamilies: a lab with IPv6 has one router and no candidate (yet): {0}")]
     FamiliesWith(&'static str),
 }
 
@@ -196,7 +196,7 @@ impl Scenario {
     fn validate_families(&self) -> Result<(), InvalidScenario> {
         use crate::inventory::Family;
         let f = &self.ip_families;
-        if *f != [Family::Ipv4] && *f != [Family::Ipv4, Family::Ipv6] {
+        if *f != [Family::Ipv4] && *f != [Family::Ipv4, Family::Ipv6] && *f != [Family::Ipv6] {
             let names: Vec<&str> = f.iter().map(|f| f.as_str()).collect();
             return Err(InvalidScenario::Families(format!("[{}]", names.join(", "))));
         }
