@@ -34,10 +34,8 @@ fn inventory() -> Inventory {
                 Vec::new()
             },
             address: addr(i),
-            pod_cidr: Some(Cidr {
-                addr: Ipv4Addr::from(u32::from(pod(i)) - 2),
-                len: 24,
-            }),
+            address6: None,
+            pod_cidr: Some(Cidr::v4(Ipv4Addr::from(u32::from(pod(i)) - 2), 24)),
             pod_cidrs: Vec::new(),
             host_root: None,
             vtep: Some(Vtep {
@@ -51,17 +49,20 @@ fn inventory() -> Inventory {
                     i.to_be_bytes()[3],
                 ])),
             }),
+            vtep6: None,
             zone: None,
             serves: None,
             agents: Agents {
                 host: Some(Agent {
                     exec: vec!["true".into()],
                     address: addr(i),
+                    address6: None,
                     port: probe_proto::Port::new(9917).unwrap(),
                 }),
                 pod: Some(Agent {
                     exec: vec!["true".into()],
                     address: pod(i),
+                    address6: None,
                     port: probe_proto::Port::new(9917).unwrap(),
                 }),
             },
@@ -71,7 +72,9 @@ fn inventory() -> Inventory {
         cluster: Cluster {
             cni: Cni::Flannel,
             pod_cidr: cidr("100.64.0.0/10"),
+            pod_cidrs: Vec::new(),
             service_cidr: cidr("10.96.0.0/12"),
+            service_cidrs: Vec::new(),
             overlay: Some(Overlay::Vxlan {
                 port: probe_proto::Port::new(8472).unwrap(),
                 vni: probe_proto::Vni::new(1).unwrap(),
@@ -79,6 +82,7 @@ fn inventory() -> Inventory {
             }),
             api: Api {
                 service: "10.96.0.1:443".parse().unwrap(),
+                services: Vec::new(),
                 endpoints: vec![SocketAddr::from((addr(0), 6443))],
             },
             dns: None,

@@ -34,6 +34,90 @@ pub fn inventory(nodes: usize, cps: usize, cni: &str) -> Inventory {
     inv
 }
 
+/// [`inventory`] made dual-stack: every node, agent and Service (the `kubernetes` one too, as
+/// the lab makes it) also in IPv6 (`fd00:56::N` for
+/// node `192.168.56.N`, `fd00:10:244:I::H` for pod `10.244.I.H`, `fd00:10:96::1` and `::a`).
+pub fn dual_stack(nodes: usize, cps: usize, cni: &str) -> Inventory {
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+    let six = |v4: Ipv4Addr| -> Ipv6Addr {
+        let [a, b, c, d] = v4.octets();
+        let net: u128 = match (a, b) {
+            (192, 168) => 0xfd00_0056 << 96,
+            (10, 244) => (0xfd00_0010_0244_u128 << 80) | (u128::from(c) << 64),
+            _ => (0xfd00_0010_0096_u128 << 80) | (u128::from(c) << 8),
+        };
+        Ipv6Addr::from(net | u128::from(d))
+    };
+    let six_sa = |sa: SocketAddr| match sa.ip() {
+        IpAddr::V4(v4) => SocketAddr::new(IpAddr::V6(six(v4)), sa.port()),
+        IpAddr::V6(_) => sa,
+    };
+    let mut inv = inventory(nodes, cps, cni);
+    let c = &mut inv.cluster;
+    c.pod_cidrs = vec![
+        c.pod_cidr,
+        "fd00:10:244::/56".to_string().try_into().unwrap(),
+    ];
+    c.service_cidrs = vec![
+        c.service_cidr,
+        "fd00:10:96::/112".to_string().try_into().unwrap(),
+    ];
+    c.api.services = vec![c.api.service, six_sa(c.api.service)];
+    let eps: Vec<SocketAddr> = c.api.endpoints.iter().copied().map(six_sa).collect();
+    c.api.endpoints.extend(eps);
+    if let Some(d) = c.dns.as_mut() {
+        d.services = vec![d.service, six_sa(d.service)];
+        let eps: Vec<SocketAddr> = d.endpoints.iter().copied().map(six_sa).collect();
+        d.endpoints.extend(eps);
+    }
+    for n in &mut inv.nodes {
+        n.address6 = Some(six(n.address));
+        let p6 = six(n.pod_cidr.unwrap().ipv4().unwrap());
+        n.pod_cidrs = vec![n.pod_cidr.unwrap(), format!("{p6}/64").try_into().unwrap()];
+        for a in [n.agents.host.as_mut(), n.agents.pod.as_mut()]
+            .into_iter()
+            .flatten()
+        {
+            a.address6 = Some(six(a.address));
+        }
+    }
+    inv.validate().unwrap();
+    inv
+}
+
+/// [`dual_stack`] without its IPv4 addresses: an IPv6-only cluster.
+pub fn ipv6_only(nodes: usize, cps: usize, cni: &str) -> Inventory {
+    use std::net::IpAddr;
+    let mut inv = dual_stack(nodes, cps, cni);
+    let c = &mut inv.cluster;
+    c.pod_cidr = c.pod_cidrs[1];
+    c.pod_cidrs.clear();
+    c.service_cidr = c.service_cidrs[1];
+    c.service_cidrs.clear();
+    c.api.service = c.api.services[1];
+    c.api.services.clear();
+    c.api.endpoints.retain(|e| matches!(e.ip(), IpAddr::V6(_)));
+    if let Some(d) = c.dns.as_mut() {
+        d.service = d.services[1];
+        d.services.clear();
+        d.endpoints.retain(|e| matches!(e.ip(), IpAddr::V6(_)));
+    }
+    for n in &mut inv.nodes {
+        n.address = crate::inventory::NO_IPV4;
+        n.pod_cidr = Some(n.pod_cidrs[1]);
+        n.pod_cidrs.clear();
+        n.vtep = None;
+        for a in [n.agents.host.as_mut(), n.agents.pod.as_mut()]
+            .into_iter()
+            .flatten()
+        {
+            a.address = crate::inventory::NO_IPV4;
+        }
+    }
+    inv.validate().unwrap();
+    inv
+}
+
 /// `nodes` nodes dealt round-robin into `zones` zones (`z0`, `z1`, ..., `z0`, ...), or with no
 /// zone label when `zones` is 0.
 pub fn zones_round_robin(nodes: usize, zones: usize) -> Inventory {

@@ -108,12 +108,12 @@ fn responders(
             (AgentKind::Host, &n.agents.host),
             (AgentKind::Pod, &n.agents.pod),
         ] {
-            if let Some(a) = a {
+            if let Some((a, ip)) = a.as_ref().and_then(|a| Some((a, a.first_ip()?))) {
                 let at = AgentRef {
                     node: n.name.clone(),
                     agent,
                 };
-                out.insert(at, std::net::SocketAddr::from((a.address, a.port.get())));
+                out.insert(at, std::net::SocketAddr::new(ip, a.port.get()));
             }
         }
     }

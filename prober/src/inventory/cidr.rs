@@ -1,40 +1,78 @@
-//! An IPv4 network in CIDR notation (`10.244.0.0/16`), as the inventory writes it.
+//! An IP network in CIDR notation (`10.244.0.0/16`, `fd00:10:244::/56`), as the inventory
+//! writes it.
 
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 
 use serde::{Deserialize, Serialize};
 
-/// An IPv4 network in CIDR notation.
+use super::Family;
+
+/// An IPv4 or IPv6 network in CIDR notation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub struct Cidr {
-    pub addr: Ipv4Addr,
+    pub addr: IpAddr,
     pub len: u8,
 }
 
 impl Cidr {
+    /// An IPv4 network (`len` at most 32).
     #[must_use]
-    pub fn contains(&self, ip: Ipv4Addr) -> bool {
-        let mask = if self.len == 0 {
-            0
-        } else {
-            u32::MAX << (32 - u32::from(self.len))
-        };
-        u32::from(ip) & mask == u32::from(self.addr) & mask
+    pub fn v4(addr: Ipv4Addr, len: u8) -> Self {
+        Self {
+            addr: IpAddr::V4(addr),
+            len,
+        }
+    }
+
+    #[must_use]
+    pub fn family(&self) -> Family {
+        Family::of(self.addr)
+    }
+
+    /// The network's address when it is an IPv4 one.
+    #[must_use]
+    pub fn ipv4(&self) -> Option<Ipv4Addr> {
+        match self.addr {
+            IpAddr::V4(a) => Some(a),
+            IpAddr::V6(_) => None,
+        }
+    }
+
+    /// Whether `ip` is in the network; an address of the other family never is.
+    #[must_use]
+    pub fn contains(&self, ip: impl Into<IpAddr>) -> bool {
+        match (self.addr, ip.into()) {
+            (IpAddr::V4(net), IpAddr::V4(ip)) => {
+                let mask = u32::MAX.checked_shl(32 - u32::from(self.len)).unwrap_or(0);
+                u32::from(ip) & mask == u32::from(net) & mask
+            }
+            (IpAddr::V6(net), IpAddr::V6(ip)) => {
+                let mask = u128::MAX
+                    .checked_shl(128 - u32::from(self.len))
+                    .unwrap_or(0);
+                u128::from(ip) & mask == u128::from(net) & mask
+            }
+            _ => false,
+        }
     }
 }
 
-/// Text that is not an IPv4 network in CIDR notation.
+/// Text that is not an IP network in CIDR notation.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0:?} is not a CIDR (expected a.b.c.d/len, len 0-32)")]
+#[error(
+    "{0:?} is not a CIDR (expected a.b.c.d/len with len 0-32, or an IPv6 network such as \
+     fd00:10:244::/56 with len 0-128)"
+)]
 pub struct BadCidr(pub String);
 
 impl TryFrom<String> for Cidr {
     type Error = BadCidr;
     fn try_from(s: String) -> Result<Self, BadCidr> {
         let parsed = s.split_once('/').and_then(|(a, l)| {
-            let addr: Ipv4Addr = a.parse().ok()?;
-            let len: u8 = l.parse().ok().filter(|l| *l <= 32)?;
+            let addr: IpAddr = a.parse().ok()?;
+            let max = Family::of(addr).bits();
+            let len: u8 = l.parse().ok().filter(|l| *l <= max)?;
             Some(Self { addr, len })
         });
         parsed.ok_or(BadCidr(s))

@@ -146,3 +146,155 @@ fn cidrs() {
         );
     }
 }
+
+#[test]
+fn ipv6_cidrs() {
+    let c = Cidr::try_from("fd00:10:244:1::/64".to_string()).unwrap();
+    assert_eq!(c.family(), Family::Ipv6);
+    assert!(c.contains("fd00:10:244:1::2a".parse::<std::net::Ipv6Addr>().unwrap()));
+    assert!(!c.contains("fd00:10:244:2::2".parse::<std::net::Ipv6Addr>().unwrap()));
+    // An address of the other family is never in it, whatever its bits.
+    assert!(!c.contains(Ipv4Addr::new(253, 0, 0, 16)));
+    assert!(
+        Cidr::try_from("::/0".to_string())
+            .unwrap()
+            .contains(std::net::Ipv6Addr::LOCALHOST)
+    );
+    for bad in ["fd00::/129", "fd00::", "fd00:::/64"] {
+        let e = Cidr::try_from(bad.to_string()).unwrap_err();
+        assert!(e.to_string().contains("fd00:10:244::/56"), "{e}");
+    }
+}
+
+/// A dual-stack inventory: both families' addresses, ranges and `ClusterIPs`; an IPv4-only one
+/// reads and writes exactly as before (no new key appears).
+#[test]
+fn dual_stack_fields_read_back_and_ipv4_only_writes_none_of_them() {
+    let v4 = inventory(2, 1, "flannel");
+    let text = v4.to_yaml();
+    for key in ["address6", "vtep6", "podCIDRs", "serviceCIDRs", "services"] {
+        assert!(!text.contains(key), "{key} in an IPv4 inventory:\n{text}");
+    }
+    assert_eq!(v4.families(), [Family::Ipv4]);
+    let dual = text
+        .replacen(
+            "  serviceCIDR: 10.96.0.0/12\n",
+            "  podCIDRs: [10.244.0.0/16, \"fd00:10:244::/56\"]\n  serviceCIDR: 10.96.0.0/12\n  \
+             serviceCIDRs: [10.96.0.0/12, \"fd00:10:96::/112\"]\n",
+            1,
+        )
+        .replacen(
+            "\n  address: \"192.168.56.10\"\n",
+            "\n  address: \"192.168.56.10\"\n  address6: fd00:56::a\n  podCIDRs: [10.244.1.0/24, \"fd00:10:244:1::/64\"]\n  \
+             vtep6: {address: \"fd00:10:244:1::\"}\n",
+            1,
+        );
+    assert_ne!(dual, text);
+    let inv: Inventory = from_yaml(&dual).unwrap_or_else(|e| panic!("{e}\n{dual}"));
+    inv.validate().unwrap();
+    assert_eq!(inv.families(), [Family::Ipv4, Family::Ipv6]);
+    let n1 = &inv.nodes[0];
+    assert_eq!(
+        n1.ips().map(|ip| ip.to_string()).collect::<Vec<_>>(),
+        ["192.168.56.10", "fd00:56::a"]
+    );
+    assert!(n1.holds_pod_ip("fd00:10:244:1::2".parse::<std::net::Ipv6Addr>().unwrap()));
+    assert_eq!(inv.cluster.pod_ranges().count(), 2);
+    assert_eq!(
+        inv.cluster.service_ranges().last().unwrap().family(),
+        Family::Ipv6
+    );
+    let back: Inventory = from_yaml(&inv.to_yaml()).unwrap();
+    assert_eq!(back, inv);
+}
+
+/// An IPv6-only inventory: no IPv4 `address` anywhere; it round-trips without one.
+#[test]
+fn an_ipv6_only_inventory_is_accepted() {
+    let text = "cluster:\n  cni: flannel\n  podCIDR: fd00:10:244::/56\n  serviceCIDR: fd00:10:96::/112\n  \
+        api: {service: \"[fd00:10:96::1]:443\", endpoints: [\"[fd00:56::a]:6443\"]}\n  \
+        dns: {service: \"[fd00:10:96::a]:53\", endpoints: [\"[fd00:10:244:1::35]:53\"]}\n\
+        nodes:\n  - name: n1\n    address6: fd00:56::a\n    podCIDR: fd00:10:244:1::/64\n    agents:\n      \
+        host: {exec: [ip, netns, exec, n1], address6: fd00:56::a, port: 9917}\n      \
+        pod: {exec: [ip, netns, exec, n1p0], address6: \"fd00:10:244:1::2\", port: 9917}\n";
+    let inv: Inventory = from_yaml(text).unwrap();
+    inv.validate().unwrap();
+    assert_eq!(inv.families(), [Family::Ipv6]);
+    let n1 = &inv.nodes[0];
+    assert_eq!(n1.ipv4(), None);
+    assert_eq!(n1.agents.host.as_ref().unwrap().ipv4(), None);
+    assert_eq!(
+        n1.agents
+            .pod
+            .as_ref()
+            .unwrap()
+            .ip(Family::Ipv6)
+            .unwrap()
+            .to_string(),
+        "fd00:10:244:1::2"
+    );
+    let out = inv.to_yaml();
+    assert!(!out.contains("address:"), "{out}");
+    assert_eq!(from_yaml::<Inventory>(&out).unwrap(), inv);
+}
+
+/// Bad IPv6 and dual-stack input names its field.
+#[test]
+fn bad_family_fields_are_refused_naming_them() {
+    type Case = (&'static str, fn(&mut Inventory));
+    let text = inventory(2, 1, "flannel").to_yaml();
+    // Parse errors: the field serde was in.
+    for (from, to, field, says) in [
+        (
+            "address: \"192.168.56.10\"",
+            "address: 0.0.0.0",
+            "nodes[0].address",
+            "address6",
+        ),
+        (
+            "address: \"192.168.56.10\"",
+            "address6: 192.168.56.10",
+            "nodes[0].address6",
+            "",
+        ),
+        (
+            "podCIDR: 10.244.1.0/24",
+            "podCIDR: fd00::/200",
+            "nodes[0].podCIDR",
+            "not a CIDR",
+        ),
+    ] {
+        let broken = text.replacen(from, to, 1);
+        assert_ne!(broken, text);
+        let e = from_yaml::<Inventory>(&broken).unwrap_err().to_string();
+        assert!(e.contains(field) && e.contains(says), "{field}: {e}");
+    }
+    // Rules across fields.
+    let cases: [Case; 6] = [
+        ("nodes[1].address", |i| i.nodes[1].address = NO_IPV4),
+        ("nodes[0].agents.pod.address", |i| {
+            i.nodes[0].agents.pod.as_mut().unwrap().address = NO_IPV4;
+        }),
+        ("nodes[0].address6", |i| {
+            i.nodes[0].address6 = Some(std::net::Ipv6Addr::UNSPECIFIED);
+        }),
+        ("cluster.podCIDRs[1]", |i| {
+            i.cluster.pod_cidrs = vec![
+                i.cluster.pod_cidr,
+                "10.245.0.0/16".to_string().try_into().unwrap(),
+            ];
+        }),
+        ("cluster.serviceCIDRs[0]", |i| {
+            i.cluster.service_cidrs = vec!["fd00:10:96::/112".to_string().try_into().unwrap()];
+        }),
+        ("cluster.api.services[1]", |i| {
+            i.cluster.api.services = vec![i.cluster.api.service, "10.96.0.2:443".parse().unwrap()];
+        }),
+    ];
+    for (field, break_it) in cases {
+        let mut inv = inventory(2, 1, "flannel");
+        break_it(&mut inv);
+        let e = inv.validate().unwrap_err().to_string();
+        assert!(e.starts_with(&format!("{field}:")), "{field}: {e}");
+    }
+}

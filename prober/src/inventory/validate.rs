@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use super::{Component, Inventory, Overlay, YamlError, from_yaml};
+use super::{Cidr, Component, Inventory, Overlay, YamlError, from_yaml};
 
 #[derive(Debug, thiserror::Error)]
 pub enum InventoryError {
@@ -112,6 +112,75 @@ fn endpoint(field: &str, addr: SocketAddr) -> Result<(), InvalidInventory> {
     Ok(())
 }
 
+/// An `address` and `address6` pair (a node's, an agent's): at least one, each a usable target.
+fn addresses(
+    at: &str,
+    what: &str,
+    v4: Option<std::net::Ipv4Addr>,
+    v6: Option<std::net::Ipv6Addr>,
+) -> Result<(), InvalidInventory> {
+    if v4.is_none() && v6.is_none() {
+        return Err(bad(
+            format!("{at}.address"),
+            format!(
+                "the {what} has no address: give an IPv4 `address`, an IPv6 `address6` or both"
+            ),
+        ));
+    }
+    if let Some(a) = v4 {
+        target(&format!("{at}.address"), a.into())?;
+    }
+    if let Some(a) = v6 {
+        target(&format!("{at}.address6"), a.into())?;
+    }
+    Ok(())
+}
+
+/// A list of a Service's `ClusterIP`s (`services`), whose first, if any, is `service`: one
+/// address per family, the same port.
+fn cluster_ips(at: &str, service: SocketAddr, all: &[SocketAddr]) -> Result<(), InvalidInventory> {
+    if let Some(first) = all.first()
+        && *first != service
+    {
+        return Err(bad(
+            format!("{at}.services[0]"),
+            format!("{first} must be `service` ({service}), the primary family's ClusterIP"),
+        ));
+    }
+    for (i, s) in all.iter().enumerate() {
+        endpoint(&format!("{at}.services[{i}]"), *s)?;
+        if all[..i].iter().any(|o| o.is_ipv4() == s.is_ipv4()) {
+            return Err(bad(
+                format!("{at}.services[{i}]"),
+                format!("{s}: a Service has one ClusterIP per IP family"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `podCIDRs` or `serviceCIDRs` of the cluster: `first` first, at most one range per family
+/// (what kube-controller-manager and kube-apiserver accept).
+fn ranges(at: &str, first: Cidr, all: &[Cidr]) -> Result<(), InvalidInventory> {
+    if let Some(c) = all.first()
+        && *c != first
+    {
+        return Err(bad(
+            format!("{at}[0]"),
+            format!("{c} must be the primary range ({first}), as Kubernetes lists them"),
+        ));
+    }
+    for (i, c) in all.iter().enumerate() {
+        if all[..i].iter().any(|o| o.family() == c.family()) {
+            return Err(bad(
+                format!("{at}[{i}]"),
+                format!("{c}: a second {} range (one per IP family)", c.family()),
+            ));
+        }
+    }
+    Ok(())
+}
+
 impl Inventory {
     /// Reads YAML (or JSON, which is YAML) and checks what the types cannot.
     pub fn load(path: &std::path::Path) -> Result<Self, InventoryError> {
@@ -157,9 +226,12 @@ impl Inventory {
                     name: n.name.clone(),
                 });
             }
-            target(&format!("nodes[{index}].address"), n.address.into())?;
+            addresses(&format!("nodes[{index}]"), "node", n.ipv4(), n.address6)?;
             if let Some(v) = &n.vtep {
                 target(&format!("nodes[{index}].vtep.address"), v.address.into())?;
+            }
+            if let Some(v) = &n.vtep6 {
+                target(&format!("nodes[{index}].vtep6.address"), v.address.into())?;
             }
             for (agent, a) in [("host", &n.agents.host), ("pod", &n.agents.pod)] {
                 let Some(a) = a else { continue };
@@ -167,7 +239,7 @@ impl Inventory {
                     return Err(InvalidInventory::NoExec { index, agent });
                 }
                 let at = format!("nodes[{index}].agents.{agent}");
-                target(&format!("{at}.address"), a.address.into())?;
+                addresses(&at, "agent", a.ipv4(), a.address6)?;
             }
         }
         if self.nodes.is_empty() {
@@ -188,12 +260,16 @@ impl Inventory {
     /// The cluster's services, DNS names and overlay, against what the agents accept.
     fn validate_cluster(&self) -> Result<(), InvalidInventory> {
         let c = &self.cluster;
+        ranges("cluster.podCIDRs", c.pod_cidr, &c.pod_cidrs)?;
+        ranges("cluster.serviceCIDRs", c.service_cidr, &c.service_cidrs)?;
         endpoint("cluster.api.service", c.api.service)?;
+        cluster_ips("cluster.api", c.api.service, &c.api.services)?;
         for (i, e) in c.api.endpoints.iter().enumerate() {
             endpoint(&format!("cluster.api.endpoints[{i}]"), *e)?;
         }
         if let Some(dns) = &c.dns {
             endpoint("cluster.dns.service", dns.service)?;
+            cluster_ips("cluster.dns", dns.service, &dns.services)?;
             for (i, e) in dns.endpoints.iter().enumerate() {
                 endpoint(&format!("cluster.dns.endpoints[{i}]"), *e)?;
             }

@@ -34,6 +34,10 @@ pub struct Checked {
 pub enum CheckError {
     #[error("target {to:?}: expected NODE/host, NODE/pod or NODE/vtep")]
     TargetShape { to: String },
+    #[error(
+        "target {to:?}: no IPv6 address for a {probe:?} probe (family: ipv6 needs a lab with IPv6, a node, pod, Service, DNS pod or API server target, and tcp, udp, tls or dns)"
+    )]
+    NoIpv6 { to: String, probe: ReachProbe },
     #[error("target {to:?}: unknown node")]
     TargetNode { to: String },
     #[error("target {to:?}: the lab has no control-plane node")]
@@ -60,7 +64,7 @@ pub enum CheckError {
 
 /// Where a probe goes.
 struct Target {
-    address: Ipv4Addr,
+    address: std::net::IpAddr,
     port: u16,
     node: Option<usize>,
 }
@@ -70,7 +74,11 @@ fn resolve_target(
     to: &str,
     probe: ReachProbe,
     port: Option<u16>,
+    family: Option<crate::inventory::Family>,
 ) -> Result<Target, CheckError> {
+    if family == Some(crate::inventory::Family::Ipv6) {
+        return resolve_target6(l, to, probe, port);
+    }
     let default_port = |p: u16| port.unwrap_or(p);
     let (address, port, node) = match to {
         "service/kubernetes" => (API_SERVICE, default_port(443), None),
@@ -110,9 +118,45 @@ fn resolve_target(
         }
     };
     Ok(Target {
-        address,
+        address: address.into(),
         port,
         node,
+    })
+}
+
+/// [`resolve_target`] to the target's IPv6 address.
+fn resolve_target6(
+    l: &Layout,
+    to: &str,
+    probe: ReachProbe,
+    port: Option<u16>,
+) -> Result<Target, CheckError> {
+    let none = || CheckError::NoIpv6 {
+        to: to.into(),
+        probe,
+    };
+    if !matches!(
+        probe,
+        ReachProbe::Tcp | ReachProbe::Udp | ReachProbe::Tls | ReachProbe::Dns
+    ) {
+        return Err(none());
+    }
+    // The IPv4 target names the node; its IPv6 twin is the same thing's other address.
+    let v4 = resolve_target(l, to, probe, port, None)?;
+    let address = match to {
+        "service/kubernetes" => Some(super::build::API_SERVICE6),
+        "service/kube-dns" => Some(super::build::DNS_SERVICE6),
+        "dns-pod" => l.dns_pod.address6,
+        _ => match (v4.node, to.split_once('/').map(|(_, w)| w)) {
+            (Some(i), Some("pod")) => l.nodes[i].pods[0].address6,
+            (Some(i), _) => l.nodes[i].address6,
+            (None, _) => None,
+        },
+    }
+    .ok_or_else(none)?;
+    Ok(Target {
+        address: address.into(),
+        ..v4
     })
 }
 
@@ -147,7 +191,7 @@ fn agent_of(l: &Layout, from: &str) -> Result<(AgentRef, usize), CheckError> {
 /// The probe spec (JSON) for one expectation.
 fn spec(lab: &Lab, id: &str, r: &Reach, from_node: usize, nonce: u32) -> Result<Value, CheckError> {
     let l = &lab.layout;
-    let t = resolve_target(l, &r.to, r.probe, r.port)?;
+    let t = resolve_target(l, &r.to, r.probe, r.port, r.family)?;
     let addr = t.address.to_string();
     Ok(match r.probe {
         ReachProbe::Tcp => {
@@ -175,7 +219,7 @@ fn spec(lab: &Lab, id: &str, r: &Reach, from_node: usize, nonce: u32) -> Result<
         }
         ReachProbe::Dns => {
             json!({"id": id, "kind": "dns", "name": r.name.clone().unwrap_or_else(|| "kubernetes.default.svc.cluster.local".into()),
-            "server": format!("{addr}:{}", t.port), "protocol": r.transport.clone().unwrap_or_else(|| "udp".into())})
+            "server": std::net::SocketAddr::new(t.address, t.port).to_string(), "protocol": r.transport.clone().unwrap_or_else(|| "udp".into())})
         }
         ReachProbe::Vxlan => {
             let n = t.node.ok_or_else(|| CheckError::NeedsNode {
@@ -378,7 +422,7 @@ fn sorted(v: &[String]) -> Vec<String> {
 /// underlay and the VXLAN device.
 async fn seen(lab: &Lab, agents: &Agents, r: &Reach, nonce: u32, since: u64) -> Vec<String> {
     let l = &lab.layout;
-    let Ok(t) = resolve_target(l, &r.to, r.probe, r.port) else {
+    let Ok(t) = resolve_target(l, &r.to, r.probe, r.port, r.family) else {
         return Vec::new();
     };
     let Some(node) = t.node else {
@@ -426,7 +470,15 @@ pub fn render(checked: &[Checked]) -> (String, bool) {
         let mut line = format!(
             "{mark} {:<8} -> {:<20} {:<5} want {:<11} got {got}",
             r.from,
-            format!("{}{port}", r.to),
+            format!(
+                "{}{port}{}",
+                r.to,
+                if r.family == Some(crate::inventory::Family::Ipv6) {
+                    " (ipv6)"
+                } else {
+                    ""
+                }
+            ),
             crate::report::kebab(r.probe),
             r.outcome.to_string()
         );
@@ -573,6 +625,44 @@ mod tests {
 
     fn expect(yaml: &str) -> Expect {
         serde_saphyr::from_str(yaml).unwrap()
+    }
+
+    /// `family: ipv6` resolves a target to its IPv6 address in a lab that has one, and is
+    /// refused, naming the target, where there is none or the probe speaks IPv4 only.
+    #[test]
+    fn ipv6_targets_resolve_to_the_same_things_ipv6_address() {
+        use super::{ReachProbe, resolve_target};
+        use crate::inventory::Family;
+        use crate::lab::scenario::Scenario;
+        let at = |yaml: &str, to: &str, probe: ReachProbe| {
+            let s = Scenario::parse(yaml).unwrap();
+            let l = crate::lab::build::layout(&s, "plab-t-", std::path::Path::new("/tmp/x"));
+            resolve_target(&l, to, probe, None, Some(Family::Ipv6))
+                .map(|t| (t.address.to_string(), t.port))
+                .map_err(|e| e.to_string())
+        };
+        let dual = "ipFamilies: [ipv4, ipv6]";
+        for (to, probe, want) in [
+            ("n2/pod", ReachProbe::Tcp, ("fd00:10:244:2::2", 9917)),
+            ("n3/host", ReachProbe::Udp, ("fd00:56::c", 9917)),
+            (
+                "service/kubernetes",
+                ReachProbe::Tls,
+                ("fd00:10:96::1", 443),
+            ),
+            ("service/kube-dns", ReachProbe::Dns, ("fd00:10:96::a", 53)),
+            ("apiserver", ReachProbe::Tls, ("fd00:56::a", 6443)),
+        ] {
+            assert_eq!(
+                at(dual, to, probe),
+                Ok((want.0.to_string(), want.1)),
+                "{to}"
+            );
+        }
+        let e = at(dual, "n2/pod", ReachProbe::Icmp).unwrap_err();
+        assert!(e.contains("n2/pod") && e.contains("IPv6"), "{e}");
+        let e = at("{}", "n2/pod", ReachProbe::Tcp).unwrap_err();
+        assert!(e.contains("n2/pod") && e.contains("IPv6"), "{e}");
     }
 
     #[test]

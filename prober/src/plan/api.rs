@@ -1,11 +1,12 @@
-//! The API server: the `kubernetes` Service and each API endpoint, from every node and every pod.
+//! The API server: the `kubernetes` Service and each API endpoint, from every node and every pod,
+//! each over its own IP family.
 
 use std::net::{IpAddr, SocketAddr};
 
 use probe_proto::{Probe, TlsProbe};
 
-use super::{Builder, port};
-use crate::inventory::Inventory;
+use super::{Builder, family_suffix, port};
+use crate::inventory::{Family, Inventory};
 use crate::model::{AgentKind, AgentRef, PathClass, Protocol, Target};
 
 impl<'a> Builder<'a> {
@@ -17,34 +18,40 @@ impl<'a> Builder<'a> {
                 AgentKind::Pod => (PathClass::PodToService, PathClass::PodToApiserver),
                 AgentKind::Host => (PathClass::NodeToService, PathClass::NodeToApiserver),
             };
-            for (fnode, _) in self.agents(kind) {
+            for (fnode, agent) in self.agents(kind) {
                 let from = AgentRef {
                     node: fnode.name.clone(),
                     agent: kind,
                 };
-                self.push(
-                    svc_path,
-                    from.clone(),
-                    tls_target(api.service, None, "kubernetes"),
-                    "svc/kubernetes",
-                    &format!("tls/{}", api.service.port()),
-                    tls(api.service, Some("kubernetes.default.svc")),
-                );
-                for ep in &api.endpoints {
+                // Each target over its own family, from agents that have that family.
+                let speaks = |ip: IpAddr| agent.ip(Family::of(ip)).is_some();
+                for svc in api.cluster_ips().filter(|s| speaks(s.ip())) {
+                    let suffix = family_suffix(Family::of(svc.ip()));
+                    self.push(
+                        svc_path,
+                        from.clone(),
+                        tls_target(svc, None, "kubernetes"),
+                        "svc/kubernetes",
+                        &format!("tls/{}{suffix}", svc.port()),
+                        tls(svc, Some("kubernetes.default.svc")),
+                    );
+                }
+                for ep in api.endpoints.iter().filter(|e| speaks(e.ip())) {
                     let node = inv
                         .nodes
                         .iter()
-                        .find(|n| IpAddr::V4(n.address) == ep.ip())
+                        .find(|n| n.ips().any(|ip| ip == ep.ip()))
                         .map(|n| n.name.clone());
                     let label = node
                         .as_ref()
                         .map_or_else(|| ep.ip().to_string(), |n| format!("{n}/apiserver"));
+                    let suffix = family_suffix(Family::of(ep.ip()));
                     self.push(
                         ep_path,
                         from.clone(),
                         tls_target(*ep, node, "apiserver"),
                         &label,
-                        &format!("tls/{}", ep.port()),
+                        &format!("tls/{}{suffix}", ep.port()),
                         tls(*ep, None),
                     );
                 }

@@ -4,8 +4,8 @@ use std::net::IpAddr;
 
 use probe_proto::{DnsProbe, DnsRecordType, Probe, Transport};
 
-use super::Builder;
-use crate::inventory::Inventory;
+use super::{Builder, family_suffix};
+use crate::inventory::{Family, Inventory};
 use crate::model::{AgentKind, AgentRef, PathClass, Protocol, Target};
 
 impl<'a> Builder<'a> {
@@ -19,17 +19,22 @@ impl<'a> Builder<'a> {
         } else {
             dns.names.clone()
         };
-        let mut servers = vec![(
-            dns.service,
-            "svc/kube-dns".to_string(),
-            "kube-dns".to_string(),
-            None,
-        )];
+        let mut servers: Vec<_> = dns
+            .cluster_ips()
+            .map(|svc| {
+                (
+                    svc,
+                    "svc/kube-dns".to_string(),
+                    "kube-dns".to_string(),
+                    None,
+                )
+            })
+            .collect();
         for ep in &dns.endpoints {
             let node = inv
                 .nodes
                 .iter()
-                .find(|n| matches!(ep.ip(), IpAddr::V4(a) if n.holds_pod_ip(a)))
+                .find(|n| n.holds_pod_ip(ep.ip()))
                 .map(|n| n.name.clone());
             servers.push((
                 *ep,
@@ -38,12 +43,20 @@ impl<'a> Builder<'a> {
                 node,
             ));
         }
-        for (fnode, _) in self.agents(AgentKind::Pod) {
+        // The record the names have: the `kubernetes` Service's family (single-stack, the
+        // primary one), asked over either transport family.
+        let record_type = match Family::of(inv.cluster.api.service.ip()) {
+            Family::Ipv4 => DnsRecordType::A,
+            Family::Ipv6 => DnsRecordType::Aaaa,
+        };
+        for (fnode, agent) in self.agents(AgentKind::Pod) {
             let from = AgentRef {
                 node: fnode.name.clone(),
                 agent: AgentKind::Pod,
             };
-            for (server, label, service, node) in &servers {
+            let speaks = |ip: IpAddr| agent.ip(Family::of(ip)).is_some();
+            for (server, label, service, node) in servers.iter().filter(|s| speaks(s.0.ip())) {
+                let suffix = family_suffix(Family::of(server.ip()));
                 for transport in [Transport::Udp, Transport::Tcp] {
                     for name in &names {
                         let (proto, p) = match transport {
@@ -60,7 +73,7 @@ impl<'a> Builder<'a> {
                         };
                         let probe = Probe::Dns(DnsProbe {
                             name: name.clone(),
-                            record_type: DnsRecordType::A,
+                            record_type,
                             protocol: transport,
                             server: Some(*server),
                             resolv_conf: None,
@@ -70,7 +83,7 @@ impl<'a> Builder<'a> {
                             from.clone(),
                             to,
                             label,
-                            &format!("{proto}/{}/{name}", server.port()),
+                            &format!("{proto}/{}/{name}{suffix}", server.port()),
                             probe,
                         );
                     }

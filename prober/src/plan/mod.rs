@@ -10,9 +10,11 @@ mod pods;
 pub mod preflight;
 pub mod sample;
 
+use std::net::IpAddr;
+
 use probe_proto::{Port, Probe, TcpProbe, UdpProbe};
 
-use crate::inventory::{Agent, Inventory, Node};
+use crate::inventory::{Agent, Family, Inventory, Node};
 use crate::model::{AgentKind, AgentRef, PathClass, Target};
 
 pub use node_ports::{cni_tcp_ports, optional_cni_ports, served_tcp_ports};
@@ -61,9 +63,19 @@ impl Filter {
     }
 }
 
-/// Stable, readable ids: `pod-to-pod:n1/pod->n3/pod:tcp/9917`.
+/// Stable, readable ids: `pod-to-pod:n1/pod->n3/pod:tcp/9917`; the IPv6 variant of a path
+/// ends in `/ipv6` (`pod-to-pod:n1/pod->n3/pod:tcp/9917/ipv6`), the IPv4 one keeps its id.
 fn id(path: PathClass, from: &AgentRef, to: &str, what: &str) -> String {
     format!("{path}:{from}->{to}:{what}")
+}
+
+/// What a probe's `what` gets for its family: nothing for IPv4 (its ids as before dual-stack),
+/// `/ipv6` for IPv6.
+fn family_suffix(f: Family) -> &'static str {
+    match f {
+        Family::Ipv4 => "",
+        Family::Ipv6 => "/ipv6",
+    }
 }
 
 /// Collects the filtered matrix; each path family adds its cells from its own file.
@@ -104,6 +116,14 @@ impl<'a> Builder<'a> {
             probe,
             receipt_port: None,
         }))
+    }
+
+    /// The agents of `kind` that have an address in `family`, with it.
+    fn agents_in(&self, kind: AgentKind, family: Family) -> Vec<(&'a Node, &'a Agent, IpAddr)> {
+        self.agents(kind)
+            .into_iter()
+            .filter_map(|(n, a)| Some((n, a, a.ip(family)?)))
+            .collect()
     }
 
     fn agents(&self, kind: AgentKind) -> Vec<(&'a Node, &'a Agent)> {
@@ -170,8 +190,8 @@ fn receipts(inv: &Inventory, out: &mut Planned) {
         let Some(host) = &node.agents.host else {
             continue;
         };
-        if address == std::net::IpAddr::V4(node.address)
-            || address == std::net::IpAddr::V4(host.address)
+        if node.ips().any(|ip| ip == address)
+            || Family::ALL.into_iter().any(|f| host.ip(f) == Some(address))
         {
             witnessed.push((i, Some(host.port)));
         }

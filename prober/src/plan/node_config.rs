@@ -1,8 +1,6 @@
 //! Node configuration: each host agent reads its node's files (kubelet.conf, resolv.conf, the CNI
 //! config) and asks the API server about the CNI's credentials.
 
-use std::net::IpAddr;
-
 use probe_proto::{NodeProbe, Probe};
 
 use super::Builder;
@@ -13,7 +11,7 @@ impl Builder<'_> {
     /// credentials).
     pub(super) fn node_config(&mut self) {
         for (node, agent) in self.agents(AgentKind::Host) {
-            let Some(root) = &node.host_root else {
+            let (Some(root), Some(address)) = (&node.host_root, agent.first_ip()) else {
                 continue;
             };
             let from = AgentRef {
@@ -24,7 +22,7 @@ impl Builder<'_> {
                 node: Some(node.name.clone()),
                 agent: Some(AgentKind::Host),
                 service: Some("host-root".into()),
-                address: IpAddr::V4(agent.address),
+                address,
                 port: None,
                 protocol: Protocol::Tcp,
             };

@@ -1,11 +1,9 @@
 //! Node to node: the TCP ports between hosts that the cluster needs, which the lab's stand-ins
 //! also serve (docs/design.md, "Ports the cluster needs").
 
-use std::net::IpAddr;
-
 use probe_proto::{Probe, TcpProbe};
 
-use super::{Builder, port};
+use super::{Builder, family_suffix, port};
 use crate::inventory::{Cni, Inventory, Node};
 use crate::model::{AgentKind, AgentRef, PathClass, Protocol, Target};
 
@@ -114,40 +112,45 @@ impl<'a> Builder<'a> {
     pub(super) fn node_to_node(&mut self) {
         let inv: &'a Inventory = self.inv;
         let ports = host_ports(inv.cluster.cni);
-        for (fnode, _) in self.agents(AgentKind::Host) {
-            for tnode in inv.nodes.iter().filter(|t| t.name != fnode.name) {
-                for hp in &ports {
-                    if (hp.to_control_plane_only && !tnode.is_control_plane())
-                        || (hp.from_control_plane_only && !fnode.is_control_plane())
-                        || !cni_port_served(inv, fnode, tnode, hp.port)
-                    {
+        for family in inv.families() {
+            for (fnode, _, _) in self.agents_in(AgentKind::Host, family) {
+                for tnode in inv.nodes.iter().filter(|t| t.name != fnode.name) {
+                    let Some(address) = tnode.ip(family) else {
                         continue;
+                    };
+                    for hp in &ports {
+                        if (hp.to_control_plane_only && !tnode.is_control_plane())
+                            || (hp.from_control_plane_only && !fnode.is_control_plane())
+                            || !cni_port_served(inv, fnode, tnode, hp.port)
+                        {
+                            continue;
+                        }
+                        let from = AgentRef {
+                            node: fnode.name.clone(),
+                            agent: AgentKind::Host,
+                        };
+                        let to = Target {
+                            node: Some(tnode.name.clone()),
+                            agent: None,
+                            service: None,
+                            address,
+                            port: Some(hp.port),
+                            protocol: Protocol::Tcp,
+                        };
+                        let probe = Probe::Tcp(TcpProbe {
+                            address,
+                            port: port(hp.port),
+                            echo: false,
+                        });
+                        self.push(
+                            PathClass::NodeToNode,
+                            from,
+                            to,
+                            &format!("{}/host", tnode.name),
+                            &format!("tcp/{}{}", hp.port, family_suffix(family)),
+                            probe,
+                        );
                     }
-                    let from = AgentRef {
-                        node: fnode.name.clone(),
-                        agent: AgentKind::Host,
-                    };
-                    let to = Target {
-                        node: Some(tnode.name.clone()),
-                        agent: None,
-                        service: None,
-                        address: IpAddr::V4(tnode.address),
-                        port: Some(hp.port),
-                        protocol: Protocol::Tcp,
-                    };
-                    let probe = Probe::Tcp(TcpProbe {
-                        address: IpAddr::V4(tnode.address),
-                        port: port(hp.port),
-                        echo: false,
-                    });
-                    self.push(
-                        PathClass::NodeToNode,
-                        from,
-                        to,
-                        &format!("{}/host", tnode.name),
-                        &format!("tcp/{}", hp.port),
-                        probe,
-                    );
                 }
             }
         }

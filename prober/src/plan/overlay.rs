@@ -8,7 +8,7 @@ use probe_proto::{
 };
 
 use super::Builder;
-use crate::inventory::{Inventory, Overlay, OverlayMode};
+use crate::inventory::{Family, Inventory, Overlay, OverlayMode};
 use crate::model::{AgentKind, AgentRef, PathClass, Protocol, Target};
 
 impl<'a> Builder<'a> {
@@ -26,7 +26,11 @@ impl<'a> Builder<'a> {
             for tnode in inv.nodes.iter().filter(|t| t.name != fnode.name) {
                 // No tunnel endpoint known: not probed here; the diagnosis says so
                 // (diagnose/overlay_unprobed.rs), never silence.
-                let Some(vtep) = &tnode.vtep else { continue };
+                // The crafted datagrams and the VTEP echo are IPv4 for now (the IPv6 underlay's
+                // `vtep6` is not probed yet): a peer without an IPv4 address gets none.
+                let (Some(vtep), Some(taddr)) = (&tnode.vtep, tnode.ipv4()) else {
+                    continue;
+                };
                 let from = AgentRef {
                     node: fnode.name.clone(),
                     agent: AgentKind::Host,
@@ -52,7 +56,7 @@ impl<'a> Builder<'a> {
                 );
                 let inner_source = fnode.vtep.as_ref().map(|v| v.address);
                 let Some((protocol, port, probe)) =
-                    crafted(&ov, tnode.address, inner_source, vtep.address, vtep.mac)
+                    crafted(&ov, taddr, inner_source, vtep.address, vtep.mac)
                 else {
                     continue;
                 };
@@ -60,7 +64,7 @@ impl<'a> Builder<'a> {
                     node: Some(tnode.name.clone()),
                     agent: Some(AgentKind::Host),
                     service: None,
-                    address: IpAddr::V4(tnode.address),
+                    address: IpAddr::V4(taddr),
                     port,
                     protocol,
                 };
@@ -86,12 +90,14 @@ impl<'a> Builder<'a> {
     fn pod_mtu(&mut self, ov: &Overlay) {
         let size = ov.mtu();
         let kind = size.map_or_else(|| "mtu/own".to_string(), |s| format!("mtu/{s}"));
-        for (fnode, _) in self.agents(AgentKind::Pod) {
-            for (tnode, tagent) in self
-                .agents(AgentKind::Pod)
+        // ICMP: IPv4 for now, between pods that have an IPv4 address.
+        for (fnode, _, _) in self.agents_in(AgentKind::Pod, Family::Ipv4) {
+            for (tnode, _, address) in self
+                .agents_in(AgentKind::Pod, Family::Ipv4)
                 .into_iter()
-                .filter(|(t, _)| t.name != fnode.name)
+                .filter(|(t, _, _)| t.name != fnode.name)
             {
+                let IpAddr::V4(v4) = address else { continue };
                 let from = AgentRef {
                     node: fnode.name.clone(),
                     agent: AgentKind::Pod,
@@ -100,12 +106,12 @@ impl<'a> Builder<'a> {
                     node: Some(tnode.name.clone()),
                     agent: Some(AgentKind::Pod),
                     service: None,
-                    address: IpAddr::V4(tagent.address),
+                    address,
                     port: None,
                     protocol: Protocol::Icmp,
                 };
                 let probe = Probe::Mtu(MtuProbe {
-                    address: tagent.address.into(),
+                    address: v4.into(),
                     size,
                 });
                 self.push(

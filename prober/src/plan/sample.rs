@@ -65,11 +65,17 @@ pub const SAMPLED_PATHS: [PathClass; 5] = [
     PathClass::Overlay,
 ];
 
-/// The zone a node is counted in: its zone label, else its /24 subnet.
+/// The zone a node is counted in: its zone label, else its IPv4 /24 subnet (an IPv6-only
+/// node's /64).
 fn zone_of(n: &Node) -> String {
-    n.zone.clone().unwrap_or_else(|| {
-        let [a, b, c, _] = n.address.octets();
-        format!("{a}.{b}.{c}.0/24")
+    n.zone.clone().unwrap_or_else(|| match n.ipv4() {
+        Some(v4) => {
+            let [a, b, c, _] = v4.octets();
+            format!("{a}.{b}.{c}.0/24")
+        }
+        None => n.ips().next().map_or_else(String::new, |ip| {
+            crate::inventory::Cidr { addr: ip, len: 64 }.to_string()
+        }),
     })
 }
 

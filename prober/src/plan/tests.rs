@@ -187,3 +187,71 @@ fn cni_ports_go_only_to_the_nodes_that_serve_them() {
 }
 
 mod mtu_default;
+
+/// A dual-stack cluster gets every TCP, TLS and DNS path class in both families: the IPv4
+/// cells exactly as an IPv4-only cluster's (same ids, same order), then the IPv6 ones, whose
+/// ids end in `/ipv6`; ICMP, MTU and the crafted overlay probes stay IPv4.
+#[test]
+fn a_dual_stack_cluster_is_planned_in_both_families() {
+    use crate::testutil::dual_stack;
+    let v4 = plan(&inventory(3, 1, "flannel"), &Filter::default()).to_vec();
+    let dual = plan(&dual_stack(3, 1, "flannel"), &Filter::default()).to_vec();
+    let v4_of_dual: Vec<&PlannedProbe> = dual.iter().filter(|p| p.to.address.is_ipv4()).collect();
+    assert_eq!(v4_of_dual, v4.iter().collect::<Vec<_>>());
+    let six: Vec<&PlannedProbe> = dual.iter().filter(|p| p.to.address.is_ipv6()).collect();
+    assert!(six.iter().all(|p| p.id.ends_with("/ipv6")), "{six:#?}");
+    let per_class = |path| six.iter().filter(|p| p.path == path).count();
+    // pod-pod, node-pod, pod-node, node-node, pod-svc, node-svc, pod-api, node-api, overlay, dns
+    let want = [9, 9, 9, 2 + 6, 3, 3, 3, 3, 0, 12];
+    let got: Vec<usize> = PathClass::ALL[..10].iter().map(|p| per_class(*p)).collect();
+    assert_eq!(got, want);
+    let ids: Vec<&str> = six.iter().map(|p| p.id.as_str()).collect();
+    for id in [
+        "pod-to-pod:n1/pod->n3/pod:tcp/9917/ipv6",
+        "node-to-pod:n2/host->n1/pod:tcp/9917/ipv6",
+        "pod-to-node:n2/pod->n1/host:tcp/9917/ipv6",
+        "node-to-node:n2/host->n1/host:tcp/10250/ipv6",
+        "pod-to-service:n2/pod->svc/kubernetes:tls/443/ipv6",
+        "pod-to-apiserver:n3/pod->n1/apiserver:tls/6443/ipv6",
+        "dns:n2/pod->svc/kube-dns:udp/53/kubernetes.default.svc.cluster.local/ipv6",
+    ] {
+        assert!(ids.contains(&id), "{id} not in {ids:#?}");
+    }
+    let p = six
+        .iter()
+        .find(|p| p.id == "pod-to-pod:n1/pod->n3/pod:tcp/9917/ipv6")
+        .unwrap();
+    assert_eq!(p.to.address.to_string(), "fd00:10:244:3::2");
+    assert!(matches!(&p.probe, Probe::Tcp(t) if t.address == p.to.address));
+    // A TCP probe to a node's IPv6 address is witnessed by its host agent, as over IPv4.
+    let n2n = six
+        .iter()
+        .find(|p| p.path == PathClass::NodeToNode)
+        .unwrap();
+    assert!(n2n.receipt_port.is_some());
+    let mut all: Vec<&str> = dual.iter().map(|p| p.id.as_str()).collect();
+    all.sort_unstable();
+    all.dedup();
+    assert_eq!(all.len(), dual.len(), "ids are unique");
+}
+
+/// An IPv6-only cluster gets the same path classes over IPv6 and no IPv4 (nor ICMP) probe.
+#[test]
+fn an_ipv6_only_cluster_is_planned_over_ipv6() {
+    let probes = plan(
+        &crate::testutil::ipv6_only(3, 1, "flannel"),
+        &Filter::default(),
+    )
+    .to_vec();
+    assert!(probes.iter().all(|p| p.to.address.is_ipv6()), "{probes:#?}");
+    let got: Vec<usize> = PathClass::ALL[..10]
+        .iter()
+        .map(|p| count(&probes, *p))
+        .collect();
+    assert_eq!(got, [9, 9, 9, 2 + 6, 3, 3, 3, 3, 0, 12]);
+    let dns = probes.iter().find(|p| p.path == PathClass::Dns).unwrap();
+    assert!(
+        matches!(&dns.probe, Probe::Dns(d) if d.record_type == probe_proto::DnsRecordType::Aaaa),
+        "the kubernetes Service is IPv6: its name has a AAAA record"
+    );
+}

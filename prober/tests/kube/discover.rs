@@ -1,7 +1,7 @@
 //! The requests discovery makes on each distribution, exactly as kube-rs writes them, and its
 //! edges: pagination, a forbidden namespace, refusals in words, IPv6, Windows nodes.
 
-use prober::inventory::Inventory;
+use prober::inventory::{Family, Inventory};
 use prober::runtime::kube::discover::{WORKLOAD_NAMESPACES, build, read};
 use serde_json::json;
 use test_kit::mock::{discovery_answer, fixture_json, respond, serve, split, status};
@@ -113,7 +113,7 @@ fn expected_before_policies(flavour: &str) -> Vec<String> {
     let cm = |ns: &str, name: &str| format!("/api/v1/namespaces/{ns}/configmaps/{name}");
     let cilium_nodes = list_uri("/apis/cilium.io/v2/ciliumnodes", None);
     match flavour {
-        "flannel" => requests(
+        "flannel" | "flannel-dualstack" | "flannel-ipv6" => requests(
             Some("kube-dns"),
             Some("coredns"),
             &[cm("kube-flannel", "kube-flannel-cfg")],
@@ -371,32 +371,20 @@ pub(crate) fn raw_of(flavour: &str) -> prober::runtime::kube::discover::Raw {
     }
 }
 
+/// An IPv6-first cluster is probed, not refused: the `kubernetes` Service's family is the
+/// primary one, the nodes' addresses of each family are kept whatever their order, and a node
+/// with only IPv6 addresses is a node (it used to be refused).
 #[test]
-fn ipv6_first_and_ipv6_only_clusters_are_refused_dual_stack_uses_ipv4() {
-    // IPv6 primary: the kubernetes Service is IPv6.
+fn ipv6_first_clusters_and_ipv6_only_nodes_are_taken() {
     let mut raw = raw_of("flannel");
     let svc = raw.api_service.as_mut().unwrap().spec.as_mut().unwrap();
     svc.cluster_ip = Some("fd00:10:96::1".into());
     svc.cluster_ips = Some(vec!["fd00:10:96::1".into(), "10.96.0.1".into()]);
-    let err = build(&raw).unwrap_err().to_string();
-    assert!(
-        err.contains("primary IP family is IPv6") && err.contains("not supported"),
-        "{err}"
-    );
-    // An IPv6-only node.
-    let mut raw = raw_of("flannel");
     raw.nodes[1].status.as_mut().unwrap().addresses =
         Some(vec![k8s_openapi::api::core::v1::NodeAddress {
             type_: "InternalIP".into(),
             address: "fd00::11".into(),
         }]);
-    let err = build(&raw).unwrap_err().to_string();
-    assert!(
-        err.contains("node w1 has only IPv6 addresses") && err.contains("IPv4 only"),
-        "{err}"
-    );
-    // Dual-stack, IPv6 listed first: the IPv4 address is used.
-    let mut raw = raw_of("flannel");
     let a = raw.nodes[2]
         .status
         .as_mut()
@@ -412,7 +400,26 @@ fn ipv6_first_and_ipv6_only_clusters_are_refused_dual_stack_uses_ipv4() {
         },
     );
     let inv = build(&raw).unwrap();
-    assert_eq!(inv.nodes[2].address.to_string(), "192.168.56.12");
+    inv.validate().unwrap();
+    assert_eq!(inv.cluster.api.service.to_string(), "[fd00:10:96::1]:443");
+    assert_eq!(
+        inv.cluster
+            .api
+            .cluster_ips()
+            .map(|a| a.to_string())
+            .collect::<Vec<_>>(),
+        ["[fd00:10:96::1]:443", "10.96.0.1:443"]
+    );
+    assert_eq!(inv.cluster.service_cidr.to_string(), "fd00:10:96::/112");
+    let w1 = &inv.nodes[1];
+    assert_eq!(
+        (w1.ipv4(), w1.address6),
+        (None, Some("fd00::11".parse().unwrap()))
+    );
+    let w2 = &inv.nodes[2];
+    assert_eq!(w2.ipv4(), Some("192.168.56.12".parse().unwrap()));
+    assert_eq!(w2.address6, Some("fd00::12".parse().unwrap()));
+    assert_eq!(inv.families(), [Family::Ipv4, Family::Ipv6]);
 }
 
 #[test]

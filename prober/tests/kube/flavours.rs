@@ -162,3 +162,22 @@ async fn the_policies_read_are_evaluated_for_the_pod_agents() {
     assert!(p.notes.is_empty(), "{:?}", p.notes);
     assert!(p.selecting().is_empty(), "it selects name=leia only");
 }
+
+/// kubeadm and flannel, dual-stack with IPv4 first: each node's InternalIP of each family
+/// (one node lists its IPv6 one first), both pod ranges (`podCIDRs`), flannel's IPv6 VTEP
+/// (`flannel-v6.1`, from `backend-v6-data`); the `kubernetes` Service single-stack IPv4 as
+/// Kubernetes makes it, its API server also on its node's IPv6 address; kube-dns dual-stack
+/// (`services`), its pods from the IPv4 and the IPv6 EndpointSlice; net-conf.json's
+/// `IPv6Network` as the second pod range.
+#[tokio::test]
+async fn kubeadm_flannel_dual_stack() {
+    golden("flannel-dualstack").await;
+}
+
+/// kubeadm and flannel, IPv6-only: no IPv4 `address` anywhere; the primary family IPv6
+/// (podCIDR, serviceCIDR /112 around the ClusterIP, the DNS Service), the API endpoints from
+/// the IPv6 EndpointSlice; flannel's IPv6 VTEP only.
+#[tokio::test]
+async fn kubeadm_flannel_ipv6_only() {
+    golden("flannel-ipv6").await;
+}

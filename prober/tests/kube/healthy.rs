@@ -10,20 +10,36 @@ use test_kit::mock::{discovery_answer, fixture_json, respond, serve, split};
 /// `inv` with agents on every node: the host agent at the node's address, the pod agent inside
 /// the node's pod range (beside the node on EKS, where pods take addresses of its subnet).
 pub(crate) fn with_agents(mut inv: Inventory) -> Inventory {
-    use prober::inventory::Agent;
-    use std::net::Ipv4Addr;
+    use prober::inventory::{Agent, Family};
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+    let plus = |ip: IpAddr, k: u8| match ip {
+        IpAddr::V4(a) => IpAddr::V4(Ipv4Addr::from(u32::from(a) + u32::from(k))),
+        IpAddr::V6(a) => IpAddr::V6(Ipv6Addr::from(u128::from(a) + u128::from(k))),
+    };
     for n in &mut inv.nodes {
-        let agent = |address: Ipv4Addr| Agent {
+        let agent = |ip: &dyn Fn(Family) -> Option<IpAddr>| Agent {
             exec: vec!["true".into()],
-            address,
+            address: match ip(Family::Ipv4) {
+                Some(IpAddr::V4(a)) => a,
+                _ => prober::inventory::NO_IPV4,
+            },
+            address6: match ip(Family::Ipv6) {
+                Some(IpAddr::V6(a)) => Some(a),
+                _ => None,
+            },
             port: probe_proto::Port::new(9917).unwrap(),
         };
-        let pod = n.pod_cidr.map_or_else(
-            || Ipv4Addr::from(u32::from(n.address) + 100),
-            |c| Ipv4Addr::from(u32::from(c.addr) + 10),
-        );
-        n.agents.host = Some(agent(n.address));
-        n.agents.pod = Some(agent(pod));
+        let host = agent(&|f| n.ip(f));
+        let pod = agent(&|f| {
+            let range = n.pod_ranges().find(|c| c.family() == f);
+            match range {
+                Some(c) => Some(plus(c.addr, 10)),
+                None if n.pod_cidr.is_none() => n.ip(f).map(|a| plus(a, 100)),
+                None => None,
+            }
+        });
+        n.agents.host = Some(host);
+        n.agents.pod = Some(pod);
     }
     inv
 }
@@ -184,7 +200,7 @@ async fn a_calico_node_keeps_every_ipam_block() {
     let w1 = inv.nodes.iter().find(|n| n.name == "w1").unwrap();
     let ranges: Vec<String> = w1.pod_ranges().map(|c| c.to_string()).collect();
     assert_eq!(ranges, ["10.244.33.192/26", "10.244.77.0/26"]);
-    assert!(w1.holds_pod_ip("10.244.77.5".parse().unwrap()));
+    assert!(w1.holds_pod_ip("10.244.77.5".parse::<std::net::Ipv4Addr>().unwrap()));
     // It round-trips through the inventory file.
     let back: Inventory = serde_saphyr::from_str(&inv.to_yaml()).unwrap();
     assert_eq!(back, inv);

@@ -196,9 +196,10 @@ async fn the_wait_lists_once_then_watches() {
         AgentPod {
             pod: "p2".into(),
             address: "10.244.1.5".parse().unwrap(),
+            address6: Some("fd00::1".parse().unwrap()),
             port: 9917,
         },
-        "the IPv4 pod IP, wherever podIPs lists it"
+        "the IPv4 pod IP wherever podIPs lists it, and the IPv6 one"
     );
     let sel = "labelSelector=app.kubernetes.io%2Fname%3Dprober%2Cprober.io%2Frun%3Dr1";
     let fs = "fieldSelector=type%3DWarning";
@@ -415,6 +416,7 @@ async fn exec_goes_through_the_api_server_with_the_plan_command() {
         AgentPod {
             pod: "probe-pod-x7k2p".into(),
             address: "10.244.1.5".parse().unwrap(),
+            address6: None,
             port: 9917,
         },
     )]);

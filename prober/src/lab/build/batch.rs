@@ -1,9 +1,7 @@
 //! The `ip -batch` and `bridge -batch` lines of each namespace: the router's and switches' links,
 //! and each node's overlay device (kernel VXLAN or a TUN device for the lab's tunnel), pod bridge, pods, and what flanneld programs for its peers.
 
-use std::net::Ipv4Addr;
-
-use super::layout::zone_router;
+use super::layout::{zone_router, zone_router6};
 use super::{LabNode, Layout, OVERLAY_MTU, Pod, TUNNEL_MTU, nat};
 use crate::inventory::Cni;
 use crate::inventory::Overlay;
@@ -37,15 +35,44 @@ impl NsSetup {
             ..Self::default()
         }
     }
+
+    /// A dual-stack lab's namespace: IPv6 on (its addresses are added `nodad`, and no device
+    /// duplicate-address-detects), forwarding both families where `forward`.
+    pub(super) fn dual_stack(&mut self, forward: bool) {
+        self.sysctl = [
+            ("net.ipv6.conf.all.disable_ipv6", "0"),
+            ("net.ipv6.conf.default.disable_ipv6", "0"),
+            ("net.ipv6.conf.all.accept_dad", "0"),
+            ("net.ipv6.conf.default.accept_dad", "0"),
+        ]
+        .into_iter()
+        .chain(forward.then_some(("net.ipv6.conf.all.forwarding", "1")))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .chain(
+            std::mem::take(&mut self.sysctl)
+                .into_iter()
+                .filter(|(k, _)| !k.starts_with("net.ipv6.")),
+        )
+        .collect();
+    }
 }
 
 /// The router: it forwards between the zones; its ruleset is the cloud network's.
-pub(super) fn router(l: &Layout) -> NsSetup {
+pub(super) fn router(s: &Scenario, l: &Layout) -> NsSetup {
     let mut router = NsSetup::new(&l.router_ns);
     router
         .sysctl
         .push(("net.ipv4.ip_forward".into(), "1".into()));
-    router.nft = nat::router_ruleset();
+    if s.dual_stack() {
+        router.dual_stack(true);
+        // Phase 2 runs after the switches added the zone links: their IPv6 addresses too.
+        for z in 0..l.switch_ns.len() {
+            router
+                .config
+                .push(format!("addr add {}/64 dev z{z} nodad", zone_router6(z)));
+        }
+    }
+    router.nft = nat::router_ruleset(s.dual_stack());
     router
 }
 
@@ -92,10 +119,17 @@ pub(super) fn switches(
 pub(super) fn node_setup(s: &Scenario, l: &Layout, n: &LabNode) -> NsSetup {
     let mut st = NsSetup::new(&n.ns);
     st.sysctl.push(("net.ipv4.ip_forward".into(), "1".into()));
+    if n.address6.is_some() {
+        st.dual_stack(true);
+    }
     let c = &mut st.config;
     c.push("link set eth0 up".into());
     c.push(format!("addr add {}/24 dev eth0", n.address));
     c.push(format!("route add default via {}", n.gateway()));
+    if let Some(a6) = n.address6 {
+        c.push(format!("addr add {a6}/64 dev eth0 nodad"));
+        c.push(format!("route add default via {}", zone_router6(n.zone)));
+    }
     let device = overlay_device(s);
     let mode = s.overlay().mode();
     match s.overlay() {
@@ -123,10 +157,10 @@ pub(super) fn node_setup(s: &Scenario, l: &Layout, n: &LabNode) -> NsSetup {
     c.push(format!("link set {device} up"));
     c.push("link add cni0 type bridge".into());
     c.push(format!("link set cni0 mtu {OVERLAY_MTU}"));
-    c.push(format!(
-        "addr add {}/24 dev cni0",
-        Ipv4Addr::from(u32::from(n.pod_cidr.addr) + 1)
-    ));
+    c.push(format!("addr add {}/24 dev cni0", n.bridge()));
+    if n.address6.is_some() {
+        c.push(format!("addr add {}/64 dev cni0 nodad", n.bridge6()));
+    }
     c.push("link set cni0 up".into());
     let mut pods: Vec<&Pod> = n.pods.iter().collect();
     if l.nodes[l.dns_node].name == n.name {
@@ -162,12 +196,26 @@ pub(super) fn node_setup(s: &Scenario, l: &Layout, n: &LabNode) -> NsSetup {
             "fdb append {} dev {device} dst {}",
             peer.mac, peer.address
         ));
+        if n.address6.is_some() {
+            // The IPv4 underlay carries the pods' IPv6 too: the peer's IPv6 range through the
+            // same device, to a next hop whose neighbour entry is the peer's VTEP MAC.
+            let hop = peer.vtep6_hop();
+            st.config.push(format!(
+                "route add {} via {hop} dev {device} onlink",
+                peer.pod_cidr6()
+            ));
+            st.config.push(format!(
+                "neigh add {hop} lladdr {} dev {device} nud permanent",
+                peer.mac
+            ));
+        }
     }
     let kube_proxy = !s
         .faults
         .iter()
         .any(|f| matches!(f, Fault::KubeProxyMissing { node } if *node == n.name));
     st.nft = nat::node_nat(l, n, kube_proxy);
+    st.nft.push_str(&nat::node_nat6(l, n, kube_proxy));
     st
 }
 
@@ -194,8 +242,11 @@ pub fn overlay_device(s: &Scenario) -> &'static str {
     }
 }
 
-pub(super) fn pod_setup(p: &Pod, n: &LabNode) -> NsSetup {
+pub(super) fn pod_setup(s: &Scenario, p: &Pod, n: &LabNode) -> NsSetup {
     let mut st = NsSetup::new(&p.ns);
+    if s.dual_stack() {
+        st.dual_stack(false);
+    }
     // What the agent DaemonSet sets: ICMP echo without CAP_NET_RAW.
     st.sysctl
         .push(("net.ipv4.ping_group_range".into(), "0 2147483647".into()));
@@ -203,9 +254,12 @@ pub(super) fn pod_setup(p: &Pod, n: &LabNode) -> NsSetup {
         .push(format!("link set eth0 mtu {OVERLAY_MTU} up"));
     st.config
         .push(format!("addr add {}/24 dev eth0", p.address));
-    st.config.push(format!(
-        "route add default via {}",
-        Ipv4Addr::from(u32::from(n.pod_cidr.addr) + 1)
-    ));
+    st.config
+        .push(format!("route add default via {}", n.bridge()));
+    if let Some(a6) = p.address6 {
+        st.config.push(format!("addr add {a6}/64 dev eth0 nodad"));
+        st.config
+            .push(format!("route add default via {}", n.bridge6()));
+    }
     st
 }

@@ -38,11 +38,9 @@ pub fn layout(s: &Scenario, prefix: &str, state_dir: &Path, zones: &[String]) ->
             56 + u8::try_from(zone).expect("at most 8 zones"),
             9 + INDEX,
         ),
+        address6: None,
         control_plane: false,
-        pod_cidr: Cidr {
-            addr: Ipv4Addr::UNSPECIFIED,
-            len: 32,
-        },
+        pod_cidr: Cidr::v4(Ipv4Addr::UNSPECIFIED, 32),
         vtep: Ipv4Addr::UNSPECIFIED,
         mac: MacAddr([0x02, 0, 0, 0, INDEX, 0]),
         pods: Vec::new(),

@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 
 use super::{LabNode, Layout, NsSetup};
+use crate::inventory::Family;
 use crate::lab::scenario::{
     Action, Fault, Place, PolicyDirection, PolicyDrop, PolicyPeers, Ports, Scenario,
 };
@@ -18,6 +19,22 @@ fn proto_match(protocol: Protocol, port: Option<&Ports>) -> String {
         (Protocol::Udp, Some(p)) => format!("udp dport {}", p.nft()),
         (Protocol::Tcp, None) => "meta l4proto tcp".into(),
         (Protocol::Udp, None) => "meta l4proto udp".into(),
+    }
+}
+
+/// [`proto_match`] for a family: ICMP is `ICMPv6` over IPv6.
+fn family_match(family: Family, protocol: Protocol, port: Option<&Ports>) -> String {
+    match (family, protocol) {
+        (Family::Ipv6, Protocol::Icmp) => "meta l4proto ipv6-icmp".into(),
+        _ => proto_match(protocol, port),
+    }
+}
+
+/// [`verdict`] for a family: an IPv6 rejection is `ICMPv6`'s administratively prohibited.
+fn family_verdict(family: Family, action: Action) -> &'static str {
+    match (family, action) {
+        (Family::Ipv6, Action::Reject) => "reject with icmpv6 type admin-prohibited",
+        _ => verdict(action),
     }
 }
 
@@ -110,20 +127,25 @@ pub(super) fn apply_faults(
                 to,
                 direction,
                 place,
+                family,
             } => {
-                let matcher = proto_match(*protocol, port.as_ref());
-                let action = verdict(*action);
+                let matcher = family_match(*family, *protocol, port.as_ref());
+                let action = family_verdict(*family, *action);
+                let ip = match family {
+                    Family::Ipv4 => "ip",
+                    Family::Ipv6 => "ip6",
+                };
                 for (a, b) in pairs(l, from, to, *direction) {
-                    let rule = format!(
-                        "ip saddr {} ip daddr {} {matcher} {action}",
-                        a.address, b.address
-                    );
+                    let (Some(sa), Some(da)) = (a.ip(*family), b.ip(*family)) else {
+                        continue;
+                    };
+                    let rule = format!("{ip} saddr {sa} {ip} daddr {da} {matcher} {action}");
                     match place {
                         Place::Host => rules
                             .host
                             .entry(b.ns.clone())
                             .or_default()
-                            .push(format!("ip saddr {} {matcher} {action}", a.address)),
+                            .push(format!("{ip} saddr {sa} {matcher} {action}")),
                         Place::SecondRouter => rules.router2.push(rule),
                         // Between two zones behind the second router, it is the only one.
                         Place::Network
@@ -251,7 +273,7 @@ fn policy_drop(l: &Layout, d: &PolicyDrop, rules: &mut FaultRules) {
         let Some(agent) = n.pods.first() else {
             continue;
         };
-        let bridge = std::net::Ipv4Addr::from(u32::from(n.pod_cidr.addr) + 1);
+        let bridge = n.bridge();
         let (input, output) = rules.pod.entry(agent.ns.clone()).or_default();
         match d.direction {
             PolicyDirection::Ingress => {

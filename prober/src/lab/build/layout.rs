@@ -1,6 +1,6 @@
 //! Names and addresses: zones, switches, nodes, pods and the DNS pod of one lab.
 
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 
 use probe_proto::MacAddr;
@@ -17,6 +17,8 @@ const DNS_POD_HOST: u8 = 53;
 pub struct Pod {
     pub ns: String,
     pub address: Ipv4Addr,
+    /// Its IPv6 address in a dual-stack lab: `fd00:10:244:<index>::<host>`.
+    pub address6: Option<Ipv6Addr>,
     pub host_if: String,
 }
 
@@ -28,6 +30,8 @@ pub struct LabNode {
     pub zone: usize,
     pub ns: String,
     pub address: Ipv4Addr,
+    /// Its IPv6 address in a dual-stack lab: `fd00:56:<zone>::<9+index>`.
+    pub address6: Option<Ipv6Addr>,
     pub control_plane: bool,
     pub pod_cidr: Cidr,
     pub vtep: Ipv4Addr,
@@ -45,6 +49,43 @@ impl LabNode {
     #[must_use]
     pub fn switch_port(&self) -> String {
         format!("n{}", self.index)
+    }
+
+    /// The pods' gateway: the node's bridge, at the first address of its pod subnet.
+    #[must_use]
+    pub fn bridge(&self) -> Ipv4Addr {
+        Ipv4Addr::new(10, 244, self.index, 1)
+    }
+
+    /// The node's IPv6 pod subnet, `fd00:10:244:<index>::/64`.
+    #[must_use]
+    pub fn pod_cidr6(&self) -> Cidr {
+        Cidr {
+            addr: IpAddr::V6(pod6(self.index, 0)),
+            len: 64,
+        }
+    }
+
+    /// The next hop other nodes route this node's IPv6 pods to over the overlay device: no
+    /// address anywhere, only a permanent neighbour entry with this node's VTEP MAC.
+    #[must_use]
+    pub fn vtep6_hop(&self) -> Ipv6Addr {
+        pod6(self.index, 0xff)
+    }
+
+    /// The pods' IPv6 gateway: the bridge's `::1`.
+    #[must_use]
+    pub fn bridge6(&self) -> Ipv6Addr {
+        pod6(self.index, 1)
+    }
+
+    /// The node's address in `family`.
+    #[must_use]
+    pub fn ip(&self, family: crate::inventory::Family) -> Option<IpAddr> {
+        match family {
+            crate::inventory::Family::Ipv4 => Some(IpAddr::V4(self.address)),
+            crate::inventory::Family::Ipv6 => self.address6.map(IpAddr::V6),
+        }
     }
 }
 
@@ -67,6 +108,34 @@ pub struct Layout {
     pub candidate: Option<LabNode>,
 }
 
+/// `fd00:10:244:<index>::<host>`: the IPv6 twin of `10.244.<index>.<host>`.
+fn pod6(index: u8, host: u8) -> Ipv6Addr {
+    Ipv6Addr::new(
+        0xfd00,
+        0x10,
+        0x244,
+        u16::from(index),
+        0,
+        0,
+        0,
+        u16::from(host),
+    )
+}
+
+/// The zone router's IPv6 address, `fd00:56:<zone>::1`.
+pub(super) fn zone_router6(zone: usize) -> Ipv6Addr {
+    Ipv6Addr::new(
+        0xfd00,
+        0x56,
+        u16::try_from(zone).expect("at most 8 zones"),
+        0,
+        0,
+        0,
+        0,
+        1,
+    )
+}
+
 pub(super) fn zone_router(zone: usize) -> Ipv4Addr {
     Ipv4Addr::new(
         192,
@@ -82,12 +151,13 @@ impl Layout {
         self.nodes.iter().find(|n| n.name == name)
     }
 
+    /// The API servers over IPv4, then (dual-stack) over IPv6.
     #[must_use]
     pub fn api_endpoints(&self) -> Vec<SocketAddr> {
-        self.nodes
-            .iter()
-            .filter(|n| n.control_plane)
+        let cps = || self.nodes.iter().filter(|n| n.control_plane);
+        cps()
             .map(|n| SocketAddr::from((n.address, API_PORT)))
+            .chain(cps().filter_map(|n| Some(SocketAddr::from((n.address6?, API_PORT)))))
             .collect()
     }
 
@@ -138,6 +208,12 @@ pub fn layout(s: &Scenario, prefix: &str, state_dir: &Path) -> Layout {
                         index,
                         2 + u8::try_from(k).expect("validated: at most 40 pods"),
                     ),
+                    address6: s.dual_stack().then(|| {
+                        pod6(
+                            index,
+                            2 + u8::try_from(k).expect("validated: at most 40 pods"),
+                        )
+                    }),
                     host_if: format!("veth{k}"),
                 })
                 .collect();
@@ -150,11 +226,12 @@ pub fn layout(s: &Scenario, prefix: &str, state_dir: &Path) -> Layout {
                     56 + u8::try_from(zone).expect("at most 8 zones"),
                     9 + index,
                 ),
+                address6: s.dual_stack().then(|| {
+                    let z = u16::try_from(zone).expect("at most 8 zones");
+                    Ipv6Addr::new(0xfd00, 0x56, z, 0, 0, 0, 0, 9 + u16::from(index))
+                }),
                 control_plane: i < s.control_planes,
-                pod_cidr: Cidr {
-                    addr: Ipv4Addr::new(10, 244, index, 0),
-                    len: 24,
-                },
+                pod_cidr: Cidr::v4(Ipv4Addr::new(10, 244, index, 0), 24),
                 vtep: Ipv4Addr::new(10, 244, index, 0),
                 mac: MacAddr([0x02, 0x00, 0x0a, 0xf4, index, 0x00]),
                 pods,
@@ -169,6 +246,7 @@ pub fn layout(s: &Scenario, prefix: &str, state_dir: &Path) -> Layout {
     let dns_pod = Pod {
         ns: format!("{}dns", dn.ns),
         address: Ipv4Addr::new(10, 244, dn.index, DNS_POD_HOST),
+        address6: s.dual_stack().then(|| pod6(dn.index, DNS_POD_HOST)),
         host_if: "vethdns".into(),
     };
     let candidate = super::candidate::layout(s, prefix, state_dir, &zones);

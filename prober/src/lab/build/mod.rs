@@ -12,7 +12,7 @@ mod nat;
 mod processes;
 mod routers;
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 use crate::lab::scenario::Scenario;
 
@@ -32,21 +32,26 @@ pub const API_SERVICE: Ipv4Addr = Ipv4Addr::new(10, 96, 0, 1);
 pub const DNS_SERVICE: Ipv4Addr = Ipv4Addr::new(10, 96, 0, 10);
 pub const POD_CIDR: &str = "10.244.0.0/16";
 pub const SERVICE_CIDR: &str = "10.96.0.0/12";
+/// The dual-stack lab's IPv6 twins of the four above.
+pub const API_SERVICE6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0x10, 0x96, 0, 0, 0, 0, 1);
+pub const DNS_SERVICE6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0x10, 0x96, 0, 0, 0, 0, 0xa);
+pub const POD_CIDR6: &str = "fd00:10:244::/56";
+pub const SERVICE_CIDR6: &str = "fd00:10:96::/112";
 
 /// The commands that build the lab, namespace by namespace: the router(s) first, then each switch,
 /// each node followed by its pods.
 #[must_use]
 pub fn setups(s: &Scenario, l: &Layout) -> Vec<NsSetup> {
-    let mut router = batch::router(l);
+    let mut router = batch::router(s, l);
     let mut router2 = routers::second(l, &mut router);
     let mut out = batch::switches(l, &mut router, router2.as_mut());
     for n in &l.nodes {
         out.push(batch::node_setup(s, l, n));
         for p in &n.pods {
-            out.push(batch::pod_setup(p, n));
+            out.push(batch::pod_setup(s, p, n));
         }
         if l.nodes[l.dns_node].name == n.name {
-            out.push(batch::pod_setup(&l.dns_pod, n));
+            out.push(batch::pod_setup(s, &l.dns_pod, n));
         }
     }
     out.extend(l.candidate.iter().map(|c| candidate::setup(s, c)));

@@ -3,13 +3,39 @@
 
 use std::fmt::Write as _;
 
-use super::{API_PORT, API_SERVICE, DNS_SERVICE, LabNode, Layout, POD_CIDR, SERVICE_CIDR};
+use super::{
+    API_PORT, API_SERVICE, API_SERVICE6, DNS_SERVICE, DNS_SERVICE6, LabNode, Layout, POD_CIDR,
+    POD_CIDR6, SERVICE_CIDR, SERVICE_CIDR6,
+};
 
-/// Like a cloud network: packets for Service IPs that no kube-proxy translated vanish silently.
-pub(super) fn router_ruleset() -> String {
+/// Like a cloud network: packets for Service IPs that no kube-proxy translated vanish silently
+/// (the IPv6 Service range's too, in a dual-stack lab).
+pub(super) fn router_ruleset(dual_stack: bool) -> String {
+    let six = if dual_stack {
+        format!("\n    ip6 daddr {SERVICE_CIDR6} drop")
+    } else {
+        String::new()
+    };
     format!(
         "table inet prober-lab {{\n  chain prerouting {{\n    type filter hook prerouting priority -10; policy accept;\n    \
-         ip daddr {SERVICE_CIDR} drop\n  }}\n}}\n"
+         ip daddr {SERVICE_CIDR} drop{six}\n  }}\n}}\n"
+    )
+}
+
+/// Where kube-proxy sends the `kubernetes` Service: its one endpoint, else one at random.
+fn dnat_target(api: &[std::net::SocketAddr]) -> String {
+    if let [one] = api {
+        return one.to_string();
+    }
+    let map: Vec<String> = api
+        .iter()
+        .enumerate()
+        .map(|(i, a)| format!("{i} : {}", a.ip()))
+        .collect();
+    format!(
+        "numgen random mod {} map {{ {} }} : {API_PORT}",
+        api.len(),
+        map.join(", ")
     )
 }
 
@@ -18,21 +44,12 @@ pub(super) fn router_ruleset() -> String {
 pub(super) fn node_nat(l: &Layout, n: &LabNode, kube_proxy: bool) -> String {
     let mut dnat = String::new();
     if kube_proxy {
-        let api = l.api_endpoints();
-        let api_target = if api.len() == 1 {
-            format!("{}", api[0])
-        } else {
-            let map: Vec<String> = api
-                .iter()
-                .enumerate()
-                .map(|(i, a)| format!("{i} : {}", a.ip()))
-                .collect();
-            format!(
-                "numgen random mod {} map {{ {} }} : {API_PORT}",
-                api.len(),
-                map.join(", ")
-            )
-        };
+        let api: Vec<std::net::SocketAddr> = l
+            .api_endpoints()
+            .into_iter()
+            .filter(std::net::SocketAddr::is_ipv4)
+            .collect();
+        let api_target = dnat_target(&api);
         let dns = l.dns_pod.address;
         let _ = writeln!(
             dnat,
@@ -58,5 +75,44 @@ pub(super) fn node_nat(l: &Layout, n: &LabNode, kube_proxy: bool) -> String {
          ip saddr != {POD_CIDR} ip daddr {cidr} return\n    \
          ip saddr != {POD_CIDR} ip daddr {POD_CIDR} masquerade\n  }}\n}}\n",
         cidr = n.pod_cidr
+    )
+}
+
+/// kube-proxy's IPv6 DNAT and masquerade in a dual-stack lab, as its own `ip6` table (kube-proxy
+/// programs ip6tables, or its nftables `ip6` table, beside the IPv4 one): the same rules, over
+/// the IPv6 Services, endpoints and pod range. Empty in an IPv4-only lab.
+pub(super) fn node_nat6(l: &Layout, n: &LabNode, kube_proxy: bool) -> String {
+    let Some(dns) = l.dns_pod.address6 else {
+        return String::new();
+    };
+    let mut dnat = String::new();
+    if kube_proxy {
+        let api: Vec<std::net::SocketAddr> = l
+            .api_endpoints()
+            .into_iter()
+            .filter(std::net::SocketAddr::is_ipv6)
+            .collect();
+        let api_target = dnat_target(&api);
+        let _ = writeln!(
+            dnat,
+            "    ip6 daddr {API_SERVICE6} tcp dport 443 dnat to {api_target}"
+        );
+        for proto in ["udp", "tcp"] {
+            let _ = writeln!(
+                dnat,
+                "    ip6 daddr {DNS_SERVICE6} {proto} dport 53 dnat to [{dns}]:53"
+            );
+        }
+    }
+    format!(
+        "table ip6 prober-lab {{\n  chain prerouting {{\n    type nat hook prerouting priority dstnat; policy accept;\n{dnat}  }}\n  \
+         chain output {{\n    type nat hook output priority -100; policy accept;\n{dnat}  }}\n  \
+         chain postrouting {{\n    type nat hook postrouting priority srcnat; policy accept;\n    \
+         ip6 saddr {dns} ip6 daddr {dns} masquerade\n    \
+         ip6 saddr {POD_CIDR6} ip6 daddr {POD_CIDR6} return\n    \
+         ip6 saddr {POD_CIDR6} ip6 daddr != ff00::/8 masquerade\n    \
+         ip6 saddr != {POD_CIDR6} ip6 daddr {cidr} return\n    \
+         ip6 saddr != {POD_CIDR6} ip6 daddr {POD_CIDR6} masquerade\n  }}\n}}\n",
+        cidr = n.pod_cidr6()
     )
 }

@@ -3,7 +3,7 @@
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 
-use super::{API_PORT, API_SERVICE, DNS_SERVICE, LabNode, Layout};
+use super::{API_PORT, API_SERVICE, API_SERVICE6, DNS_SERVICE, DNS_SERVICE6, LabNode, Layout};
 use crate::lab::scenario::{Fault, OverlayMode, Scenario};
 use probe_proto::Port;
 
@@ -73,36 +73,59 @@ fn tunnel(s: &Scenario, l: &Layout, n: &LabNode, agent: &str) -> Option<Process>
     })
 }
 
+/// The cluster DNS pod's server: the cluster's names, everything else forwarded upstream (to
+/// itself, through its Service, in a DNS loop).
+fn cluster_dns(s: &Scenario, l: &Layout) -> Process {
+    let forward = if s.faults.iter().any(|f| matches!(f, Fault::DnsLoop)) {
+        DNS_SERVICE
+    } else {
+        l.upstream_dns
+    };
+    // Dual-stack: the cluster DNS answers on its IPv6 address too, and its names have AAAA
+    // records (the lab's Services are dual-stack).
+    let (v6_listen, api6, dns6) = match l.dns_pod.address6 {
+        Some(a) => (
+            vec![format!("--listen-address={a}")],
+            format!(",{API_SERVICE6}"),
+            format!(",{DNS_SERVICE6}"),
+        ),
+        None => (Vec::new(), String::new(), String::new()),
+    };
+    let mut cluster_dns = vec![
+        "--local=/cluster.local/".into(),
+        format!("--host-record=kubernetes.default.svc.cluster.local,{API_SERVICE}{api6}"),
+        format!("--host-record=kube-dns.kube-system.svc.cluster.local,{DNS_SERVICE}{dns6}"),
+        format!("--server={forward}"),
+    ];
+    cluster_dns.extend(v6_listen);
+    Process {
+        ns: l.dns_pod.ns.clone(),
+        argv: dnsmasq(l.dns_pod.address, &cluster_dns),
+        what: "cluster-dns",
+    }
+}
+
 /// The servers and agents of the lab: the "external" resolver on the router, the cluster DNS pod,
 /// the API server stand-in on every control-plane node, and an agent in every node and pod.
 #[must_use]
 pub fn processes(s: &Scenario, l: &Layout, agent: &Path, prober: &Path) -> Vec<Process> {
     let mut out = vec![Process {
         ns: l.router_ns.clone(),
+        // Documentation addresses (never a real one); AAAA too where the lab has IPv6.
         argv: dnsmasq(
             l.upstream_dns,
-            &["--address=/example.com/192.0.2.10".into()],
+            &std::iter::once("--address=/example.com/192.0.2.10".to_string())
+                .chain(
+                    s.dual_stack()
+                        .then(|| "--address=/example.com/2001:db8::10".to_string()),
+                )
+                .collect::<Vec<_>>(),
         ),
         what: "upstream-dns",
     }];
-    let forward = if s.faults.iter().any(|f| matches!(f, Fault::DnsLoop)) {
-        DNS_SERVICE
-    } else {
-        l.upstream_dns
-    };
-    out.push(Process {
-        ns: l.dns_pod.ns.clone(),
-        argv: dnsmasq(
-            l.dns_pod.address,
-            &[
-                "--local=/cluster.local/".into(),
-                format!("--host-record=kubernetes.default.svc.cluster.local,{API_SERVICE}"),
-                format!("--host-record=kube-dns.kube-system.svc.cluster.local,{DNS_SERVICE}"),
-                format!("--server={forward}"),
-            ],
-        ),
-        what: "cluster-dns",
-    });
+    out.push(cluster_dns(s, l));
+    // Dual-stack servers listen on `::`, which takes IPv4 peers too.
+    let any = if s.dual_stack() { "[::]" } else { "0.0.0.0" };
     let pki = l.state_dir.join("pki");
     let path = |p: PathBuf| p.display().to_string();
     for n in l.nodes.iter().filter(|n| n.control_plane) {
@@ -111,7 +134,7 @@ pub fn processes(s: &Scenario, l: &Layout, agent: &Path, prober: &Path) -> Vec<P
             "lab".into(),
             "apiserver".into(),
             "--listen".into(),
-            format!("0.0.0.0:{API_PORT}"),
+            format!("{any}:{API_PORT}"),
             "--cert".into(),
             path(pki.join("apiserver.crt")),
             "--key".into(),
@@ -143,6 +166,9 @@ pub fn processes(s: &Scenario, l: &Layout, agent: &Path, prober: &Path) -> Vec<P
             "--extra-tcp-port".into(),
             list.join(","),
         ];
+        if s.dual_stack() {
+            argv.extend(["--listen".into(), "::".into()]);
+        }
         if let Some(t) = tunnel(s, l, n, &agent) {
             // The TUN device is no kernel tunnel the sniffer would recognise by its type.
             argv.extend(["--sniff".into(), "always".into()]);
@@ -154,12 +180,15 @@ pub fn processes(s: &Scenario, l: &Layout, agent: &Path, prober: &Path) -> Vec<P
             what: "host-agent",
         });
         for p in &n.pods {
-            let argv = vec![
+            let mut argv = vec![
                 agent.clone(),
                 "serve".into(),
                 "--sniff".into(),
                 "never".into(),
             ];
+            if s.dual_stack() {
+                argv.extend(["--listen".into(), "::".into()]);
+            }
             out.push(Process {
                 ns: p.ns.clone(),
                 argv,

@@ -23,7 +23,7 @@ pub(super) fn second(l: &Layout, first: &mut NsSetup) -> Option<NsSetup> {
     let ns = l.router2_ns.as_ref()?;
     let mut st = NsSetup::new(ns);
     st.sysctl.push(("net.ipv4.ip_forward".into(), "1".into()));
-    st.nft = nat::router_ruleset();
+    st.nft = nat::router_ruleset(false);
     first
         .links
         .push(format!("link add t0 type veth peer name t0 netns {ns}"));

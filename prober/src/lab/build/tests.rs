@@ -494,3 +494,142 @@ faults:
     assert_eq!(inv.cluster.policies[0].metadata.name, "deny-agent-port");
     assert!(Scenario::parse(&yaml.replace("nodes: [n2]}", "nodes: [n9]}")).is_err());
 }
+
+/// A dual-stack lab: IPv6 on (never disabled), `nodad` addresses of both families on links and
+/// pods, forwarding for both, the pods' IPv6 routed over the VXLAN device, kube-proxy's DNAT in
+/// an `ip6` table, servers on `::`, and an inventory of both families that plans IPv6 paths.
+#[test]
+fn a_dual_stack_lab_has_both_families_everywhere() {
+    let yaml = "ipFamilies: [ipv4, ipv6]\nfaults:\n  - {kind: firewall, action: reject, protocol: tcp, port: 10250, from: [n3], to: [n1], place: host, family: ipv6}\n";
+    let (l, st) = lab(yaml);
+    let has = |v: &[String], want: &str| v.iter().any(|c| c == want);
+    let sysctl = |s: &NsSetup, k: &str| {
+        s.sysctl
+            .iter()
+            .find(|(kk, _)| kk == k)
+            .map(|(_, v)| v.clone())
+    };
+    let rt = ns(&st, "plab-t-rt");
+    assert!(
+        has(&rt.config, "addr add fd00:56::1/64 dev z0 nodad"),
+        "{:?}",
+        rt.config
+    );
+    assert_eq!(
+        sysctl(rt, "net.ipv6.conf.all.forwarding").as_deref(),
+        Some("1")
+    );
+    assert!(
+        rt.nft.contains("ip6 daddr fd00:10:96::/112 drop"),
+        "{}",
+        rt.nft
+    );
+    let n2 = ns(&st, "plab-t-n2");
+    assert_eq!(
+        sysctl(n2, "net.ipv6.conf.all.disable_ipv6").as_deref(),
+        Some("0")
+    );
+    for want in [
+        "addr add fd00:56::b/64 dev eth0 nodad",
+        "route add default via fd00:56::1",
+        "addr add fd00:10:244:2::1/64 dev cni0 nodad",
+        "route add fd00:10:244:1::/64 via fd00:10:244:1::ff dev flannel.1 onlink",
+        "neigh add fd00:10:244:1::ff lladdr 02:00:0a:f4:01:00 dev flannel.1 nud permanent",
+    ] {
+        assert!(has(&n2.config, want), "{want} not in {:#?}", n2.config);
+    }
+    assert!(n2.nft.contains("table ip6 prober-lab"), "{}", n2.nft);
+    assert!(
+        n2.nft
+            .contains("ip6 daddr fd00:10:96::1 tcp dport 443 dnat to [fd00:56::a]:6443"),
+        "{}",
+        n2.nft
+    );
+    assert!(
+        n2.nft
+            .contains("ip6 daddr fd00:10:96::a udp dport 53 dnat to [fd00:10:244:1::35]:53")
+    );
+    let p = ns(&st, "plab-t-n2p0");
+    assert!(has(
+        &p.config,
+        "addr add fd00:10:244:2::2/64 dev eth0 nodad"
+    ));
+    assert!(has(&p.config, "route add default via fd00:10:244:2::1"));
+    // The IPv6-only fault: an ip6 rule, ICMPv6's admin-prohibited; no IPv4 rule.
+    let n1 = ns(&st, "plab-t-n1");
+    assert!(
+        n1.nft.contains(
+            "ip6 saddr fd00:56::c tcp dport 10250 reject with icmpv6 type admin-prohibited"
+        ),
+        "{}",
+        n1.nft
+    );
+    assert!(!n1.nft.contains("ip saddr 192.168.56.12 tcp dport 10250"));
+    let s = Scenario::parse(yaml).unwrap();
+    let procs = processes(&s, &l, Path::new("/a/probe-pod"), Path::new("/a/prober"));
+    let api = procs.iter().find(|p| p.what == "apiserver").unwrap();
+    assert!(
+        api.argv.contains(&"[::]:6443".to_string()),
+        "{:?}",
+        api.argv
+    );
+    let dns = procs.iter().find(|p| p.what == "cluster-dns").unwrap();
+    assert!(
+        dns.argv
+            .contains(&"--listen-address=fd00:10:244:1::35".to_string())
+    );
+    let inv = inventory(&s, &l);
+    inv.validate().unwrap();
+    assert_eq!(
+        inv.families(),
+        [
+            crate::inventory::Family::Ipv4,
+            crate::inventory::Family::Ipv6
+        ]
+    );
+    let plan = crate::plan::plan(&inv, &crate::plan::Filter::default());
+    assert!(
+        plan.iter()
+            .any(|p| p.id == "pod-to-service:n1/pod->svc/kubernetes:tls/443/ipv6")
+    );
+    // An IPv4-only scenario keeps IPv6 off, as before.
+    let (_, st) = lab("{}");
+    let n2 = ns(&st, "plab-t-n2");
+    assert_eq!(
+        sysctl(n2, "net.ipv6.conf.all.disable_ipv6").as_deref(),
+        Some("1")
+    );
+    assert!(!n2.nft.contains("ip6"));
+}
+
+#[test]
+fn families_the_lab_does_not_build_are_refused_naming_the_key() {
+    for (yaml, says) in [
+        ("ipFamilies: [ipv6, ipv4]", "[ipv6, ipv4]"),
+        (
+            "ipFamilies: [ipv4, ipv6]\nrouters: 2\nzones: [{name: a, nodes: [n1]}, {name: b, nodes: [n2]}]",
+            "routers: 2",
+        ),
+    ] {
+        let e = Scenario::parse(yaml).unwrap_err().to_string();
+        assert!(e.contains("ipFamilies") && e.contains(says), "{yaml}: {e}");
+    }
+}
+
+/// An IPv6-only scenario: the same dual-stack wiring, an inventory of IPv6 alone, whose plan
+/// probes nothing over IPv4.
+#[test]
+fn an_ipv6_only_lab_writes_an_ipv6_only_inventory() {
+    let yaml = "ipFamilies: [ipv6]";
+    let (l, _) = lab(yaml);
+    let s = Scenario::parse(yaml).unwrap();
+    let inv = inventory(&s, &l);
+    inv.validate().unwrap();
+    assert_eq!(inv.families(), [crate::inventory::Family::Ipv6]);
+    assert_eq!(inv.cluster.api.service.to_string(), "[fd00:10:96::1]:443");
+    assert_eq!(inv.cluster.pod_cidr.to_string(), "fd00:10:244::/56");
+    assert!(!inv.to_yaml().contains("address: "), "{}", inv.to_yaml());
+    let plan = crate::plan::plan(&inv, &crate::plan::Filter::default());
+    assert!(!plan.is_empty());
+    assert!(plan.iter().all(|p| p.to.address.is_ipv6()), "{plan:#?}");
+}

@@ -53,6 +53,10 @@ pub struct Reach {
     /// For `tls`: send the bearer token of the source node's CNI kubeconfig.
     #[serde(default)]
     pub with_cni_token: bool,
+    /// The family of the target's address (`ipv6`: a dual-stack or IPv6-only lab's IPv6 one;
+    /// TCP, UDP, TLS and DNS only for now). `ipv4` when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub family: Option<crate::inventory::Family>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -104,6 +104,10 @@ pub enum Fault {
         direction: Direction,
         #[serde(default)]
         place: Place,
+        /// The rule's IP family (`ipv4` or `ipv6`): one family blocked while the other passes.
+        /// `ipv4` when absent.
+        #[serde(default = "ipv4", skip_serializing_if = "is_ipv4")]
+        family: crate::inventory::Family,
     },
     KubeProxyMissing {
         node: String,
@@ -192,3 +196,12 @@ pub enum PolicyPeers {
 #[derive(Debug, thiserror::Error)]
 #[error("{0:?}: expected a port (1-65535) or a range like 2379-2380")]
 pub struct BadPorts(String);
+
+fn ipv4() -> crate::inventory::Family {
+    crate::inventory::Family::Ipv4
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's `skip_serializing_if` passes a reference
+fn is_ipv4(f: &crate::inventory::Family) -> bool {
+    *f == crate::inventory::Family::Ipv4
+}

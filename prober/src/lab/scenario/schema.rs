@@ -29,6 +29,13 @@ pub struct Scenario {
     /// first zone and another crosses two routers that each decrement the TTL.
     #[serde(default = "default_routers", skip_serializing_if = "is_one_router")]
     pub routers: usize,
+    /// The IP families of the lab's cluster: `[ipv4]` when absent; `[ipv4, ipv6]` builds it
+    /// dual-stack (IPv6 on every link, pod and Service beside IPv4, the IPv4 underlay carrying
+    /// the overlay's IPv6 pods too); `[ipv6]` is an IPv6-only cluster on that same dual-stack
+    /// wiring (as EKS's IPv6 clusters run on dual-stack VPCs): its inventory, and so every
+    /// probe of the matrix, has IPv6 addresses only.
+    #[serde(default = "default_families", skip_serializing_if = "is_ipv4_only")]
+    pub ip_families: Vec<crate::inventory::Family>,
     /// Agent pods per node.
     #[serde(default = "default_pods")]
     pub pods_per_node: usize,
@@ -102,6 +109,23 @@ fn is_zero(n: &i64) -> bool {
 
 fn default_role() -> String {
     "worker".into()
+}
+
+fn default_families() -> Vec<crate::inventory::Family> {
+    vec![crate::inventory::Family::Ipv4]
+}
+
+#[allow(clippy::ptr_arg)] // serde's `skip_serializing_if` passes the field's own type
+fn is_ipv4_only(f: &Vec<crate::inventory::Family>) -> bool {
+    *f == default_families()
+}
+
+impl Scenario {
+    /// Whether the lab is built dual-stack.
+    #[must_use]
+    pub fn dual_stack(&self) -> bool {
+        self.ip_families.contains(&crate::inventory::Family::Ipv6)
+    }
 }
 
 fn default_name() -> String {

@@ -64,6 +64,13 @@ pub enum InvalidScenario {
         "paths: a scenario with a candidate runs preflight, which probes every port a join needs"
     )]
     PathsWithCandidate,
+    /// The families the lab can build.
+    #[error(
+        "ipFamilies: {0} is not one the lab builds: [ipv4], [ipv4, ipv6] (dual-stack) or [ipv6] (an IPv6-only cluster)"
+    )]
+    Families(String),
+    #[error("ipFamilies: a lab with IPv6 has one router and no candidate (yet): {0}")]
+    FamiliesWith(&'static str),
 }
 
 /// The longest scenario or zone name (a DNS label).
@@ -152,6 +159,7 @@ impl Scenario {
         if self.routers == 2 && self.zones.len() < 2 {
             return Err(InvalidScenario::RoutersWithoutZones);
         }
+        self.validate_families()?;
         self.validate_names()?;
         let mut names = self.node_names();
         // Faults and expectations may name the candidate too.
@@ -185,6 +193,22 @@ impl Scenario {
     }
 
     /// Every name that becomes a namespace, a directory or a command argument.
+    fn validate_families(&self) -> Result<(), InvalidScenario> {
+        use crate::inventory::Family;
+        let f = &self.ip_families;
+        if *f != [Family::Ipv4] && *f != [Family::Ipv4, Family::Ipv6] && *f != [Family::Ipv6] {
+            let names: Vec<&str> = f.iter().map(|f| f.as_str()).collect();
+            return Err(InvalidScenario::Families(format!("[{}]", names.join(", "))));
+        }
+        if self.dual_stack() && self.routers != 1 {
+            return Err(InvalidScenario::FamiliesWith("routers: 2"));
+        }
+        if self.dual_stack() && self.candidate.is_some() {
+            return Err(InvalidScenario::FamiliesWith("candidate"));
+        }
+        Ok(())
+    }
+
     fn validate_names(&self) -> Result<(), InvalidScenario> {
         plain_name("name", &self.name, MAX_NAME)?;
         for (z, zone) in self.zones.iter().enumerate() {

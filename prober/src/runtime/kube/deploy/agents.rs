@@ -2,7 +2,9 @@
 //! `DaemonSet`'s events use), and whether every agent is stuck on its image.
 
 use std::collections::{BTreeMap, HashMap};
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+use crate::inventory::NO_IPV4;
 
 use k8s_openapi::api::core::v1::Pod;
 
@@ -13,7 +15,10 @@ use crate::runtime::kube::discover::family;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AgentPod {
     pub pod: String,
+    /// Its IPv4 address; [`NO_IPV4`] for an IPv6-only pod.
     pub address: Ipv4Addr,
+    /// Its IPv6 address (dual-stack or IPv6-only).
+    pub address6: Option<Ipv6Addr>,
     pub port: u16,
 }
 
@@ -246,11 +251,19 @@ pub fn agents_from_pods<'p>(
             continue;
         };
         let agent = AgentRef { node, agent: kind };
-        let ip = p.status.as_ref().and_then(family::pod_ipv4);
-        match (is_ready(p), ip, p.metadata.name.clone()) {
-            (true, Some(address), Some(pod)) => {
+        let ips = p.status.as_ref().map(family::pod_ips).unwrap_or_default();
+        match (is_ready(p), !ips.is_empty(), p.metadata.name.clone()) {
+            (true, true, Some(pod)) => {
                 let port = agent_port(p);
-                ready.insert(agent, AgentPod { pod, address, port });
+                ready.insert(
+                    agent,
+                    AgentPod {
+                        pod,
+                        address: ips.v4.unwrap_or(NO_IPV4),
+                        address6: ips.v6,
+                        port,
+                    },
+                );
             }
             (_, _, name) => {
                 let event = name.and_then(|n| why.pod_events.get(&n));
@@ -344,6 +357,7 @@ pub fn attach_agents(
                         .map(String::from)
                         .to_vec(),
                     address: p.address,
+                    address6: p.address6,
                     port: probe_proto::Port::new(p.port)?,
                 })
             });

@@ -4,13 +4,14 @@
 
 use super::annotation;
 use std::collections::BTreeMap;
+use std::net::Ipv6Addr;
 
 use k8s_openapi::api::core::v1::{Node as K8sNode, Pod, PodSpec};
 use kube::api::DynamicObject;
 use serde_json::Value;
 
 use super::cidr;
-use crate::inventory::{Bgp, Cidr, Overlay, OverlayMode, Vtep};
+use crate::inventory::{Bgp, Cidr, Family, Overlay, OverlayMode, Vtep};
 use probe_proto::{Port, Vni};
 
 /// Felix's defaults for VXLAN (`FelixConfiguration` `vxlanPort`, `vxlanVNI`).
@@ -47,6 +48,8 @@ pub struct Facts {
     /// Each node's confirmed IPAM blocks.
     pub blocks: BTreeMap<String, Vec<Cidr>>,
     pub pool: Option<Cidr>,
+    /// The IPv6 pools' covering prefix (dual-stack or IPv6-only).
+    pub pool6: Option<Cidr>,
 }
 
 fn named<'a>(objects: &'a [DynamicObject], name: &str) -> Option<&'a Value> {
@@ -67,7 +70,12 @@ fn pools(raw: &Raw) -> Vec<&Value> {
         .iter()
         .map(|p| &p.data["spec"])
         .filter(|s| s["disabled"].as_bool() != Some(true))
-        .filter(|s| s["cidr"].as_str().and_then(cidr::parse).is_some())
+        .filter(|s| {
+            s["cidr"]
+                .as_str()
+                .and_then(cidr::parse)
+                .is_some_and(|c| c.ipv4().is_some())
+        })
         .collect()
 }
 
@@ -147,6 +155,22 @@ fn backend(raw: &Raw, calico_node: Option<&PodSpec>) -> String {
         .unwrap_or_else(|| "bird".into())
 }
 
+/// Calico's IPv6 VXLAN tunnel endpoint (`vxlan-v6.calico`), from the annotations calico-node
+/// writes; Calico has no IPv6 IP-in-IP.
+#[must_use]
+pub fn vtep6(n: &K8sNode, mode: OverlayMode) -> Option<Vtep<Ipv6Addr>> {
+    if mode != OverlayMode::Vxlan {
+        return None;
+    }
+    Some(Vtep {
+        address: annotation(n, "projectcalico.org/IPv6VXLANTunnelAddr")?
+            .parse()
+            .ok()?,
+        mac: annotation(n, "projectcalico.org/VXLANTunnelMACAddrV6")
+            .and_then(|m| probe_proto::MacAddr::try_from(m.to_string()).ok()),
+    })
+}
+
 /// Calico's tunnel endpoint on a node in `mode` (VXLAN or IP-in-IP), from the annotations
 /// calico-node writes: the tunnel device's address, and for VXLAN its MAC.
 #[must_use]
@@ -224,8 +248,11 @@ pub fn facts(raw: &Raw, calico_node: Option<&PodSpec>) -> Facts {
             blocks.entry(node.to_string()).or_default().push(c);
         }
     }
-    let pool_cidrs: Vec<Cidr> = pools(raw)
+    let pool_cidrs: Vec<Cidr> = raw
+        .ip_pools
         .iter()
+        .map(|p| &p.data["spec"])
+        .filter(|s| s["disabled"].as_bool() != Some(true))
         .filter_map(|p| p["cidr"].as_str().and_then(cidr::parse))
         .chain(
             installation(raw)
@@ -240,6 +267,13 @@ pub fn facts(raw: &Raw, calico_node: Option<&PodSpec>) -> Facts {
         bgp,
         typha_nodes,
         blocks,
-        pool: cidr::covering(&pool_cidrs),
+        pool: of_family(&pool_cidrs, Family::Ipv4),
+        pool6: of_family(&pool_cidrs, Family::Ipv6),
     }
+}
+
+/// The prefix covering the pools of one family.
+fn of_family(pools: &[Cidr], f: Family) -> Option<Cidr> {
+    let mine: Vec<Cidr> = pools.iter().copied().filter(|c| c.family() == f).collect();
+    cidr::covering(&mine)
 }

@@ -58,12 +58,22 @@ pub fn uses_node_pod_cidrs(c: &Config) -> bool {
     key(c, "ipam") == Some("kubernetes")
 }
 
-/// The cluster's pod range as configured.
+/// The cluster's IPv4 pod range as configured.
 #[must_use]
 pub fn cluster_pod_cidr(c: &Config) -> Option<Cidr> {
     key(c, "cluster-pool-ipv4-cidr")
         .or_else(|| key(c, "ipv4-native-routing-cidr"))
         .and_then(|s| s.split([' ', ',']).find_map(cidr::parse))
+        .filter(|c| c.ipv4().is_some())
+}
+
+/// The cluster's IPv6 pod range as configured (`enable-ipv6`).
+#[must_use]
+pub fn cluster_pod_cidr6(c: &Config) -> Option<Cidr> {
+    key(c, "cluster-pool-ipv6-cidr")
+        .or_else(|| key(c, "ipv6-native-routing-cidr"))
+        .and_then(|s| s.split([' ', ',']).find_map(cidr::parse))
+        .filter(|c| c.ipv4().is_none())
 }
 
 /// Whether cilium-health answers other nodes on 4240.

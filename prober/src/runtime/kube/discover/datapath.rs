@@ -8,8 +8,8 @@ use std::path::PathBuf;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::Node as K8sNode;
 
-use super::{DiscoverError, Raw, calico, cidr, cilium, cni, family, flannel};
-use crate::inventory::{Agents, Cidr, Cni, Node, Overlay, OverlayMode};
+use super::{Raw, calico, cidr, cilium, cni, family, flannel};
+use crate::inventory::{Agents, Cidr, Cni, Family, NO_IPV4, Node, Overlay, OverlayMode};
 
 fn config<'a>(
     raw: &'a Raw,
@@ -30,6 +30,8 @@ pub(super) struct DataPath {
     /// keeps `spec.podCIDR`; an empty list means "none" (EKS).
     pub(super) node_cidrs: Option<BTreeMap<String, Vec<Cidr>>>,
     pub(super) cluster_cidr: Option<Cidr>,
+    /// The CNI's IPv6 pod range, when it runs IPv6.
+    pub(super) cluster_cidr6: Option<Cidr>,
     pub(super) typha_nodes: Vec<String>,
     /// Cilium's tunnel endpoints by node, from the `CiliumNodes` (when read).
     pub(super) cilium_vteps: BTreeMap<String, Ipv4Addr>,
@@ -43,6 +45,7 @@ pub(super) fn data_path(raw: &Raw, cni: Cni, agent: Option<&DaemonSet>) -> DataP
         bgp: None,
         node_cidrs: None,
         cluster_cidr: None,
+        cluster_cidr6: None,
         typha_nodes: Vec::new(),
         cilium_vteps: BTreeMap::new(),
         serves: None,
@@ -60,7 +63,8 @@ pub(super) fn data_path(raw: &Raw, cni: Cni, agent: Option<&DaemonSet>) -> DataP
                 .and_then(|m| m.trim().parse().ok())
                 .filter(|m| *m != 0);
             dp.overlay = flannel::overlay(&raw.nodes, conf.as_ref(), veth_mtu);
-            dp.cluster_cidr = conf.and_then(|c| c.network);
+            dp.cluster_cidr = conf.as_ref().and_then(|c| c.network);
+            dp.cluster_cidr6 = conf.and_then(|c| c.network6);
             // flannel serves no TCP port to other nodes; Canal's calico-node runs no BIRD.
             dp.serves = Some(Vec::new());
         }
@@ -71,6 +75,7 @@ pub(super) fn data_path(raw: &Raw, cni: Cni, agent: Option<&DaemonSet>) -> DataP
             // Dataplane V2 needs VPC-native routing: never a tunnel.
             dp.overlay = if anetd { None } else { cilium::overlay(c) };
             dp.cluster_cidr = cilium::cluster_pod_cidr(c);
+            dp.cluster_cidr6 = cilium::cluster_pod_cidr6(c);
             if !cilium::uses_node_pod_cidrs(c) && !raw.cilium_nodes.is_empty() {
                 dp.node_cidrs = Some(cilium::node_pod_cidrs(&raw.cilium_nodes));
             }
@@ -87,6 +92,7 @@ pub(super) fn data_path(raw: &Raw, cni: Cni, agent: Option<&DaemonSet>) -> DataP
             let f = calico::facts(&raw.calico, pod);
             dp.overlay = f.overlay;
             dp.cluster_cidr = f.pool;
+            dp.cluster_cidr6 = f.pool6;
             if !f.blocks.is_empty() {
                 dp.node_cidrs = Some(f.blocks);
             }
@@ -108,7 +114,7 @@ pub(super) fn data_path(raw: &Raw, cni: Cni, agent: Option<&DaemonSet>) -> DataP
     dp
 }
 
-pub(super) fn nodes_of(raw: &Raw, cni: Cni, dp: &DataPath) -> Result<Vec<Node>, DiscoverError> {
+pub(super) fn nodes_of(raw: &Raw, cni: Cni, dp: &DataPath) -> Vec<Node> {
     let mut nodes = Vec::new();
     for n in &raw.nodes {
         // The agents run on Linux nodes only (their node selector): a Windows node has none.
@@ -120,9 +126,10 @@ pub(super) fn nodes_of(raw: &Raw, cni: Cni, dp: &DataPath) -> Result<Vec<Node>, 
         if os.is_some_and(|os| os != "linux") {
             continue;
         }
-        let Some(address) = family::node_ipv4(n)? else {
+        let ips = family::node_ips(n);
+        if ips.is_empty() {
             continue;
-        };
+        }
         let name = n.metadata.name.clone().unwrap_or_default();
         // Every range, in order: a Calico node owns several IPAM blocks.
         let mut ranges: Vec<Cidr> = match &dp.node_cidrs {
@@ -141,11 +148,15 @@ pub(super) fn nodes_of(raw: &Raw, cni: Cni, dp: &DataPath) -> Result<Vec<Node>, 
         };
         ranges.dedup();
         let pod_cidr = ranges.first().copied();
-        let vtep = match (cni, dp.overlay.as_ref().map(Overlay::mode)) {
-            (Cni::Flannel | Cni::Canal, Some(OverlayMode::Vxlan)) => flannel::vtep(n, pod_cidr),
-            (Cni::Calico, Some(mode)) => calico::vtep(n, mode),
-            (Cni::Cilium, Some(_)) => cilium::vtep(n, &dp.cilium_vteps),
-            _ => None,
+        let range_of = |f: Family| ranges.iter().copied().find(|c| c.family() == f);
+        let (vtep, vtep6) = match (cni, dp.overlay.as_ref().map(Overlay::mode)) {
+            (Cni::Flannel | Cni::Canal, Some(OverlayMode::Vxlan)) => (
+                flannel::vtep(n, range_of(Family::Ipv4)),
+                flannel::vtep6(n, range_of(Family::Ipv6)),
+            ),
+            (Cni::Calico, Some(mode)) => (calico::vtep(n, mode), calico::vtep6(n, mode)),
+            (Cni::Cilium, Some(_)) => (cilium::vtep(n, &dp.cilium_vteps), None),
+            _ => (None, None),
         };
         let serves = dp.serves.clone().map(|mut ports| {
             if dp.typha_nodes.contains(&name) {
@@ -158,11 +169,13 @@ pub(super) fn nodes_of(raw: &Raw, cni: Cni, dp: &DataPath) -> Result<Vec<Node>, 
                 .into_iter()
                 .map(crate::inventory::NodeRole::from)
                 .collect(),
-            address,
+            address: ips.v4.unwrap_or(NO_IPV4),
+            address6: ips.v6,
             pod_cidr,
             pod_cidrs: if ranges.len() > 1 { ranges } else { Vec::new() },
             host_root: Some(PathBuf::from("/host")),
             vtep,
+            vtep6,
             zone: n
                 .metadata
                 .labels
@@ -176,7 +189,7 @@ pub(super) fn nodes_of(raw: &Raw, cni: Cni, dp: &DataPath) -> Result<Vec<Node>, 
             name,
         });
     }
-    Ok(nodes)
+    nodes
 }
 
 fn roles(n: &K8sNode) -> Vec<String> {

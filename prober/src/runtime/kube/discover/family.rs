@@ -1,58 +1,159 @@
-//! IP families: the probes speak IPv4 only, so discovery takes the IPv4 address wherever a
-//! dual-stack object lists both, and refuses a cluster whose primary family is IPv6 rather
-//! than probing nothing and passing.
+//! IP families: a dual-stack object lists an address of each family (`status.addresses`,
+//! `spec.clusterIPs`, `status.podIPs`), an IPv6-only one only IPv6 ones. Discovery takes the
+//! first address of each family, whichever comes first: a cluster of either primary family is
+//! probed in every family it has.
 
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use k8s_openapi::api::core::v1::Node as K8sNode;
+use k8s_openapi::api::core::v1::{Node as K8sNode, PodStatus, ServiceSpec};
 
-use super::DiscoverError;
+/// An object's first address of each family.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Pair {
+    pub v4: Option<Ipv4Addr>,
+    pub v6: Option<Ipv6Addr>,
+}
 
-/// The node's first IPv4 `InternalIP`, whatever its position (dual-stack nodes may list the
-/// IPv6 one first). `Ok(None)` when the node lists no `InternalIP` at all; an error when it
-/// lists only IPv6 ones.
-pub fn node_ipv4(n: &K8sNode) -> Result<Option<Ipv4Addr>, DiscoverError> {
-    let internal: Vec<IpAddr> = n
-        .status
-        .as_ref()
-        .and_then(|s| s.addresses.as_ref())
-        .into_iter()
+impl Pair {
+    fn of<'a>(ips: impl IntoIterator<Item = &'a String>) -> Self {
+        let mut out = Self::default();
+        for ip in ips {
+            match ip.trim().parse::<IpAddr>() {
+                Ok(IpAddr::V4(a)) if out.v4.is_none() => out.v4 = Some(a),
+                Ok(IpAddr::V6(a)) if out.v6.is_none() => out.v6 = Some(a),
+                _ => {}
+            }
+        }
+        out
+    }
+
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.v4.is_none() && self.v6.is_none()
+    }
+}
+
+/// The node's first `InternalIP` of each family, whatever their order.
+#[must_use]
+pub fn node_ips(n: &K8sNode) -> Pair {
+    Pair::of(
+        n.status
+            .as_ref()
+            .and_then(|s| s.addresses.as_ref())
+            .into_iter()
+            .flatten()
+            .filter(|a| a.type_ == "InternalIP")
+            .map(|a| &a.address),
+    )
+}
+
+/// A Service's `ClusterIP`s, the primary family's first (`spec.clusterIPs`, else
+/// `spec.clusterIP`), one per family; none for a headless Service.
+#[must_use]
+pub fn service_ips(spec: &ServiceSpec) -> Vec<IpAddr> {
+    let mut out: Vec<IpAddr> = Vec::new();
+    for ip in spec
+        .cluster_ips
+        .iter()
         .flatten()
-        .filter(|a| a.type_ == "InternalIP")
-        .filter_map(|a| a.address.parse().ok())
-        .collect();
-    if let Some(v4) = internal.iter().find_map(|a| match a {
-        IpAddr::V4(v4) => Some(*v4),
-        IpAddr::V6(_) => None,
-    }) {
-        return Ok(Some(v4));
+        .chain(spec.cluster_ip.iter())
+    {
+        if let Ok(ip) = ip.trim().parse::<IpAddr>()
+            && !out.iter().any(|o| o.is_ipv4() == ip.is_ipv4())
+        {
+            out.push(ip);
+        }
     }
-    match internal.first() {
-        Some(v6) => Err(DiscoverError::Ipv6 {
-            what: format!(
-                "node {} has only IPv6 addresses ({v6})",
-                n.metadata.name.as_deref().unwrap_or("?")
-            ),
-        }),
-        None => Ok(None),
-    }
+    out
 }
 
-/// The IPv4 address among a Service's `clusterIP` and `clusterIPs`.
+/// A pod's first address of each family, among `podIP` and `podIPs`.
 #[must_use]
-pub fn service_ipv4(spec: &k8s_openapi::api::core::v1::ServiceSpec) -> Option<Ipv4Addr> {
-    spec.cluster_ip
-        .iter()
-        .chain(spec.cluster_ips.iter().flatten())
-        .find_map(|ip| ip.parse::<Ipv4Addr>().ok())
+pub fn pod_ips(status: &PodStatus) -> Pair {
+    Pair::of(
+        status
+            .pod_ip
+            .iter()
+            .chain(status.pod_ips.iter().flatten().map(|p| &p.ip)),
+    )
 }
 
-/// The first IPv4 address among a pod's `podIP` and `podIPs`.
-#[must_use]
-pub fn pod_ipv4(status: &k8s_openapi::api::core::v1::PodStatus) -> Option<Ipv4Addr> {
-    status
-        .pod_ip
-        .iter()
-        .chain(status.pod_ips.iter().flatten().map(|p| &p.ip))
-        .find_map(|ip| ip.parse::<Ipv4Addr>().ok())
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{NodeAddress, NodeStatus, PodIP};
+
+    fn node(addrs: &[(&str, &str)]) -> K8sNode {
+        K8sNode {
+            status: Some(NodeStatus {
+                addresses: Some(
+                    addrs
+                        .iter()
+                        .map(|(t, a)| NodeAddress {
+                            type_: (*t).into(),
+                            address: (*a).into(),
+                        })
+                        .collect(),
+                ),
+                ..NodeStatus::default()
+            }),
+            ..K8sNode::default()
+        }
+    }
+
+    #[test]
+    fn each_family_first_whatever_the_order() {
+        let n = node(&[
+            ("Hostname", "n1"),
+            ("InternalIP", "fd00::11"),
+            ("ExternalIP", "203.0.113.7"),
+            ("InternalIP", "192.168.56.11"),
+            ("InternalIP", "fd00::99"),
+        ]);
+        assert_eq!(
+            node_ips(&n),
+            Pair {
+                v4: Some("192.168.56.11".parse().unwrap()),
+                v6: Some("fd00::11".parse().unwrap()),
+            }
+        );
+        let v6 = node(&[("InternalIP", "fd00::12")]);
+        assert_eq!(node_ips(&v6).v4, None);
+        assert!(node(&[("Hostname", "x")]).status.is_some());
+        assert!(node_ips(&node(&[("Hostname", "x")])).is_empty());
+    }
+
+    #[test]
+    fn cluster_ips_primary_first_one_per_family() {
+        let spec = ServiceSpec {
+            cluster_ip: Some("fd00:10:96::1".into()),
+            cluster_ips: Some(vec!["fd00:10:96::1".into(), "10.96.0.1".into()]),
+            ..ServiceSpec::default()
+        };
+        assert_eq!(
+            service_ips(&spec),
+            ["fd00:10:96::1", "10.96.0.1"].map(|s| s.parse::<IpAddr>().unwrap())
+        );
+        let headless = ServiceSpec {
+            cluster_ip: Some("None".into()),
+            ..ServiceSpec::default()
+        };
+        assert!(service_ips(&headless).is_empty());
+        let status = PodStatus {
+            pod_ip: Some("10.244.1.2".into()),
+            pod_ips: Some(vec![
+                PodIP {
+                    ip: "10.244.1.2".into(),
+                },
+                PodIP {
+                    ip: "fd00:10:244:1::2".into(),
+                },
+            ]),
+            ..PodStatus::default()
+        };
+        assert_eq!(
+            pod_ips(&status).v6,
+            Some("fd00:10:244:1::2".parse().unwrap())
+        );
+    }
 }

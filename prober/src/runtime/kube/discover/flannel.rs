@@ -4,6 +4,8 @@
 use super::annotation;
 use k8s_openapi::api::core::v1::Node as K8sNode;
 
+use std::net::Ipv6Addr;
+
 use crate::inventory::{Cidr, Overlay, Vtep};
 use probe_proto::{Port, Vni};
 
@@ -18,6 +20,8 @@ const VXLAN_MTU: u16 = 1450;
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct NetConf {
     pub network: Option<Cidr>,
+    /// `IPv6Network` (dual-stack or IPv6-only flannel).
+    pub network6: Option<Cidr>,
     pub backend: Option<String>,
     pub port: Option<u16>,
     pub vni: Option<u32>,
@@ -32,6 +36,7 @@ pub fn net_conf(text: &str) -> Option<NetConf> {
     let num = |k: &str| b.get(k).and_then(serde_json::Value::as_u64);
     Some(NetConf {
         network: v["Network"].as_str().and_then(super::cidr::parse),
+        network6: v["IPv6Network"].as_str().and_then(super::cidr::parse),
         backend: b["Type"].as_str().map(str::to_lowercase),
         port: num("Port")
             .or_else(|| num("ListenPort"))
@@ -93,12 +98,28 @@ fn vtep_mac(n: &K8sNode) -> Option<probe_proto::MacAddr> {
     probe_proto::MacAddr::try_from(v.get("VtepMAC")?.as_str()?.to_string()).ok()
 }
 
+/// flannel's IPv6 VTEP on a node (`flannel-v6.1`): the `VtepMAC` of its `backend-v6-data`
+/// annotation, at the first address of the node's IPv6 pod range.
+#[must_use]
+pub fn vtep6(n: &K8sNode, pod_cidr6: Option<Cidr>) -> Option<Vtep<Ipv6Addr>> {
+    let data = annotation(n, "flannel.alpha.coreos.com/backend-v6-data")?;
+    let v: serde_json::Value = serde_json::from_str(data).ok()?;
+    let mac = probe_proto::MacAddr::try_from(v.get("VtepMAC")?.as_str()?.to_string()).ok()?;
+    let std::net::IpAddr::V6(address) = pod_cidr6?.addr else {
+        return None;
+    };
+    Some(Vtep {
+        address,
+        mac: Some(mac),
+    })
+}
+
 /// flannel's VTEP on a node: the `VtepMAC` of its `backend-data` annotation, at the first
 /// address of the node's pod range (flannel gives `flannel.1` that address).
 #[must_use]
 pub fn vtep(n: &K8sNode, pod_cidr: Option<Cidr>) -> Option<Vtep> {
     Some(Vtep {
-        address: pod_cidr?.addr,
+        address: pod_cidr?.ipv4()?,
         mac: Some(vtep_mac(n)?),
     })
 }

@@ -16,10 +16,11 @@ pub mod flannel;
 pub mod list;
 pub mod nodefiles;
 pub mod policies;
+mod ranges;
 pub mod warnings;
 
 use std::collections::BTreeMap;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
@@ -29,7 +30,7 @@ use k8s_openapi::api::networking::v1::ServiceCIDR;
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
 
-use crate::inventory::{Api as ApiSpec, Cidr, Cluster, Cni, Dns, Inventory, Node};
+use crate::inventory::{Api as ApiSpec, Cluster, Cni, Dns, Family, Inventory, Node};
 use list::Found;
 
 /// Namespaces whose workloads are checked for how they reach the API server.
@@ -63,11 +64,6 @@ pub enum DiscoverError {
     Deadline { what: String, secs: u64 },
     #[error("the cluster has no `kubernetes` Service ClusterIP")]
     NoApiService,
-    #[error(
-        "{what}: the probes speak IPv4 only for now, so IPv6-only clusters and dual-stack \
-         clusters whose primary family is IPv6 are not supported (dual-stack with IPv4 first is)"
-    )]
-    Ipv6 { what: String },
 }
 
 /// Everything discovery reads, before it becomes an inventory.
@@ -360,15 +356,21 @@ async fn read_calico(client: &Client, raw: &mut Raw, ns: &str) -> Result<(), Dis
     Ok(())
 }
 
-/// Endpoints of IPv4 slices, on the port `pick` chooses (else `default_port`), with the node
-/// each runs on; endpoints that are not ready are left out.
+/// Endpoints of the IPv4 and IPv6 slices (by `addressType`; FQDN slices are left out), on the
+/// port `pick` chooses (else `default_port`), with the node each runs on; endpoints that are
+/// not ready are left out.
 fn slice_endpoints(
     slices: &[EndpointSlice],
     pick: impl Fn(&k8s_openapi::api::discovery::v1::EndpointPort) -> bool,
     default_port: u16,
 ) -> Vec<(SocketAddr, Option<String>)> {
     let mut out = Vec::new();
-    for s in slices.iter().filter(|s| s.address_type == "IPv4") {
+    for s in slices {
+        let want = match s.address_type.as_str() {
+            "IPv4" => Family::Ipv4,
+            "IPv6" => Family::Ipv6,
+            _ => continue,
+        };
         let port = s
             .ports
             .iter()
@@ -382,8 +384,10 @@ fn slice_endpoints(
                 continue;
             }
             for a in &e.addresses {
-                if let Ok(ip) = a.parse::<Ipv4Addr>() {
-                    out.push((SocketAddr::new(IpAddr::V4(ip), port), e.node_name.clone()));
+                if let Ok(ip) = a.parse::<IpAddr>()
+                    && Family::of(ip) == want
+                {
+                    out.push((SocketAddr::new(ip, port), e.node_name.clone()));
                 }
             }
         }
@@ -393,57 +397,58 @@ fn slice_endpoints(
     out
 }
 
-/// The pod range when neither the CNI nor the nodes state one, from the pods' own addresses:
-/// the DNS endpoints (pods); and with the AWS VPC CNI the nodes' addresses too, since its pods
-/// take secondary addresses of their node's VPC subnet. The smallest prefix holding them all.
-fn pods_from_addresses(
-    cni: Cni,
-    dns_eps: &[(SocketAddr, Option<String>)],
-    nodes: &[Node],
-) -> Option<Cidr> {
-    let host = |addr: Ipv4Addr| Cidr { addr, len: 32 };
-    let mut seen: Vec<Cidr> = dns_eps
-        .iter()
-        .filter_map(|(a, _)| match a.ip() {
-            IpAddr::V4(v4) => Some(host(v4)),
-            IpAddr::V6(_) => None,
-        })
-        .collect();
-    if cni == Cni::AwsVpc {
-        seen.extend(nodes.iter().map(|n| host(n.address)));
-    }
-    // One or two pods say little about the range's size: never narrower than a /24.
-    cidr::covering(&seen).map(|c| {
-        if c.len > 24 {
-            cidr::around(c.addr, 24)
+/// The first of each family's values, in `families`' order (the primary family first), as
+/// the inventory's `x` and `xs` pair: `xs` only when there are several.
+fn primary_and_all<T: Copy>(all: &[T]) -> Option<(T, Vec<T>)> {
+    let first = *all.first()?;
+    Some((
+        first,
+        if all.len() > 1 {
+            all.to_vec()
         } else {
-            c
-        }
-    })
+            Vec::new()
+        },
+    ))
 }
 
-/// Builds the inventory from what discovery read. Agents are unknown until deployed.
+/// The API endpoints as the `kubernetes` `EndpointSlice`s list them (the primary family only,
+/// that Service being single-stack), each followed by its node's address of the other family on
+/// the same port: kube-apiserver's default bind address (`0.0.0.0`) listens on both, so each
+/// API server is probed over each family the node has.
+fn other_family_endpoints(
+    listed: impl Iterator<Item = SocketAddr>,
+    nodes: &[Node],
+) -> Vec<SocketAddr> {
+    let mut out: Vec<SocketAddr> = Vec::new();
+    for ep in listed {
+        let same_node = nodes
+            .iter()
+            .find(|n| n.ips().any(|ip| ip == ep.ip()))
+            .into_iter()
+            .flat_map(Node::ips)
+            .map(|ip| SocketAddr::new(ip, ep.port()));
+        for a in std::iter::once(ep).chain(same_node) {
+            if !out.contains(&a) {
+                out.push(a);
+            }
+        }
+    }
+    out
+}
+
+/// Builds the inventory from what discovery read, in every IP family the cluster has: the
+/// `kubernetes` Service's `ClusterIP` says which family is primary (`podCIDR`, `serviceCIDR`,
+/// `service`: that Service is single-stack even in a dual-stack cluster); the other family,
+/// where the nodes, their pod ranges, the `ServiceCIDR`s or the DNS Service have it, follows
+/// in `podCIDRs`, `serviceCIDRs`, `services`. Agents are unknown until deployed.
 pub fn build(raw: &Raw) -> Result<Inventory, DiscoverError> {
     let api_svc = raw
         .api_service
         .as_ref()
         .ok_or(DiscoverError::NoApiService)?;
     let spec = api_svc.spec.as_ref().ok_or(DiscoverError::NoApiService)?;
-    let primary = spec
-        .cluster_ip
-        .as_deref()
-        .and_then(|ip| ip.parse::<IpAddr>().ok())
-        .ok_or(DiscoverError::NoApiService)?;
-    let ip = match primary {
-        IpAddr::V4(v4) => v4,
-        IpAddr::V6(v6) => {
-            return Err(DiscoverError::Ipv6 {
-                what: format!(
-                    "the cluster's primary IP family is IPv6 (the kubernetes Service is {v6})"
-                ),
-            });
-        }
-    };
+    let api_ips = family::service_ips(spec);
+    let primary = *api_ips.first().ok_or(DiscoverError::NoApiService)?;
     let port = spec
         .ports
         .as_ref()
@@ -451,7 +456,7 @@ pub fn build(raw: &Raw) -> Result<Inventory, DiscoverError> {
         .map_or(443, |p| u16::try_from(p.port).unwrap_or(443));
     let (cni, agent) = cni::detect(&raw.daemonsets, &raw.nodes);
     let dp = datapath::data_path(raw, cni, agent);
-    let nodes = datapath::nodes_of(raw, cni, &dp)?;
+    let nodes = datapath::nodes_of(raw, cni, &dp);
     let dns_eps = slice_endpoints(
         &raw.dns_slices,
         |p| p.protocol.as_deref() == Some("UDP") && p.port == Some(53),
@@ -460,9 +465,15 @@ pub fn build(raw: &Raw) -> Result<Inventory, DiscoverError> {
     let dns = raw
         .dns_service
         .as_ref()
-        .and_then(|s| family::service_ipv4(s.spec.as_ref()?))
-        .map(|dns_ip| Dns {
-            service: SocketAddr::new(IpAddr::V4(dns_ip), 53),
+        .and_then(|s| s.spec.as_ref())
+        .map(family::service_ips)
+        .and_then(|ips| {
+            let ips: Vec<SocketAddr> = ips.into_iter().map(|ip| SocketAddr::new(ip, 53)).collect();
+            primary_and_all(&ips)
+        })
+        .map(|(service, services)| Dns {
+            service,
+            services,
             endpoints: dns_eps.iter().map(|(a, _)| *a).collect(),
             names: vec!["kubernetes.default.svc.cluster.local".into()],
             corefile: raw.corefile.clone(),
@@ -476,33 +487,48 @@ pub fn build(raw: &Raw) -> Result<Inventory, DiscoverError> {
         &dns_nodes,
         &dp.typha_nodes,
     );
-    let node_cidrs: Vec<Cidr> = nodes.iter().flat_map(Node::pod_ranges).collect();
-    let pod_cidr = dp
-        .cluster_cidr
-        .or_else(|| cidr::pods_from_nodes(&node_cidrs))
-        .or_else(|| pods_from_addresses(cni, &dns_eps, &nodes))
-        // Nothing to derive it from: every address (0.0.0.0/0, which `warnings` says).
-        .unwrap_or(Cidr {
-            addr: Ipv4Addr::UNSPECIFIED,
-            len: 0,
-        });
-    let node_addrs: Vec<Ipv4Addr> = nodes.iter().map(|n| n.address).collect();
-    let service_cidr = cidr::services(&raw.service_cidrs, ip, &node_cidrs, &node_addrs);
+    let dns_cluster_ips: Vec<IpAddr> = dns
+        .iter()
+        .flat_map(|d| d.cluster_ips().map(|a| a.ip()))
+        .collect();
+    let found = ranges::Found {
+        raw,
+        dp: &dp,
+        cni,
+        nodes: &nodes,
+        dns_eps: &dns_eps,
+    };
+    let (pod_cidrs, service_cidrs) = found.ranges(&api_ips, &dns_cluster_ips);
     let api_endpoints = slice_endpoints(
         &raw.api_slices,
         |p| p.name.as_deref() == Some("https"),
         6443,
     );
+    let api_endpoints = other_family_endpoints(api_endpoints.into_iter().map(|(a, _)| a), &nodes);
+    let services: Vec<SocketAddr> = api_ips
+        .iter()
+        .map(|&ip| SocketAddr::new(ip, port))
+        .collect();
+    let (pod_cidr, pod_cidrs) = primary_and_all(&pod_cidrs).ok_or(DiscoverError::NoApiService)?;
+    let (service_cidr, service_cidrs) =
+        primary_and_all(&service_cidrs).ok_or(DiscoverError::NoApiService)?;
     let distribution = nodefiles::distribution(&raw.nodes);
     Ok(Inventory {
         cluster: Cluster {
             cni,
             pod_cidr,
+            pod_cidrs,
             service_cidr,
+            service_cidrs,
             overlay: dp.overlay,
             api: ApiSpec {
-                service: SocketAddr::new(IpAddr::V4(ip), port),
-                endpoints: api_endpoints.into_iter().map(|(a, _)| a).collect(),
+                service: SocketAddr::new(primary, port),
+                services: if services.len() > 1 {
+                    services
+                } else {
+                    Vec::new()
+                },
+                endpoints: api_endpoints,
             },
             dns,
             bgp: dp.bgp.clone(),

@@ -45,10 +45,7 @@ mod tests {
         let mut inv = crate::testutil::inventory(2, 1, "flannel");
         inv.cluster.node_files = Some(crate::inventory::NodeFiles::kubeadm());
         assert!(warnings(&inv).is_empty(), "{:?}", warnings(&inv));
-        inv.cluster.pod_cidr = Cidr {
-            addr: Ipv4Addr::UNSPECIFIED,
-            len: 0,
-        };
+        inv.cluster.pod_cidr = Cidr::v4(Ipv4Addr::UNSPECIFIED, 0);
         let w = warnings(&inv);
         assert_eq!(w.len(), 1, "{w:?}");
         assert!(
