@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 
 use crate::inventory::{Inventory, Overlay, OverlayMode};
-use crate::model::{AgentKind, PathClass, Protocol, Record, Results};
+use crate::model::{AgentKind, Family, PathClass, Protocol, Record, Results};
 
 use super::finding::Finding;
 
@@ -316,9 +316,23 @@ impl<'a> Ctx<'a> {
     ) {
         f.evidence = self.ids(evidence);
         f.consequences = self.ids(consequences);
+        if f.family.is_none() {
+            f.family = self.family_of(evidence.iter().chain(consequences).copied());
+        }
         self.explained
             .extend(evidence.iter().chain(consequences).copied());
         findings.push(f);
+    }
+
+    /// The one family of the failed network-path results among `idx`: `None` when they span
+    /// both (the cause is not family-specific) or there are none.
+    pub(super) fn family_of(&self, idx: impl Iterator<Item = usize>) -> Option<Family> {
+        let mut fams = idx
+            .map(|i| self.results.at(i))
+            .filter(|r| failed(r) && r.path != PathClass::NodeConfig)
+            .map(|r| r.to.family());
+        let first = fams.next()?;
+        fams.all(|f| f == first).then_some(first)
     }
 
     pub(super) fn id(&self, i: usize) -> String {
