@@ -16,9 +16,10 @@ fn is_service_path(r: &Record<'_>) -> bool {
 }
 
 /// Nodes where the `kubernetes` `ClusterIP` fails while the API server answers directly from the
-/// same kind of agent: the Service path itself is broken there. Returns (node, evidence).
+/// same kind of agent over the same family (an IPv4 endpoint answering says nothing of the IPv6
+/// Service): the Service path itself is broken there. Returns (node, evidence).
 fn service_broken(ctx: &Ctx<'_>) -> BTreeMap<u32, Vec<usize>> {
-    let mut direct_ok: HashSet<(u32, PathClass)> = HashSet::new();
+    let mut direct_ok: HashSet<(u32, PathClass, crate::model::Family)> = HashSet::new();
     for r in ctx.results {
         if matches!(
             r.path,
@@ -26,7 +27,7 @@ fn service_broken(ctx: &Ctx<'_>) -> BTreeMap<u32, Vec<usize>> {
         ) && r.result.outcome.is_ok()
             && let Some(a) = ctx.from(&r)
         {
-            direct_ok.insert((a, r.path));
+            direct_ok.insert((a, r.path, r.to.family()));
         }
     }
     let mut out: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
@@ -37,7 +38,10 @@ fn service_broken(ctx: &Ctx<'_>) -> BTreeMap<u32, Vec<usize>> {
             _ => continue,
         };
         let Some(a) = ctx.from(&r) else { continue };
-        if failed(&r) && !ctx.explained.contains(&i) && direct_ok.contains(&(a, direct)) {
+        if failed(&r)
+            && !ctx.explained.contains(&i)
+            && direct_ok.contains(&(a, direct, r.to.family()))
+        {
             out.entry(a).or_default().push(i);
         }
     }

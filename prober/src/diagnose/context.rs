@@ -5,18 +5,20 @@ use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 
 use crate::inventory::{Inventory, Overlay, OverlayMode};
-use crate::model::{AgentKind, PathClass, Protocol, Record, Results};
+use crate::model::{AgentKind, Family, PathClass, Protocol, Record, Results};
 
 use super::finding::Finding;
 
-/// A directed underlay port between two nodes (indices into the inventory's nodes). IP-in-IP,
-/// which has no port, is `udp: false` with port [`IPIP_PORT`].
+/// A directed underlay port between two nodes (indices into the inventory's nodes) over one IP
+/// family: a port open for IPv4 and closed for IPv6 is two links, one working and one not.
+/// IP-in-IP, which has no port, is `udp: false` with port [`IPIP_PORT`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(super) struct Link {
     pub(super) from: u32,
     pub(super) to: u32,
     pub(super) udp: bool,
     pub(super) port: u16,
+    pub(super) family: Family,
 }
 
 /// The `port` of an IP-in-IP link (IP protocol 4 has no ports; TCP port 0 is never probed).
@@ -40,15 +42,47 @@ pub(super) enum Dest {
     Addr(IpAddr, Option<u16>, Protocol),
 }
 
-/// A result's path, sender and destination: the same kind of probe between the same ends.
-pub(super) type Ends = (PathClass, Option<u32>, Dest);
+/// A result's path, sender, destination and family: the same kind of probe between the same
+/// ends (an IPv4 probe that got through says nothing of its IPv6 twin).
+pub(super) type Ends = (PathClass, Option<u32>, Dest, Family);
+
+/// Nodes whose pod agent got anything through, per family: their pod network works there.
+#[derive(Debug, Default)]
+pub(super) struct PodsOk(HashSet<(u32, Family)>);
+
+impl PodsOk {
+    /// The node's pods got something through in some family.
+    pub(super) fn contains(&self, n: u32) -> bool {
+        self.0.contains(&(n, Family::Ipv4)) || self.0.contains(&(n, Family::Ipv6))
+    }
+
+    /// The node's pods got something through over `family`.
+    pub(super) fn in_family(&self, n: u32, family: Family) -> bool {
+        self.0.contains(&(n, family))
+    }
+}
+
+/// An API endpoint on a node: the node, its port, and the family of its address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Backend {
+    pub(super) node: u32,
+    pub(super) port: u16,
+    pub(super) family: Family,
+}
 
 pub(super) struct Ctx<'a> {
     pub(super) inv: &'a Inventory,
     pub(super) results: &'a Results,
     pub(super) node: HashMap<&'a str, u32>,
-    /// Nodes of the API endpoints, with their ports.
-    pub(super) api_backends: Vec<(u32, u16)>,
+    /// Nodes of the API endpoints, with their ports and families (the inventory's, and those
+    /// the run probed directly).
+    pub(super) api_backends: Vec<Backend>,
+    /// The nodes' host addresses per family: the inventory's, and those the run probed.
+    host_addrs: HashMap<(u32, Family), IpAddr>,
+    /// The families some crafted encapsulation probe went over.
+    tunnel_families: Vec<Family>,
+    /// The run probed both families.
+    pub(super) dual_stack: bool,
     /// Nodes of the DNS endpoints.
     pub(super) dns_backends: Vec<u32>,
     /// The overlay's encapsulation as a link's protocol and port: UDP for VXLAN and Geneve,
@@ -78,19 +112,57 @@ impl<'a> Ctx<'a> {
             .enumerate()
             .map(|(i, n)| (n.name.as_str(), u32::try_from(i).unwrap_or(u32::MAX)))
             .collect();
+        let host_addrs = host_addrs(inv, results, &node);
         let by_ip = |ip: IpAddr| {
-            inv.nodes
+            host_addrs
                 .iter()
-                .position(|n| IpAddr::V4(n.address) == ip)
-                .and_then(|i| u32::try_from(i).ok())
+                .find(|(_, a)| **a == ip)
+                .map(|((n, _), _)| *n)
         };
-        let api_backends = inv
+        let mut api_backends: Vec<Backend> = inv
             .cluster
             .api
             .endpoints
             .iter()
-            .filter_map(|e| by_ip(e.ip()).map(|n| (n, e.port())))
+            .filter_map(|e| {
+                by_ip(e.ip()).map(|n| Backend {
+                    node: n,
+                    port: e.port(),
+                    family: Family::of(e.ip()),
+                })
+            })
             .collect();
+        for r in results.iter().filter(|r| {
+            matches!(
+                r.path,
+                PathClass::NodeToApiserver | PathClass::PodToApiserver
+            )
+        }) {
+            let Some(b) = r.to.node.as_deref().and_then(|n| node.get(n)) else {
+                continue;
+            };
+            let Some(port) = r.to.port else { continue };
+            let be = Backend {
+                node: *b,
+                port,
+                family: r.to.family(),
+            };
+            if !api_backends.contains(&be) {
+                api_backends.push(be);
+            }
+        }
+        let mut tunnel_families: Vec<Family> = results
+            .iter()
+            .filter(|r| Self::is_vxlan(r))
+            .map(|r| r.to.family())
+            .collect();
+        tunnel_families.sort_unstable();
+        tunnel_families.dedup();
+        let dual_stack = {
+            let mut fams = results.iter().map(|r| r.to.family());
+            fams.next()
+                .is_some_and(|first| results.iter().any(|r| r.to.family() != first))
+        };
         let dns_backends = inv
             .cluster
             .dns
@@ -120,6 +192,9 @@ impl<'a> Ctx<'a> {
             results,
             node,
             api_backends,
+            host_addrs,
+            tunnel_families,
+            dual_stack,
             dns_backends,
             overlay_port,
             overlay_udp: mode != Some(OverlayMode::Ipip),
@@ -138,13 +213,29 @@ impl<'a> Ctx<'a> {
         r.to.node.as_deref().and_then(|n| self.node.get(n).copied())
     }
 
-    /// The path, sender and destination of `r`.
+    /// The path, sender, destination and family of `r`.
     pub(super) fn ends(&self, r: &Record<'_>) -> Ends {
         let dest = self.to(r).map_or(
             Dest::Addr(r.to.address, r.to.port, r.to.protocol),
             Dest::Node,
         );
-        (r.path, self.from(r), dest)
+        (r.path, self.from(r), dest, r.to.family())
+    }
+
+    /// Node `n`'s host address over `family`, when the inventory or a probe to it says.
+    pub(super) fn host_addr(&self, n: u32, family: Family) -> Option<IpAddr> {
+        self.host_addrs.get(&(n, family)).copied()
+    }
+
+    /// The family of the encapsulation that carries `family`'s pod traffic: the same family
+    /// when crafted probes went over it (flannel and Calico tunnel IPv6 pods over IPv6), else
+    /// the one they went over (a tunnel of one family carrying both).
+    pub(super) fn tunnel_family(&self, family: Family) -> Family {
+        if self.tunnel_families.is_empty() || self.tunnel_families.contains(&family) {
+            family
+        } else {
+            self.tunnel_families[0]
+        }
     }
 
     /// The ends some probe got through between, when the run lost packets (some result got
@@ -181,32 +272,37 @@ impl<'a> Ctx<'a> {
         r.path == PathClass::Overlay && r.to.agent == Some(AgentKind::Pod)
     }
 
-    /// Nodes whose pod agent got anything through: their pod network works.
-    pub(super) fn pods_ok(&self) -> HashSet<u32> {
-        self.results
-            .iter()
-            .filter(|r| r.from.agent == AgentKind::Pod && r.result.outcome.is_ok())
-            .filter_map(|r| self.from(&r))
-            .collect()
+    /// Nodes whose pod agent got anything through, per family: their pod network works.
+    pub(super) fn pods_ok(&self) -> PodsOk {
+        PodsOk(
+            self.results
+                .iter()
+                .filter(|r| r.from.agent == AgentKind::Pod && r.result.outcome.is_ok())
+                .filter_map(|r| Some((self.from(&r)?, r.to.family())))
+                .collect(),
+        )
     }
 
     /// The underlay port a result measures directly, if it does. A pod's probe to another
     /// host leaves masqueraded as its node, so it measures that node's underlay too — when the
     /// pod's own network is known to work (`pods_ok`).
-    pub(super) fn direct(&self, r: &Record<'_>, pods_ok: &HashSet<u32>) -> Option<Link> {
+    pub(super) fn direct(&self, r: &Record<'_>, pods_ok: &PodsOk) -> Option<Link> {
         let (from, to) = (self.from(r)?, self.to(r)?);
+        let family = r.to.family();
         match r.path {
             PathClass::NodeToNode | PathClass::NodeToApiserver if from != to => Some(Link {
                 from,
                 to,
                 udp: false,
                 port: r.to.port?,
+                family,
             }),
-            PathClass::PodToNode if from != to && pods_ok.contains(&from) => Some(Link {
+            PathClass::PodToNode if from != to && pods_ok.in_family(from, family) => Some(Link {
                 from,
                 to,
                 udp: false,
                 port: r.to.port?,
+                family,
             }),
             PathClass::Overlay if Self::is_vxlan(r) => Some(Link {
                 from,
@@ -216,26 +312,27 @@ impl<'a> Ctx<'a> {
                     Protocol::Ipip => IPIP_PORT,
                     _ => r.to.port?,
                 },
+                family,
             }),
             _ => None,
         }
     }
 
-    pub(super) fn overlay_both(&self, a: u32, b: u32, out: &mut Vec<Link>) {
-        if let Some(port) = self.overlay_port.filter(|_| a != b) {
-            out.push(Link {
-                from: a,
-                to: b,
-                udp: self.overlay_udp,
-                port,
-            });
-            out.push(Link {
-                from: b,
-                to: a,
-                udp: self.overlay_udp,
-                port,
-            });
-        }
+    /// The overlay's encapsulation from `a` to `b`, over the family that carries `family`'s
+    /// pods.
+    pub(super) fn tunnel(&self, a: u32, b: u32, family: Family) -> Option<Link> {
+        self.overlay_port.filter(|_| a != b).map(|port| Link {
+            from: a,
+            to: b,
+            udp: self.overlay_udp,
+            port,
+            family: self.tunnel_family(family),
+        })
+    }
+
+    pub(super) fn overlay_both(&self, a: u32, b: u32, family: Family, out: &mut Vec<Link>) {
+        out.extend(self.tunnel(a, b, family));
+        out.extend(self.tunnel(b, a, family));
     }
 
     /// The underlay ports a result needs, beyond the one it measures.
@@ -243,25 +340,19 @@ impl<'a> Ctx<'a> {
         let mut out = Vec::new();
         let Some(a) = self.from(r) else { return out };
         let to = self.to(r);
+        let family = r.to.family();
         match r.path {
             PathClass::PodToPod | PathClass::NodeToPod => {
                 if let Some(b) = to {
-                    self.overlay_both(a, b, &mut out);
+                    self.overlay_both(a, b, family, &mut out);
                 }
             }
             PathClass::Overlay => {
                 if let Some(b) = to {
                     if Self::is_vxlan(r) {
-                        if let Some(port) = self.overlay_port.filter(|_| a != b) {
-                            out.push(Link {
-                                from: a,
-                                to: b,
-                                udp: self.overlay_udp,
-                                port,
-                            });
-                        }
+                        out.extend(self.tunnel(a, b, family));
                     } else {
-                        self.overlay_both(a, b, &mut out);
+                        self.overlay_both(a, b, family, &mut out);
                     }
                 }
             }
@@ -277,17 +368,21 @@ impl<'a> Ctx<'a> {
                         to: b,
                         udp: false,
                         port,
+                        family,
                     });
                 }
             }
             PathClass::PodToService | PathClass::NodeToService => {
-                for &(b, port) in &self.api_backends {
-                    if a != b {
+                // A Service's address of one family is translated to its endpoints of that
+                // family.
+                for be in &self.api_backends {
+                    if a != be.node && be.family == family {
                         out.push(Link {
                             from: a,
-                            to: b,
+                            to: be.node,
                             udp: false,
-                            port,
+                            port: be.port,
+                            family,
                         });
                     }
                 }
@@ -299,7 +394,7 @@ impl<'a> Ctx<'a> {
                     None => self.dns_backends.clone(),
                 };
                 for b in backends {
-                    self.overlay_both(a, b, &mut out);
+                    self.overlay_both(a, b, family, &mut out);
                 }
             }
         }
@@ -316,9 +411,23 @@ impl<'a> Ctx<'a> {
     ) {
         f.evidence = self.ids(evidence);
         f.consequences = self.ids(consequences);
+        if f.family.is_none() {
+            f.family = self.family_of(evidence.iter().chain(consequences).copied());
+        }
         self.explained
             .extend(evidence.iter().chain(consequences).copied());
         findings.push(f);
+    }
+
+    /// The one family of the failed network-path results among `idx`: `None` when they span
+    /// both (the cause is not family-specific) or there are none.
+    pub(super) fn family_of(&self, idx: impl Iterator<Item = usize>) -> Option<Family> {
+        let mut fams = idx
+            .map(|i| self.results.at(i))
+            .filter(|r| failed(r) && r.path != PathClass::NodeConfig)
+            .map(|r| r.to.family());
+        let first = fams.next()?;
+        fams.all(|f| f == first).then_some(first)
     }
 
     pub(super) fn id(&self, i: usize) -> String {
@@ -346,4 +455,28 @@ pub(super) fn names_text(names: &[String]) -> String {
 
 pub(super) fn list(ctx: &Ctx<'_>, nodes: &[u32]) -> Vec<String> {
     nodes.iter().map(|&n| ctx.name(n).to_string()).collect()
+}
+
+/// Each node's host address per family: the inventory's (IPv4), then every address a probe to
+/// the node's host went to (the IPv6 ones the inventory may not list).
+fn host_addrs(
+    inv: &Inventory,
+    results: &Results,
+    node: &HashMap<&str, u32>,
+) -> HashMap<(u32, Family), IpAddr> {
+    let mut out: HashMap<(u32, Family), IpAddr> = inv
+        .nodes
+        .iter()
+        .zip(0u32..)
+        .map(|(n, i)| ((i, Family::Ipv4), IpAddr::V4(n.address)))
+        .collect();
+    for r in results {
+        if r.to.agent == Some(AgentKind::Host)
+            && r.path != PathClass::NodeConfig
+            && let Some(&n) = r.to.node.as_deref().and_then(|n| node.get(n))
+        {
+            out.entry((n, r.to.family())).or_insert(r.to.address);
+        }
+    }
+    out
 }

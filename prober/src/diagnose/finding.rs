@@ -9,6 +9,8 @@ mod state;
 
 use serde::{Deserialize, Serialize, Serializer};
 
+use crate::model::Family;
+
 pub use detail::{
     AgentMissing, BootstrapCycle, Credential, Dns, Facts, FirewallGap, Hop, Loss, Misconfiguration,
     Mtu, NotListening, Overlay, Partition, Policy, PortConflict, ProberPort, ServiceProxy, Starved,
@@ -127,6 +129,11 @@ pub struct Finding {
     /// not the cause"), one per line: kept apart from `fix` so that every fix line can be run.
     #[serde(default)]
     pub notes: Vec<String>,
+    /// The one IP family every failed result it cites went over (`ipv6`: blocked over IPv6
+    /// only); absent when its failures span both families (the cause is not family-specific)
+    /// or it cites no failed probe of a network path.
+    #[serde(default)]
+    pub family: Option<Family>,
 }
 
 /// The report's order: `kind`, the shared part, then the kind's fields.
@@ -143,6 +150,8 @@ impl Serialize for Finding {
             fix: &'a [String],
             #[serde(skip_serializing_if = "<[String]>::is_empty")]
             notes: &'a [String],
+            #[serde(skip_serializing_if = "Option::is_none")]
+            family: Option<Family>,
             #[serde(flatten)]
             fields: Fields<'a>,
         }
@@ -154,6 +163,7 @@ impl Serialize for Finding {
             consequences: &self.consequences,
             fix: &self.fix,
             notes: &self.notes,
+            family: self.family,
             fields: Fields(&self.detail),
         }
         .serialize(s)
@@ -171,6 +181,7 @@ impl Finding {
             consequences: Vec::new(),
             fix: Vec::new(),
             notes: Vec::new(),
+            family: None,
         }
     }
 
@@ -292,6 +303,21 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    #[test]
+    fn a_finding_of_one_family_says_which_after_its_shared_part() {
+        let mut f = gap();
+        f.family = Some(Family::Ipv6);
+        let text = serde_json::to_string(&f).unwrap();
+        assert!(
+            text.contains(r#""notes":["mind this"],"family":"ipv6","protocol":"udp""#),
+            "{text}"
+        );
+        let back: Finding = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, f);
+        // Both families (or none): no claim, and no field.
+        assert!(!serde_json::to_string(&gap()).unwrap().contains("family"));
     }
 
     #[test]

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use probe_proto::{Outcome, Receipt};
 
-use crate::model::{Direction, PathClass, Protocol};
+use crate::model::{Direction, Family, PathClass, Protocol};
 
 use super::context::{Ctx, Link, failed, list, names_text};
 use super::finding::{Finding, FirewallGap, Severity, Where};
@@ -15,7 +15,7 @@ use super::fix;
 /// the blocked links.
 pub(super) fn firewall_gaps(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) -> HashSet<Link> {
     let mut measured: BTreeMap<Link, Vec<usize>> = BTreeMap::new();
-    let mut reachable: HashSet<(u32, u32)> = HashSet::new();
+    let mut reachable: HashSet<(u32, u32, Family)> = HashSet::new();
     let pods_ok = ctx.pods_ok();
     for (i, r) in ctx.results.iter().enumerate() {
         if ctx.explained.contains(&i) {
@@ -24,7 +24,7 @@ pub(super) fn firewall_gaps(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) -> H
         if let Some(l) = ctx.direct(&r, &pods_ok) {
             measured.entry(l).or_default().push(i);
         }
-        // Any working underlay exchange proves the two hosts reach each other.
+        // Any working underlay exchange proves the two hosts reach each other (over its family).
         let underlay = matches!(
             r.path,
             PathClass::NodeToNode | PathClass::NodeToApiserver | PathClass::PodToNode
@@ -33,57 +33,59 @@ pub(super) fn firewall_gaps(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) -> H
             && r.result.outcome.is_ok()
             && let (Some(a), Some(b)) = (ctx.from(&r), ctx.to(&r))
         {
-            reachable.insert((a, b));
+            reachable.insert((a, b, r.to.family()));
         }
     }
     let blocked_outcome = |o: Outcome| matches!(o, Outcome::Timeout | Outcome::Rejected);
     let open = gap_pairs(ctx, &measured, reachable);
-    let mut gaps: BTreeMap<(bool, u16), BTreeSet<(u32, u32)>> = BTreeMap::new();
+    let mut gaps: BTreeMap<(bool, u16), PairFamilies> = BTreeMap::new();
     let mut evidence: HashMap<Link, Vec<usize>> = HashMap::new();
     for (link, idx) in &measured {
         let all_blocked = idx.iter().all(|&i| {
             failed(&ctx.results.at(i)) && blocked_outcome(ctx.results.at(i).result.outcome)
         });
-        if all_blocked && open.contains(&(link.from, link.to)) {
+        if all_blocked && open.contains(&(link.from, link.to, link.family)) {
             gaps.entry((link.udp, link.port))
                 .or_default()
-                .insert((link.from, link.to));
+                .entry((link.from, link.to))
+                .or_default()
+                .push(link.family);
             evidence.insert(*link, idx.clone());
         }
     }
     let mut blocked = HashSet::new();
     let mut new_findings = Vec::new();
-    for ((udp, port), pairs) in &gaps {
-        for (from, to, both) in port_blocks(ctx, &measured, (*udp, *port), pairs) {
-            let links: Vec<Link> = from
-                .iter()
-                .flat_map(|&a| to.iter().map(move |&b| (a, b)))
-                .chain(if both {
-                    to.iter()
-                        .flat_map(|&b| from.iter().map(move |&a| (b, a)))
-                        .collect::<Vec<_>>()
-                } else {
-                    Vec::new()
-                })
-                .filter(|(a, b)| a != b)
-                .map(|(a, b)| Link {
-                    from: a,
-                    to: b,
-                    udp: *udp,
-                    port: *port,
-                })
-                .collect();
-            let ev: Vec<usize> = links
-                .iter()
-                .flat_map(|l| evidence.get(l).cloned().unwrap_or_default())
-                .collect();
-            blocked.extend(links.iter().copied());
-            let reverse_ok = !both && reverse_works(ctx, &measured, &links);
-            new_findings.push((
-                gap_finding(ctx, *udp, *port, &from, &to, both, reverse_ok, &ev),
-                ev,
-                links,
-            ));
+    for ((udp, port), by_pair) in &gaps {
+        // A pair blocked in both families is one cause with no family to it; a pair blocked in
+        // one family only is that family's (the other one's working probes of the same port
+        // are what shows it).
+        let mut by_families: BTreeMap<Vec<Family>, BTreeSet<(u32, u32)>> = BTreeMap::new();
+        for (pair, fams) in by_pair {
+            by_families.entry(fams.clone()).or_default().insert(*pair);
+        }
+        for (fams, pairs) in &by_families {
+            for (from, to, both) in port_blocks(ctx, &measured, (*udp, *port, fams), pairs) {
+                let links = block_links((&from, &to, both), (*udp, *port, fams));
+                let ev: Vec<usize> = links
+                    .iter()
+                    .flat_map(|l| evidence.get(l).cloned().unwrap_or_default())
+                    .collect();
+                blocked.extend(links.iter().copied());
+                let reverse_ok = !both && reverse_works(ctx, &measured, &links);
+                let other_ok = other_family_works(ctx, &measured, &links, fams);
+                let f = gap_finding(
+                    ctx,
+                    (*udp, *port, fams, other_ok.is_some()),
+                    (&from, &to, both),
+                    reverse_ok,
+                    &ev,
+                );
+                // The other family's working probes of the same pairs and port are what shows
+                // the cause to be this family's: evidence too.
+                let mut with = ev;
+                with.extend(other_ok.unwrap_or_default());
+                new_findings.push((f, with, links));
+            }
         }
     }
     // Consequences: failed results needing a blocked link. The first finding that explains a
@@ -110,6 +112,38 @@ pub(super) fn firewall_gaps(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) -> H
         ctx.emit(findings, f, &ev, &cons);
     }
     blocked
+}
+
+/// Blocked directed node pairs, each with the families it is blocked in.
+type PairFamilies = BTreeMap<(u32, u32), Vec<Family>>;
+
+/// The links a block covers: every sender to every receiver (and back when `both`), in each of
+/// `families`.
+fn block_links(
+    (from, to, both): (&[u32], &[u32], bool),
+    (udp, port, families): (bool, u16, &[Family]),
+) -> Vec<Link> {
+    let back: Vec<(u32, u32)> = if both {
+        to.iter()
+            .flat_map(|&b| from.iter().map(move |&a| (b, a)))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    from.iter()
+        .flat_map(|&a| to.iter().map(move |&b| (a, b)))
+        .chain(back)
+        .filter(|(a, b)| a != b)
+        .flat_map(|(a, b)| {
+            families.iter().map(move |&family| Link {
+                from: a,
+                to: b,
+                udp,
+                port,
+                family,
+            })
+        })
+        .collect()
 }
 
 /// Groups blocked (from, to) pairs into (from-set, to-set) blocks, pairing a block with its
@@ -150,16 +184,17 @@ fn blocks(pairs: &BTreeSet<(u32, u32)>) -> Vec<Block> {
     out
 }
 
-/// The blocks of one port's blocked pairs, by zone where the inventory names zones.
+/// The blocks of one port's blocked pairs over `families`, by zone where the inventory names
+/// zones.
 fn port_blocks(
     ctx: &Ctx<'_>,
     measured: &BTreeMap<Link, Vec<usize>>,
-    (udp, port): (bool, u16),
+    (udp, port, families): (bool, u16, &[Family]),
     pairs: &BTreeSet<(u32, u32)>,
 ) -> Vec<Block> {
     let measured_pairs: BTreeSet<(u32, u32)> = measured
         .keys()
-        .filter(|l| l.udp == udp && l.port == port)
+        .filter(|l| l.udp == udp && l.port == port && families.contains(&l.family))
         .map(|l| (l.from, l.to))
         .collect();
     let zone = |n: u32| ctx.inv.nodes[n as usize].zone.as_deref();
@@ -239,18 +274,20 @@ pub(super) fn zone_blocks<'z>(
 fn gap_pairs(
     ctx: &Ctx<'_>,
     measured: &BTreeMap<Link, Vec<usize>>,
-    mut pairs: HashSet<(u32, u32)>,
-) -> HashSet<(u32, u32)> {
+    mut pairs: HashSet<(u32, u32, Family)>,
+) -> HashSet<(u32, u32, Family)> {
     for (link, idx) in measured {
         if idx
             .iter()
             .any(|&i| named_rejection(&ctx.results.at(i)).is_some())
         {
-            pairs.insert((link.from, link.to));
+            pairs.insert((link.from, link.to, link.family));
         }
     }
     for (a, b) in narrow_pairs(ctx, measured) {
-        pairs.extend([(a, b), (b, a)]);
+        for f in [Family::Ipv4, Family::Ipv6] {
+            pairs.extend([(a, b, f), (b, a, f)]);
+        }
     }
     pairs
 }
@@ -289,6 +326,34 @@ fn narrow_pairs(ctx: &Ctx<'_>, measured: &BTreeMap<Link, Vec<usize>>) -> HashSet
         .filter(|(pair, p)| p.len() < 2 || classes.get(pair).is_none_or(|c| c.len() < 2))
         .map(|(pair, _)| pair)
         .collect()
+}
+
+/// The other family's probes of the same pairs and port, when `families` is one family and
+/// every such probe got through (at least one was made): the cause is this family's alone.
+fn other_family_works(
+    ctx: &Ctx<'_>,
+    measured: &BTreeMap<Link, Vec<usize>>,
+    links: &[Link],
+    families: &[Family],
+) -> Option<Vec<usize>> {
+    let [family] = families else { return None };
+    let mut ok = Vec::new();
+    for l in links {
+        let twin = Link {
+            family: family.other(),
+            ..*l
+        };
+        if let Some(idx) = measured.get(&twin) {
+            if !idx
+                .iter()
+                .all(|&i| ctx.results.at(i).result.outcome.is_ok())
+            {
+                return None;
+            }
+            ok.extend(idx);
+        }
+    }
+    (!ok.is_empty()).then_some(ok)
 }
 
 fn reverse_works(ctx: &Ctx<'_>, measured: &BTreeMap<Link, Vec<usize>>, links: &[Link]) -> bool {
@@ -371,7 +436,7 @@ fn port_text(ctx: &Ctx<'_>, udp: bool, port: u16, proto: Protocol) -> String {
     let overlay = udp == ctx.overlay_udp && ctx.overlay_port == Some(port);
     let what = if overlay && udp {
         format!(" (the overlay's {} port)", ctx.overlay_name)
-    } else if !udp && ctx.api_backends.iter().any(|(_, p)| *p == port) {
+    } else if !udp && ctx.api_backends.iter().any(|b| b.port == port) {
         " (the API server)".into()
     } else if !udp && port == 10250 {
         " (the kubelet)".into()
@@ -393,14 +458,13 @@ fn port_text(ctx: &Ctx<'_>, udp: bool, port: u16, proto: Protocol) -> String {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
+/// The gap on `udp`/`port` over `families` from `from` to `to` (and back when `both`);
+/// `only` when the other family's probes of the same pairs and port got through, which the
+/// summary says ("blocked over IPv6 only ...; IPv4 works").
 pub(super) fn gap_finding(
     ctx: &Ctx<'_>,
-    udp: bool,
-    port: u16,
-    from: &[u32],
-    to: &[u32],
-    both: bool,
+    (udp, port, families, only): (bool, u16, &[Family], bool),
+    (from, to, both): (&[u32], &[u32], bool),
     reverse_ok: bool,
     ev: &[usize],
 ) -> Finding {
@@ -409,8 +473,19 @@ pub(super) fn gap_finding(
         to: 0,
         udp,
         port,
+        family: Family::Ipv4,
     }
     .protocol();
+    // One family in a run of both is named; blocked in both, or in a single-stack run, it is a
+    // plain gap.
+    let (blocked, works) = match families {
+        [f] if only => (
+            format!("is blocked over {f} only,"),
+            format!("; {} works", f.other()),
+        ),
+        [f] if ctx.dual_stack => (format!("is blocked over {f}"), String::new()),
+        _ => ("is blocked".to_string(), String::new()),
+    };
     let (fn_, tn) = (list(ctx, from), list(ctx, to));
     // A side that is a whole zone is named by its zone.
     let side = |nodes: &[u32], names: &[String]| match whole_zone(ctx, nodes) {
@@ -426,10 +501,10 @@ pub(super) fn gap_finding(
             (false, false) => format!("between every pair of {}", names_text(&fn_)),
             (false, true) => format!("between every sampled pair of {}", names_text(&fn_)),
         };
-        format!("{what} is blocked {scope}, in both directions")
+        format!("{what} {blocked} {scope}, in both directions{works}")
     } else if both {
         format!(
-            "{what} is blocked between {} and {}, in both directions",
+            "{what} {blocked} between {} and {}, in both directions{works}",
             side(from, &fn_),
             side(to, &tn)
         )
@@ -440,7 +515,7 @@ pub(super) fn gap_finding(
             ""
         };
         format!(
-            "{what} is blocked from {} to {}{rev}",
+            "{what} {blocked} from {} to {}{rev}{works}",
             side(from, &fn_),
             side(to, &tn)
         )
@@ -460,7 +535,8 @@ pub(super) fn gap_finding(
     };
     // Written once `where` is known: the lines go where the packets died.
     let fix = fix::lines(
-        ctx.inv,
+        ctx,
+        families,
         proto,
         port,
         (from, to),

@@ -3,19 +3,47 @@
 //! (nftables, iptables, firewalld, all restricted to the same sources) only on the hosts that
 //! dropped them, and both, labelled, when the place is unknown. Address sets are written as the
 //! fewest CIDR blocks that cover exactly them, so 99 nodes of a /24 are a handful of blocks.
+//! Per family: IPv4 gets `ip saddr`, `iptables` and firewalld's `family="ipv4"`; IPv6 gets
+//! `ip6 saddr` (in the same `inet` table), `ip6tables` and `family="ipv6"`, with compressed
+//! addresses; a gap in both families gets both.
 
 use crate::inventory::Inventory;
-use crate::model::Protocol;
+use crate::model::{Family, Protocol};
 
+use super::context::Ctx;
 use super::{Hop, Where};
 
-/// The nodes' addresses, summarised exactly as CIDR blocks (a lone address stays bare).
-fn addrs(inv: &Inventory, nodes: &[u32]) -> Vec<String> {
-    let list: Vec<std::net::Ipv4Addr> = nodes
+/// The nodes' host addresses over `families`, summarised exactly as CIDR blocks (a lone address
+/// stays bare), IPv4 first.
+fn addrs(ctx: &Ctx<'_>, nodes: &[u32], families: &[Family]) -> Vec<String> {
+    let list: Vec<std::net::IpAddr> = families
         .iter()
-        .map(|&n| inv.nodes[n as usize].address)
+        .flat_map(|&f| nodes.iter().filter_map(move |&n| ctx.host_addr(n, f)))
         .collect();
-    super::cidr::summarise(&list)
+    super::cidr::summarise_any(&list)
+}
+
+/// A family's words in a host rule: the nftables match, the iptables command and firewalld's
+/// family.
+struct Words {
+    nft: &'static str,
+    iptables: &'static str,
+    firewalld: &'static str,
+}
+
+fn words(family: Family) -> Words {
+    match family {
+        Family::Ipv4 => Words {
+            nft: "ip saddr",
+            iptables: "iptables",
+            firewalld: "ipv4",
+        },
+        Family::Ipv6 => Words {
+            nft: "ip6 saddr",
+            iptables: "ip6tables",
+            firewalld: "ipv6",
+        },
+    }
 }
 
 /// At most this many receiving nodes get their own fix lines.
@@ -48,18 +76,26 @@ fn traffic(proto: Protocol, port: u16) -> String {
 }
 
 /// The rules one receiving host needs to accept IP protocol 4 from `srcs`.
-fn ipip_host_rules(name: &str, src: &[String]) -> Vec<String> {
+fn ipip_host_rules(name: &str, src: &[String], w: &Words) -> Vec<String> {
     let rich: Vec<String> = src
         .iter()
-        .map(|a| format!("firewall-cmd --permanent --add-rich-rule='rule family=\"ipv4\" source address=\"{a}\" protocol value=\"ipip\" accept'"))
+        .map(|a| format!("firewall-cmd --permanent --add-rich-rule='rule family=\"{}\" source address=\"{a}\" protocol value=\"ipip\" accept'", w.firewalld))
         .collect();
+    // IPv6 has no `ip protocol`: its next header is read through `meta l4proto`.
+    let proto = if w.firewalld == "ipv6" {
+        "meta l4proto 4"
+    } else {
+        "ip protocol 4"
+    };
     vec![
         format!(
-            "on {name} (nftables): nft insert rule inet filter input ip saddr {{ {} }} ip protocol 4 accept",
+            "on {name} (nftables): nft insert rule inet filter input {} {{ {} }} {proto} accept",
+            w.nft,
             src.join(", ")
         ),
         format!(
-            "on {name} (iptables): iptables -I INPUT -p 4 -s {} -j ACCEPT",
+            "on {name} ({0}): {0} -I INPUT -p 4 -s {1} -j ACCEPT",
+            w.iptables,
             src.join(",")
         ),
         // The rich-rule form of `--add-protocol=ipip`, restricted to the same sources.
@@ -70,24 +106,36 @@ fn ipip_host_rules(name: &str, src: &[String]) -> Vec<String> {
     ]
 }
 
-/// The rules one receiving host needs to accept `proto`/`port` from `srcs`.
-fn host_rules(inv: &Inventory, recv: u32, srcs: &[u32], proto: Protocol, port: u16) -> Vec<String> {
-    let name = &inv.nodes[recv as usize].name;
-    let src = addrs(inv, srcs);
+/// The rules one receiving host needs to accept `proto`/`port` from `srcs` over `family`.
+fn host_rules(
+    ctx: &Ctx<'_>,
+    recv: u32,
+    srcs: &[u32],
+    (proto, port): (Protocol, u16),
+    family: Family,
+) -> Vec<String> {
+    let name = ctx.name(recv);
+    let src = addrs(ctx, srcs, &[family]);
+    if src.is_empty() {
+        return Vec::new();
+    }
+    let w = words(family);
     if proto == Protocol::Ipip {
-        return ipip_host_rules(name, &src);
+        return ipip_host_rules(name, &src, &w);
     }
     let rich: Vec<String> = src
         .iter()
-        .map(|a| format!("firewall-cmd --permanent --add-rich-rule='rule family=\"ipv4\" source address=\"{a}\" port port=\"{port}\" protocol=\"{proto}\" accept'"))
+        .map(|a| format!("firewall-cmd --permanent --add-rich-rule='rule family=\"{}\" source address=\"{a}\" port port=\"{port}\" protocol=\"{proto}\" accept'", w.firewalld))
         .collect();
     vec![
         format!(
-            "on {name} (nftables): nft insert rule inet filter input ip saddr {{ {} }} {proto} dport {port} accept",
+            "on {name} (nftables): nft insert rule inet filter input {} {{ {} }} {proto} dport {port} accept",
+            w.nft,
             src.join(", ")
         ),
         format!(
-            "on {name} (iptables): iptables -I INPUT -p {proto} -s {} --dport {port} -j ACCEPT",
+            "on {name} ({0}): {0} -I INPUT -p {proto} -s {1} --dport {port} -j ACCEPT",
+            w.iptables,
             src.join(",")
         ),
         format!(
@@ -97,11 +145,13 @@ fn host_rules(inv: &Inventory, recv: u32, srcs: &[u32], proto: Protocol, port: u
     ]
 }
 
-/// The fix lines that open `proto`/`port` from `from` to `to` (and back when `both`), at the
-/// places `where_` names (empty: unknown); the network's line names the hop where they died,
-/// when known.
+/// The fix lines that open `proto`/`port` from `from` to `to` (and back when `both`) over
+/// `families`, at the places `where_` names (empty: unknown); the network's line names the hop
+/// where they died, when known.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn lines(
-    inv: &Inventory,
+    ctx: &Ctx<'_>,
+    families: &[Family],
     proto: Protocol,
     port: u16,
     (from, to): (&[u32], &[u32]),
@@ -109,6 +159,7 @@ pub(super) fn lines(
     where_: &[Where],
     hop: Option<&Hop>,
 ) -> Vec<String> {
+    let inv = ctx.inv;
     let mut fix = Vec::new();
     let network = where_.contains(&Where::Network);
     let unknown = where_.is_empty();
@@ -119,8 +170,8 @@ pub(super) fn lines(
             super::hop::device(hop),
             zones(inv, from, to),
             traffic(proto, port),
-            addrs(inv, from).join(", "),
-            addrs(inv, to).join(", "),
+            addrs(ctx, from, families).join(", "),
+            addrs(ctx, to, families).join(", "),
             if both { " and back" } else { "" }
         ));
         if proto == Protocol::Ipip {
@@ -131,7 +182,10 @@ pub(super) fn lines(
         .iter()
         .take(FIX_NODES)
     {
-        for l in host_rules(inv, *recv, srcs, proto, port) {
+        for l in families
+            .iter()
+            .flat_map(|&f| host_rules(ctx, *recv, srcs, (proto, port), f))
+        {
             fix.push(if unknown {
                 format!("host side: {l}")
             } else {
@@ -196,15 +250,21 @@ pub(super) fn notes(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::Results;
     use crate::testutil::inventory;
+
+    const V4: &[Family] = &[Family::Ipv4];
 
     #[test]
     fn address_sets_are_written_as_cidrs() {
         // 100 nodes, 192.168.56.10 to .109: n1 sends, the 99 others receive.
         let inv = inventory(100, 1, "flannel");
+        let none = Results::new();
+        let ctx = Ctx::new(&inv, &none);
         let (from, to) = (vec![0u32], (1..100).collect::<Vec<u32>>());
         let host = lines(
-            &inv,
+            &ctx,
+            V4,
             Protocol::Udp,
             8472,
             (&to, &from),
@@ -243,7 +303,8 @@ mod tests {
             "{host:#?}"
         );
         let net = lines(
-            &inv,
+            &ctx,
+            V4,
             Protocol::Udp,
             8472,
             (&to, &from),
@@ -272,9 +333,12 @@ mod tests {
     #[test]
     fn fixes_go_where_the_packets_died() {
         let inv = inventory(3, 1, "flannel");
+        let none = Results::new();
+        let ctx = Ctx::new(&inv, &none);
         let (from, to) = (vec![2u32], vec![0u32, 1]);
         let net = lines(
-            &inv,
+            &ctx,
+            V4,
             Protocol::Udp,
             8472,
             (&from, &to),
@@ -302,7 +366,8 @@ mod tests {
             ["the hosts' own firewalls are not the cause: the packets never reached them"]
         );
         let host = lines(
-            &inv,
+            &ctx,
+            V4,
             Protocol::Udp,
             8472,
             (&from, &to),
@@ -314,7 +379,7 @@ mod tests {
         assert_eq!(host.len(), 3, "{host:#?}");
         // firewalld restricted to the same sources as nft and iptables.
         let fw = host.iter().find(|l| l.contains("firewalld")).unwrap();
-        for a in addrs(&inv, &to) {
+        for a in addrs(&ctx, &to, V4) {
             assert!(fw.contains(&format!("source address=\"{a}\"")), "{fw}");
             assert!(host[0].contains(&a) && host[1].contains(&a), "{host:#?}");
         }
@@ -324,7 +389,16 @@ mod tests {
             1,
             "one rule for the /31: {fw}"
         );
-        let unknown = lines(&inv, Protocol::Tcp, 6443, (&from, &to), false, &[], None);
+        let unknown = lines(
+            &ctx,
+            V4,
+            Protocol::Tcp,
+            6443,
+            (&from, &to),
+            false,
+            &[],
+            None,
+        );
         let said = notes(&inv, (&from, &to), false, &[]);
         assert!(said[0].contains("unknown"), "{said:#?}");
         assert!(
@@ -342,9 +416,12 @@ mod tests {
     #[test]
     fn ipip_fixes_name_protocol_4_with_the_same_sources() {
         let inv = inventory(3, 1, "calico");
+        let none = Results::new();
+        let ctx = Ctx::new(&inv, &none);
         let (from, to) = (vec![0u32], vec![2u32]);
         let host = lines(
-            &inv,
+            &ctx,
+            V4,
             Protocol::Ipip,
             0,
             (&from, &to),
@@ -352,7 +429,7 @@ mod tests {
             &[Where::Host("n3".into())],
             None,
         );
-        let src = addrs(&inv, &from)[0].clone();
+        let src = addrs(&ctx, &from, V4)[0].clone();
         assert_eq!(host.len(), 3, "{host:#?}");
         assert!(
             host[0].ends_with(&format!("ip saddr {{ {src} }} ip protocol 4 accept")),
@@ -370,7 +447,8 @@ mod tests {
         );
         assert!(!host.iter().any(|l| l.contains("dport")), "{host:#?}");
         let net = lines(
-            &inv,
+            &ctx,
+            V4,
             Protocol::Ipip,
             0,
             (&from, &to),

@@ -21,7 +21,11 @@ pub(super) fn gap_hop(ctx: &Ctx<'_>, ev: &[usize], where_: &[Where], from: &[u32
             .and(r.result.trace)
     });
     let first = traces.next()?;
+    // A gap in both families is traced in each: the same router answers at an address of
+    // each, so the first trace's family speaks for the hop.
+    let v6 = first.after.is_ipv6();
     traces
+        .filter(|t| t.after.is_ipv6() == v6)
         .try_fold(first.hops, |hops, t| {
             (t.after == first.after).then_some(hops.min(t.hops))
         })

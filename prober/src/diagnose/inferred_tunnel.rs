@@ -9,9 +9,9 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use probe_proto::Outcome;
 
-use crate::model::PathClass;
+use crate::model::{Family, PathClass};
 
-use super::context::{Ctx, IPIP_PORT, Link, failed};
+use super::context::{Ctx, IPIP_PORT, Link, PodsOk, failed};
 use super::finding::{Detail, Finding};
 use super::firewall::{gap_finding, zone_blocks};
 
@@ -20,11 +20,13 @@ pub(super) fn inferred_tunnels(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
         return;
     };
     let udp = ctx.overlay_udp;
-    let tunnel = |from: u32, to: u32| Link {
+    // Inferred, never probed: the tunnel of either family.
+    let tunnel = |from: u32, to: u32, family: Family| Link {
         from,
         to,
         udp,
         port,
+        family,
     };
     let pods_ok = ctx.pods_ok();
     let Survey {
@@ -42,7 +44,7 @@ pub(super) fn inferred_tunnels(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
         }
         tried.extend([(a, b), (b, a)]);
         // Dead both ways, and the pods on each side work: the tunnel between them.
-        if !any_ok && !fails.is_empty() && pods_ok.contains(&a) && pods_ok.contains(&b) {
+        if !any_ok && !fails.is_empty() && pods_ok.contains(a) && pods_ok.contains(b) {
             dead.extend([(a, b), (b, a)]);
             ev.insert((a, b), fails.clone());
         }
@@ -54,14 +56,32 @@ pub(super) fn inferred_tunnels(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
     for (from, to, both) in zone_blocks(&zone, &dead, &tried) {
         let links: HashSet<Link> = from
             .iter()
-            .flat_map(|&x| to.iter().flat_map(move |&y| [tunnel(x, y), tunnel(y, x)]))
+            .flat_map(|&x| {
+                to.iter().flat_map(move |&y| {
+                    [Family::Ipv4, Family::Ipv6]
+                        .into_iter()
+                        .flat_map(move |f| [tunnel(x, y, f), tunnel(y, x, f)])
+                })
+            })
             .collect();
         let cons: Vec<usize> = ev
             .iter()
-            .filter(|((a, b), _)| links.contains(&tunnel(*a, *b)))
+            .filter(|((a, b), _)| links.contains(&tunnel(*a, *b, Family::Ipv4)))
             .flat_map(|(_, v)| v.iter().copied())
             .collect();
-        let mut f = gap_finding(ctx, udp, port, &from, &to, both, false, &[]);
+        let mut fams: Vec<Family> = cons
+            .iter()
+            .map(|&i| ctx.results.at(i).to.family())
+            .collect();
+        fams.sort_unstable();
+        fams.dedup();
+        let mut f = gap_finding(
+            ctx,
+            (udp, port, &fams, false),
+            (&from, &to, both),
+            false,
+            &[],
+        );
         let what = if port == IPIP_PORT && !udp {
             "IP protocol 4".to_string()
         } else {
@@ -109,7 +129,7 @@ struct Survey {
     riding: BTreeMap<(u32, u32), (Vec<usize>, bool)>,
 }
 
-fn survey(ctx: &Ctx<'_>, pods_ok: &HashSet<u32>, udp: bool, port: u16) -> Survey {
+fn survey(ctx: &Ctx<'_>, pods_ok: &PodsOk, udp: bool, port: u16) -> Survey {
     // Tunnels a crafted probe measured: those are the firewall rule's to judge. A probe that
     // could not be sent (`error`) measured nothing.
     let mut probed: HashSet<(u32, u32)> = HashSet::new();

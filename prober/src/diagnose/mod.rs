@@ -13,6 +13,7 @@ pub mod cidr;
 mod context;
 mod cutoff;
 mod dns;
+mod family_down;
 pub mod finding;
 mod firewall;
 mod fix;
@@ -63,6 +64,7 @@ pub fn diagnose_sampled(
     let mut findings = Vec::new();
     policy::denied_by_policy(&mut ctx, &mut findings);
     cutoff::unreachable_nodes(&mut ctx, &mut findings);
+    family_down::family_down(&mut ctx, &mut findings);
     prober_port::prober_port(&mut ctx, &mut findings);
     let gaps = firewall::firewall_gaps(&mut ctx, &mut findings);
     selective::selective_refusals(&mut ctx, &mut findings);

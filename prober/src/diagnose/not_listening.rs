@@ -8,18 +8,24 @@ use std::collections::{BTreeMap, HashSet};
 
 use probe_proto::Outcome;
 
-use crate::model::{PathClass, Protocol};
+use crate::model::{Family, PathClass, Protocol};
 use crate::plan::optional_cni_ports;
 
 use super::context::{Ctx, failed, list, names_text};
 use super::finding::{Finding, NotListening, Severity};
 
 pub(super) fn not_listening(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
-    // Hosts that reach each other: any working exchange between them.
+    // Hosts that reach each other: any working exchange between them. And the (node, port,
+    // family) some TCP probe connected to: a port refused over one family only is served over
+    // the other.
     let mut reachable: HashSet<(u32, u32)> = HashSet::new();
+    let mut served: HashSet<(u32, u16, Family)> = HashSet::new();
     for r in ctx.results.iter().filter(|r| r.result.outcome.is_ok()) {
         if let (Some(a), Some(b)) = (ctx.from(&r), ctx.to(&r)) {
             reachable.insert((a, b));
+            if let (Protocol::Tcp, Some(port)) = (r.to.protocol, r.to.port) {
+                served.insert((b, port, r.to.family()));
+            }
         }
     }
     let mut refused: BTreeMap<(u32, u16), Vec<usize>> = BTreeMap::new();
@@ -67,7 +73,7 @@ pub(super) fn not_listening(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
         } else if ctx
             .api_backends
             .iter()
-            .any(|&(n, p)| n == node && p == port)
+            .any(|b| b.node == node && b.port == port)
         {
             " (the API server)"
         } else {
@@ -80,6 +86,7 @@ pub(super) fn not_listening(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
         from.sort_unstable();
         from.dedup();
         let from = list(ctx, &from);
+        let (over, why, fix) = wording(ctx, (node, port, what), &ev, &served);
         let mut f = Finding::new(
             NotListening {
                 protocol: Protocol::Tcp,
@@ -90,13 +97,11 @@ pub(super) fn not_listening(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
             },
             Severity::Error,
             format!(
-                "nothing listens on tcp/{port}{what} on {name}: refused to {} although {name} answers them otherwise — the service is down, not blocked",
+                "nothing listens on tcp/{port}{what} on {name}{over}: refused to {} although {why}",
                 names_text(&from)
             ),
         );
-        f.fix.push(format!(
-            "on {name}: check what should listen on tcp/{port}{what} (ss -ltnp 'sport = :{port}'; its unit or pod logs), or a firewall rule that rejects with a TCP reset"
-        ));
+        f.fix.push(fix);
         // What goes through the closed port (the Service's backend, the pods' direct path) fails
         // because of it.
         let cons: Vec<usize> = ctx
@@ -111,6 +116,42 @@ pub(super) fn not_listening(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
     }
 }
 
+/// The summary's family words, the reason and the fix for `node`'s `port` refused in `ev`:
+/// refused over one family while the other connects is a service bound to that other family
+/// only; otherwise it is down.
+fn wording(
+    ctx: &Ctx<'_>,
+    (node, port, what): (u32, u16, &str),
+    ev: &[usize],
+    served: &HashSet<(u32, u16, Family)>,
+) -> (String, String, String) {
+    let name = ctx.name(node);
+    let family = ctx.family_of(ev.iter().copied());
+    let only = family.filter(|f| served.contains(&(node, port, f.other())));
+    match only {
+        Some(f) => (
+            format!(" over {f} only"),
+            format!(
+                "{} connects — the service listens on an {} address only",
+                f.other(),
+                f.other()
+            ),
+            format!(
+                "on {name}: make what serves tcp/{port}{what} listen on {} too (ss -ltnp 'sport = :{port}' shows the address it is bound to; bind it to {} or to the node's {f} address)",
+                f.name(),
+                if f == Family::Ipv6 { "[::]" } else { "0.0.0.0" }
+            ),
+        ),
+        None => (
+            String::new(),
+            format!("{name} answers them otherwise — the service is down, not blocked"),
+            format!(
+                "on {name}: check what should listen on tcp/{port}{what} (ss -ltnp 'sport = :{port}'; its unit or pod logs), or a firewall rule that rejects with a TCP reset"
+            ),
+        ),
+    }
+}
+
 /// The TCP ports on nodes a result connects to, its own node's included (`Ctx::needs` leaves out
 /// what never leaves the sender): the API server behind the `kubernetes` Service, or the node and
 /// port it names.
@@ -122,7 +163,11 @@ fn reaches(ctx: &Ctx<'_>, r: &crate::model::Record<'_>) -> Vec<(u32, u16)> {
         PathClass::PodToService | PathClass::NodeToService
             if r.to.service.as_deref() == Some("kubernetes") =>
         {
-            ctx.api_backends.clone()
+            ctx.api_backends
+                .iter()
+                .filter(|b| b.family == r.to.family())
+                .map(|b| (b.node, b.port))
+                .collect()
         }
         PathClass::NodeToNode
         | PathClass::PodToNode

@@ -6,28 +6,34 @@ use std::collections::{BTreeSet, HashSet};
 
 use probe_proto::Outcome;
 
-use crate::model::{AgentKind, PathClass, Protocol, Record};
+use crate::model::{AgentKind, Family, PathClass, Protocol, Record};
 
 use super::context::{Ctx, Link, failed, list, names_text};
 use super::finding::{Finding, Mtu, Overlay, Severity};
 
-/// What got through, per direction (from, to).
+/// A direction (from, to) over one family: IPv4 getting through says nothing of IPv6.
+type Dir = (u32, u32, Family);
+
+/// What got through, per direction and family.
 struct Seen {
-    /// Crafted overlay datagrams confirmed decapsulated.
-    vxlan_ok: HashSet<(u32, u32)>,
+    /// Crafted overlay datagrams confirmed decapsulated (in the tunnel's family).
+    vxlan_ok: HashSet<Dir>,
     /// Small pod-to-pod packets.
-    small_ok: HashSet<(u32, u32)>,
+    small_ok: HashSet<Dir>,
+    /// Full-size pod-to-pod packets.
+    big_ok: HashSet<Dir>,
     /// Anything between two hosts other than a full-size packet: the underlay path works.
-    host_ok: HashSet<(u32, u32)>,
+    host_ok: HashSet<Dir>,
     /// Pairs the overlay carried some probe between: a lone failure there is not a broken route
     /// (a missing route or fdb entry fails every probe of the pair); under loss it is the loss's.
-    carried: HashSet<(u32, u32)>,
+    carried: HashSet<Dir>,
 }
 
 fn seen(ctx: &Ctx<'_>) -> Seen {
     let mut s = Seen {
         vxlan_ok: HashSet::new(),
         small_ok: HashSet::new(),
+        big_ok: HashSet::new(),
         host_ok: HashSet::new(),
         carried: HashSet::new(),
     };
@@ -35,20 +41,24 @@ fn seen(ctx: &Ctx<'_>) -> Seen {
         let (Some(a), Some(b)) = (ctx.from(&r), ctx.to(&r)) else {
             continue;
         };
+        let dir = (a, b, r.to.family());
         if Ctx::is_vxlan(&r) {
-            s.vxlan_ok.insert((a, b));
+            s.vxlan_ok.insert(dir);
         }
         if r.path == PathClass::PodToPod {
-            s.small_ok.insert((a, b));
+            s.small_ok.insert(dir);
+        }
+        if Ctx::is_mtu(&r) {
+            s.big_ok.insert(dir);
         }
         if r.from.agent == AgentKind::Host
             && r.to.agent != Some(AgentKind::Pod)
             && !is_underlay_mtu(&r)
         {
-            s.host_ok.insert((a, b));
+            s.host_ok.insert(dir);
         }
         if matches!(r.path, PathClass::PodToPod | PathClass::NodeToPod) && !Ctx::is_mtu(&r) {
-            s.carried.insert((a, b));
+            s.carried.insert(dir);
         }
     }
     s
@@ -71,6 +81,7 @@ pub(super) fn overlay_and_mtu(
     let Seen {
         vxlan_ok,
         small_ok,
+        big_ok,
         host_ok,
         carried,
     } = seen(ctx);
@@ -91,24 +102,29 @@ pub(super) fn overlay_and_mtu(
             r.path,
             PathClass::PodToPod | PathClass::NodeToPod | PathClass::Overlay
         ) && !Ctx::is_vxlan(&r);
-        if Ctx::is_mtu(&r) && r.result.outcome == Outcome::Timeout && small_ok.contains(&(a, b)) {
+        let family = r.to.family();
+        let tunnel = ctx.tunnel_family(family);
+        if Ctx::is_mtu(&r)
+            && r.result.outcome == Outcome::Timeout
+            && small_ok.contains(&(a, b, family))
+        {
             mtu.push(i);
         } else if is_underlay_mtu(&r) {
             // Too big for the path: silence (a black hole) or an ICMP "fragmentation needed";
             // it counts only where smaller packets between the same hosts get through.
-            if host_ok.contains(&(a, b)) {
+            if host_ok.contains(&(a, b, family)) {
                 underlay.push(i);
             }
         } else if overlay_path
             && port.is_some()
-            && vxlan_ok.contains(&(a, b))
-            && vxlan_ok.contains(&(b, a))
-            && !carried.contains(&(a, b))
+            && vxlan_ok.contains(&(a, b, tunnel))
+            && vxlan_ok.contains(&(b, a, tunnel))
+            && !carried.contains(&(a, b, family))
         {
             overlay.push(i);
         }
     }
-    pod_mtu(ctx, findings, &mtu);
+    pod_mtu(ctx, findings, &mtu, &big_ok);
     underlay_mtu(ctx, findings, &underlay);
     if !overlay.is_empty() {
         let pairs: BTreeSet<(u32, u32)> = overlay
@@ -142,11 +158,20 @@ pub(super) fn overlay_and_mtu(
     }
 }
 
-/// Full-size packets between pods that vanish while small ones pass: an MTU black hole.
-fn pod_mtu(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>, mtu: &[usize]) {
+/// Full-size packets between pods that vanish while small ones pass: an MTU black hole. Over
+/// IPv6 alone, while full-size IPv4 packets between the same pods pass, it is `ICMPv6` Packet
+/// Too Big filtered on the way: IPv6 routers never fragment, so path MTU discovery is all
+/// there is, and it needs those messages back.
+fn pod_mtu(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>, mtu: &[usize], big_ok: &HashSet<Dir>) {
     if mtu.is_empty() {
         return;
     }
+    let family = ctx.family_of(mtu.iter().copied());
+    let ptb_filtered = family == Some(Family::Ipv6)
+        && mtu.iter().all(|&i| {
+            let r = ctx.results.at(i);
+            matches!((ctx.from(&r), ctx.to(&r)), (Some(a), Some(b)) if big_ok.contains(&(a, b, Family::Ipv4)))
+        });
     // What the probes sent: the inventory's MTU, or each pod's own interface MTU.
     let size = mtu
         .iter()
@@ -170,20 +195,32 @@ fn pod_mtu(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>, mtu: &[usize]) {
         .iter()
         .map(|(a, b)| format!("{}->{}", ctx.name(*a), ctx.name(*b)))
         .collect();
+    let nodes_text = if names.is_empty() {
+        String::new()
+    } else {
+        format!(" to and from {}", names_text(&names))
+    };
+    let summary = if ptb_filtered {
+        format!(
+            "full-size IPv6 packets ({size} bytes) between pods vanish while small ones and full-size IPv4 packets pass ({}): ICMPv6 Packet Too Big (type 2) is filtered on the way{nodes_text}, so IPv6 path MTU discovery cannot work",
+            pair_text.join(", ")
+        )
+    } else {
+        let over = match family {
+            Some(f) if ctx.dual_stack => format!(" over {f}"),
+            _ => String::new(),
+        };
+        format!(
+            "full-size packets ({size} bytes) between pods vanish{over} while small ones pass ({}): the underlay path MTU{nodes_text} is below what the overlay needs",
+            pair_text.join(", ")
+        )
+    };
     let mut f = Finding::new(
         Mtu {
             nodes: names.clone(),
         },
         Severity::Error,
-        format!(
-            "full-size packets ({size} bytes) between pods vanish while small ones pass ({}): the underlay path MTU{} is below what the overlay needs",
-            pair_text.join(", "),
-            if names.is_empty() {
-                String::new()
-            } else {
-                format!(" to and from {}", names_text(&names))
-            }
-        ),
+        summary,
     );
     // The underlay must carry the pods' packets plus the encapsulation (none: native routing).
     let overhead = u32::from(
@@ -193,20 +230,49 @@ fn pod_mtu(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>, mtu: &[usize]) {
             .as_ref()
             .map_or(0, |o| crate::plan::encapsulation_overhead(o.mode())),
     );
+    // An IPv6 underlay's header is 20 bytes longer than IPv4's.
+    let v6 = family == Some(Family::Ipv6);
+    let overhead = overhead + if v6 && overhead > 0 { 20 } else { 0 };
     let underlay = u32::from(size) + overhead;
     if let Some(&(a, b)) = pairs.iter().next() {
-        f.fix
-            .push(ping_line(ctx, a, b, underlay.saturating_sub(28)));
+        f.fix.push(ping_line(
+            ctx,
+            a,
+            b,
+            underlay,
+            family.unwrap_or(Family::Ipv4),
+        ));
     }
-    f.fix.push(if overhead == 0 {
+    if v6 {
+        f.fix.extend(packet_too_big_lines(ctx, &nodes));
+    }
+    if ptb_filtered {
+        f.notes.push("IPv4 packets of the same size pass between the same pods, so the path can carry them: it is the Packet Too Big messages that never arrive, and the firewalls on the way (and each node's) must let ICMPv6 type 2 through".into());
+    } else {
+        f.fix.push(if overhead == 0 {
         format!("raise the underlay MTU to {underlay}, or lower the pods' MTU to the underlay's")
     } else {
         format!(
             "raise the underlay MTU to {underlay}, or lower the CNI's MTU to the underlay's minus {overhead}"
         )
-    });
+        });
+    }
     f.notes.push(PING_NOTE.into());
     ctx.emit(findings, f, mtu, &[]);
+}
+
+/// The rules that let `ICMPv6` Packet Too Big (type 2) in on `nodes`, and through the network.
+fn packet_too_big_lines(ctx: &Ctx<'_>, nodes: &[u32]) -> Vec<String> {
+    let mut lines = vec!["on the firewalls and routers between the nodes: allow ICMPv6 type 2 (Packet Too Big); IPv6 path MTU discovery cannot work without it".to_string()];
+    for &n in nodes.iter().take(5) {
+        let name = ctx.name(n);
+        lines.extend([
+            format!("on {name} (nftables): nft insert rule inet filter input icmpv6 type packet-too-big accept"),
+            format!("on {name} (ip6tables): ip6tables -I INPUT -p ipv6-icmp --icmpv6-type 2 -j ACCEPT"),
+            format!("on {name} (firewalld): firewall-cmd --permanent --add-rich-rule='rule family=\"ipv6\" icmp-type name=\"packet-too-big\" accept' && firewall-cmd --reload"),
+        ]);
+    }
+    lines
 }
 
 /// Full-size packets with DF between hosts that vanish while smaller ones pass: the underlay path
@@ -257,7 +323,7 @@ fn underlay_mtu(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>, failed: &[usize]
     );
     if let Some(&(a, b)) = pairs.iter().next() {
         f.fix
-            .push(ping_line(ctx, a, b, u32::from(needed).saturating_sub(28)));
+            .push(ping_line(ctx, a, b, u32::from(needed), Family::Ipv4));
     }
     f.fix.push(format!(
         "raise the MTU of every link and router on the way to {needed}, or set the CNI's MTU to the path MTU minus {} before the join",
@@ -268,15 +334,22 @@ fn underlay_mtu(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>, failed: &[usize]
 }
 
 /// How to read [`ping_line`]'s answer.
-const PING_NOTE: &str = "the ping measures the path: lower -s until it passes; that size plus 28 (the IP and ICMP headers) is the path MTU";
+const PING_NOTE: &str = "the ping measures the path: lower -s until it passes; that size plus 28 (the IP and ICMP headers; 48 for IPv6) is the path MTU";
 
-/// `on n1: ping -M do -s 1472 -c 1 192.168.56.12`: a full-size unfragmentable ping from `a` to
-/// `b`'s address (a name would need a resolver that knows the nodes).
-fn ping_line(ctx: &Ctx<'_>, a: u32, b: u32, payload: u32) -> String {
+/// `on n1: ping -M do -s 1472 -c 1 192.168.56.12`: a `packet`-byte unfragmentable ping from `a`
+/// to `b`'s address over `family` (a name would need a resolver that knows the nodes).
+fn ping_line(ctx: &Ctx<'_>, a: u32, b: u32, packet: u32, family: Family) -> String {
+    let (flag, headers) = match family {
+        Family::Ipv4 => ("", 28),
+        Family::Ipv6 => ("-6 ", 48),
+    };
+    let to = ctx
+        .host_addr(b, family)
+        .unwrap_or(std::net::IpAddr::V4(ctx.inv.nodes[b as usize].address));
     format!(
-        "on {}: ping -M do -s {payload} -c 1 {}",
+        "on {}: ping {flag}-M do -s {} -c 1 {to}",
         ctx.name(a),
-        ctx.inv.nodes[b as usize].address
+        packet.saturating_sub(headers)
     )
 }
 

@@ -38,7 +38,7 @@ pub(super) fn prober_port(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
         let (Some(a), Some(b), Some(port)) = (ctx.from(&r), ctx.to(&r), r.to.port) else {
             continue;
         };
-        if pods_ok.contains(&a) && (a == b || reachable.contains(&(a, b))) {
+        if pods_ok.contains(a) && (a == b || reachable.contains(&(a, b))) {
             blocked.entry((b, port)).or_default().push(i);
         }
     }

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use probe_proto::{Outcome, Receipt};
 
-use crate::model::Protocol;
+use crate::model::{Family, Protocol};
 
 use super::context::{Ctx, Link, failed, list, names_text};
 use super::finding::{Finding, FirewallGap, Severity, Where};
@@ -22,9 +22,14 @@ struct Port {
     connected: BTreeSet<u32>,
 }
 
+/// The families a set of senders is refused in by one port, who connect to it, and the refused
+/// results.
+type Cause = (Vec<Family>, BTreeSet<u32>, Vec<usize>);
+
 pub(super) fn selective_refusals(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
     let pods_ok = ctx.pods_ok();
-    let mut ports: BTreeMap<(u32, u16), Port> = BTreeMap::new();
+    // Per family: a sender reset over IPv6 while it connects over IPv4 is refused over IPv6.
+    let mut ports: BTreeMap<(u32, u16, Family), Port> = BTreeMap::new();
     for (i, r) in ctx.results.iter().enumerate() {
         let Some(l) = ctx
             .direct(&r, &pods_ok)
@@ -32,7 +37,7 @@ pub(super) fn selective_refusals(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>)
         else {
             continue;
         };
-        let p = ports.entry((l.to, l.port)).or_default();
+        let p = ports.entry((l.to, l.port, l.family)).or_default();
         if r.result.outcome.is_ok() {
             p.connected.insert(l.from);
         } else if failed(&r) && r.result.outcome == Outcome::Refused && !ctx.explained.contains(&i)
@@ -40,7 +45,9 @@ pub(super) fn selective_refusals(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>)
             p.refused.entry(l.from).or_default().push(i);
         }
     }
-    for ((to, port), p) in ports {
+    // The same senders refused by the same port in both families is one cause.
+    let mut causes: BTreeMap<(u32, u16, Vec<u32>), Cause> = BTreeMap::new();
+    for ((to, port, family), p) in ports {
         // A sender refused on some probes and let in on others is not this rule's.
         let senders: Vec<u32> = p
             .refused
@@ -55,13 +62,22 @@ pub(super) fn selective_refusals(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>)
             .iter()
             .flat_map(|s| p.refused.get(s).cloned().unwrap_or_default())
             .collect();
+        let c = causes.entry((to, port, senders)).or_default();
+        c.0.push(family);
+        c.1.extend(p.connected);
+        c.2.extend(ev);
+    }
+    for ((to, port, senders), (families, connected, ev)) in causes {
         let links: Vec<Link> = senders
             .iter()
-            .map(|&from| Link {
-                from,
-                to,
-                udp: false,
-                port,
+            .flat_map(|&from| {
+                families.iter().map(move |&family| Link {
+                    from,
+                    to,
+                    udp: false,
+                    port,
+                    family,
+                })
             })
             .collect();
         let cons: Vec<usize> = ctx
@@ -72,14 +88,14 @@ pub(super) fn selective_refusals(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>)
             .filter(|(_, r)| ctx.needs(r).iter().any(|l| links.contains(l)))
             .map(|(i, _)| i)
             .collect();
-        let f = finding(ctx, (&senders, to, port), &p.connected, &ev);
+        let f = finding(ctx, (&senders, to, port, &families), &connected, &ev);
         ctx.emit(findings, f, &ev, &cons);
     }
 }
 
 fn finding(
     ctx: &Ctx<'_>,
-    (senders, to, port): (&[u32], u32, u16),
+    (senders, to, port, families): (&[u32], u32, u16, &[Family]),
     connected: &BTreeSet<u32>,
     ev: &[usize],
 ) -> Finding {
@@ -88,7 +104,11 @@ fn finding(
     let ok = list(ctx, &connected.iter().copied().collect::<Vec<_>>());
     let what = if port == 10250 {
         " (the kubelet)"
-    } else if ctx.api_backends.iter().any(|&(n, p)| n == to && p == port) {
+    } else if ctx
+        .api_backends
+        .iter()
+        .any(|b| b.node == to && b.port == port)
+    {
         " (the API server)"
     } else {
         ""
@@ -114,11 +134,20 @@ fn finding(
     let mut lines = Vec::new();
     if places.contains(&Where::Host(name.clone())) {
         lines.push(format!(
-            "on {name}: find the rule that resets these senders (nft list ruleset | grep -n 'reject with tcp reset'; iptables -S | grep tcp-reset) and remove it, or accept them before it:"
+            "on {name}: find the rule that resets these senders (nft list ruleset | grep -n 'reject with tcp reset'; {}) and remove it, or accept them before it:",
+            families
+                .iter()
+                .map(|f| match f {
+                    Family::Ipv4 => "iptables -S | grep tcp-reset",
+                    Family::Ipv6 => "ip6tables -S | grep tcp-reset",
+                })
+                .collect::<Vec<_>>()
+                .join("; ")
         ));
     }
     lines.extend(fix::lines(
-        ctx.inv,
+        ctx,
+        families,
         Protocol::Tcp,
         port,
         (senders, &[to]),
@@ -126,8 +155,13 @@ fn finding(
         &places,
         None,
     ));
+    // Named only when the run probed both families and the resets are in one.
+    let over = match families {
+        [f] if ctx.dual_stack => format!(" over {f}"),
+        _ => String::new(),
+    };
     let summary = format!(
-        "tcp/{port}{what} on {name} answers {} with a TCP reset while {} connect: the service is up, a firewall rule rejects these senders",
+        "tcp/{port}{what} on {name} answers {}{over} with a TCP reset while {} connect: the service is up, a firewall rule rejects these senders",
         names_text(&from),
         names_text(&ok)
     );

@@ -35,8 +35,45 @@ fn run_with_agents(
     model: &Model,
     agents: &[AgentStatus],
 ) -> (Vec<ResultRecord>, Vec<Finding>) {
-    let results: Vec<ResultRecord> = plan(inv, &Filter::default())
-        .to_vec()
+    run_probes(inv, &plan(inv, &Filter::default()).to_vec(), model, agents)
+}
+
+/// The address `a` has in the IPv6 half of a dual-stack cluster: `fd00:A:B:C::D`, each octet of
+/// the IPv4 address as a group (192.168.56.10 is `fd00:192:168:56::10`).
+fn v6_of(addr: std::net::IpAddr) -> std::net::IpAddr {
+    let std::net::IpAddr::V4(v4) = addr else {
+        return addr;
+    };
+    let [o1, o2, o3, o4] = v4
+        .octets()
+        .map(|o| u16::from_str_radix(&o.to_string(), 16).unwrap());
+    std::net::Ipv6Addr::new(0xfd00, o1, o2, o3, 0, 0, 0, o4).into()
+}
+
+/// The matrix of a dual-stack cluster: every network probe of the plan, and its IPv6 twin (the
+/// same ends at [`v6_of`] its address, its id ending `/ipv6`). The model sees each probe's
+/// family in `p.to.family()`.
+fn run_dual(inv: &Inventory, model: &Model) -> (Vec<ResultRecord>, Vec<Finding>) {
+    let mut probes = Vec::new();
+    for p in plan(inv, &Filter::default()).to_vec() {
+        if p.path != PathClass::NodeConfig {
+            let mut twin = p.clone();
+            twin.id = format!("{}/ipv6", p.id);
+            twin.to.address = v6_of(p.to.address);
+            probes.push(twin);
+        }
+        probes.push(p);
+    }
+    run_probes(inv, &probes, model, &[])
+}
+
+fn run_probes(
+    inv: &Inventory,
+    probes: &[PlannedProbe],
+    model: &Model,
+    agents: &[AgentStatus],
+) -> (Vec<ResultRecord>, Vec<Finding>) {
+    let results: Vec<ResultRecord> = probes
         .iter()
         .map(|p| {
             let (outcome, detail) = model(p).unwrap_or((Outcome::Ok, "ok".into()));

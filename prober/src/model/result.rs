@@ -5,7 +5,7 @@ use std::net::IpAddr;
 use probe_proto::{Outcome, ProbeResult};
 use serde::{Deserialize, Serialize};
 
-use super::{AgentKind, AgentRef, PathClass, Protocol};
+use super::{AgentKind, AgentRef, Family, PathClass, Protocol};
 
 /// Where a probe goes.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -24,6 +24,14 @@ pub struct Target {
     pub protocol: Protocol,
 }
 
+impl Target {
+    /// The IP family the probe went over: its address's.
+    #[must_use]
+    pub fn family(&self) -> Family {
+        Family::of(self.address)
+    }
+}
+
 /// Why a planned probe has no real result: it is not known to fail, and is never evidence.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -39,8 +47,9 @@ pub enum Unknown {
     Starved,
 }
 
-/// One probe's result, with where it went: the report's `results[]` entry.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// One probe's result, with where it went: the report's `results[]` entry. Written with its
+/// `family` (read from `to.address`, so never stored and ignored when read back).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ResultRecord {
     pub path: PathClass,
@@ -51,6 +60,32 @@ pub struct ResultRecord {
     pub unknown: Option<Unknown>,
     #[serde(flatten)]
     pub result: ProbeResult,
+}
+
+impl Serialize for ResultRecord {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Wire<'a> {
+            path: PathClass,
+            from: &'a AgentRef,
+            to: &'a Target,
+            family: Family,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            unknown: Option<Unknown>,
+            #[serde(flatten)]
+            result: &'a ProbeResult,
+        }
+        Wire {
+            path: self.path,
+            from: &self.from,
+            to: &self.to,
+            family: self.to.family(),
+            unknown: self.unknown,
+            result: &self.result,
+        }
+        .serialize(s)
+    }
 }
 
 impl ResultRecord {

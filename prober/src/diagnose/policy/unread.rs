@@ -139,7 +139,7 @@ fn pattern(ctx: &Ctx<'_>) -> Option<BTreeMap<u32, Vec<usize>>> {
         });
     let fits = pairs.keys().all(|&(a, b)| {
         host_ok.contains(&(a, b))
-            && pods_ok.contains(&b)
+            && pods_ok.contains(b)
             && (carried.contains(&(a.min(b), a.max(b))) || everywhere)
     });
     if !fits {

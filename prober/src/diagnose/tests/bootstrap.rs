@@ -84,3 +84,40 @@ fn kube_proxy_missing_without_components_is_service_proxy() {
         f[0]
     );
 }
+
+#[test]
+fn an_ipv6_service_failing_with_its_ipv6_endpoint_is_no_service_proxy_fault() {
+    // Over IPv6 the API server fails directly too (a TLS error, no block): the IPv4 endpoint
+    // answering says nothing of the IPv6 Service, so kube-proxy is not what is blamed.
+    let inv = inventory(3, 1, "flannel");
+    let (_, f) = run_dual(&inv, &|p| {
+        let v6 = p.to.family() == crate::model::Family::Ipv6;
+        let service = matches!(p.path, PathClass::PodToService | PathClass::NodeToService);
+        let direct = matches!(
+            p.path,
+            PathClass::PodToApiserver | PathClass::NodeToApiserver
+        );
+        if !(v6 && p.from.node == "n2") {
+            None
+        } else if service {
+            timeout()
+        } else if direct {
+            Some((Outcome::TlsError, "tls handshake: unexpected eof".into()))
+        } else {
+            None
+        }
+    });
+    assert!(!kinds(&f).contains(&Kind::ServiceProxy), "{f:#?}");
+}
+
+#[test]
+fn kube_proxy_missing_over_ipv6_only_is_service_proxy_over_ipv6() {
+    let inv = inventory(3, 1, "flannel");
+    let (_, f) = run_dual(&inv, &|p| {
+        let service = matches!(p.path, PathClass::PodToService | PathClass::NodeToService);
+        (service && p.from.node == "n2" && p.to.family() == crate::model::Family::Ipv6)
+            .then(|| timeout().unwrap())
+    });
+    assert_eq!(kinds(&f), [Kind::ServiceProxy], "{f:#?}");
+    assert_eq!(f[0].family, Some(crate::model::Family::Ipv6));
+}

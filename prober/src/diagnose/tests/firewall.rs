@@ -319,3 +319,114 @@ fn a_zone_pair_blocked_one_way_among_two_zones_is_one_finding() {
     assert_eq!(kinds(&f), [Kind::FirewallGap], "{f:#?}");
     assert!(f[0].summary.contains("everywhere"), "{}", f[0].summary);
 }
+
+/// Whether a probe from `from` to `to` goes from n3 to the kubelet (tcp/10250) of n1 or n2.
+fn kubelet_from_n3(from: &crate::model::AgentRef, to: &crate::model::Target) -> bool {
+    from.node == "n3" && matches!(to.node.as_deref(), Some("n1" | "n2")) && to.port == Some(10250)
+}
+
+#[test]
+fn a_port_blocked_over_ipv6_only_is_one_finding_naming_the_family() {
+    let inv = inventory(3, 1, "flannel");
+    let (results, f) = run_dual(&inv, &|p| {
+        (kubelet_from_n3(&p.from, &p.to) && p.to.family() == crate::model::Family::Ipv6).then(
+            || {
+                (
+                    Outcome::Timeout,
+                    "never reached: dropped on the way".to_string(),
+                )
+            },
+        )
+    });
+    assert_eq!(kinds(&f), [Kind::FirewallGap], "{f:#?}");
+    let gap = &f[0];
+    assert!(
+        like(json!({"kind": "firewall-gap", "protocol": "tcp", "port": 10250, "from": ["n3"], "to": ["n1", "n2"], "direction": "one", "where": "network"})).matches(gap),
+        "{gap:#?}"
+    );
+    assert_eq!(gap.family, Some(crate::model::Family::Ipv6), "{gap:#?}");
+    assert!(
+        gap.summary
+            .starts_with("tcp/10250 (the kubelet) is blocked over IPv6 only, from n3 to n1, n2")
+            && gap.summary.contains("; IPv4 works"),
+        "{}",
+        gap.summary
+    );
+    // The IPv4 probes of the same pairs and port that got through are the evidence that it is
+    // IPv6's alone.
+    let ok_v4: Vec<&str> = results
+        .iter()
+        .filter(|r| kubelet_from_n3(&r.from, &r.to) && r.to.family() == crate::model::Family::Ipv4)
+        .map(|r| r.result.id.as_str())
+        .collect();
+    assert!(!ok_v4.is_empty());
+    for id in ok_v4 {
+        assert!(gap.evidence.iter().any(|e| e == id), "{id}: {gap:#?}");
+    }
+    // The fix speaks IPv6, compressed, and nothing of IPv4.
+    assert!(
+        gap.fix[0].contains("allow tcp/10250 from fd00:192:168:56::12 to fd00:192:168:56::10/127"),
+        "{:#?}",
+        gap.fix
+    );
+    assert!(
+        !gap.fix.iter().any(|l| l.contains("192.168.56.")),
+        "{:#?}",
+        gap.fix
+    );
+}
+
+#[test]
+fn a_port_blocked_in_both_families_is_one_plain_gap_with_fixes_for_both() {
+    let inv = inventory(3, 1, "flannel");
+    let (_, f) = run_dual(&inv, &|p| {
+        kubelet_from_n3(&p.from, &p.to)
+            .then(|| (Outcome::Timeout, "dropped by the receiver itself".into()))
+    });
+    assert_eq!(kinds(&f), [Kind::FirewallGap], "{f:#?}");
+    let gap = &f[0];
+    assert_eq!(gap.family, None, "no family claim: {gap:#?}");
+    assert!(
+        gap.summary
+            .starts_with("tcp/10250 (the kubelet) is blocked from n3 to n1, n2")
+            && !gap.summary.contains("IPv"),
+        "{}",
+        gap.summary
+    );
+    assert_eq!(gap.facts().to(), ["n1", "n2"]);
+    for want in [
+        "on n1 (nftables): nft insert rule inet filter input ip saddr { 192.168.56.12 } tcp dport 10250 accept",
+        "on n1 (iptables): iptables -I INPUT -p tcp -s 192.168.56.12 --dport 10250 -j ACCEPT",
+        "on n1 (nftables): nft insert rule inet filter input ip6 saddr { fd00:192:168:56::12 } tcp dport 10250 accept",
+        "on n1 (ip6tables): ip6tables -I INPUT -p tcp -s fd00:192:168:56::12 --dport 10250 -j ACCEPT",
+        "on n2 (firewalld): firewall-cmd --permanent --add-rich-rule='rule family=\"ipv6\" source address=\"fd00:192:168:56::12\" port port=\"10250\" protocol=\"tcp\" accept' && firewall-cmd --reload",
+    ] {
+        assert!(gap.fix.iter().any(|l| l == want), "{want}\n{:#?}", gap.fix);
+    }
+}
+
+#[test]
+fn ipv4_and_ipv6_blocked_for_different_pairs_are_two_findings_each_naming_its_family() {
+    let inv = inventory(3, 1, "flannel");
+    let (_, f) = run_dual(&inv, &|p| {
+        let (_, to) = node_of(p);
+        let hit = match p.to.family() {
+            crate::model::Family::Ipv6 => to == "n1",
+            crate::model::Family::Ipv4 => to == "n2",
+        };
+        (kubelet_from_n3(&p.from, &p.to) && hit)
+            .then(|| (Outcome::Timeout, "never reached: dropped".into()))
+    });
+    assert_eq!(kinds(&f), [Kind::FirewallGap, Kind::FirewallGap], "{f:#?}");
+    let by_family: Vec<(Option<crate::model::Family>, &[String])> =
+        f.iter().map(|g| (g.family, g.facts().to())).collect();
+    assert!(
+        by_family.contains(&(Some(crate::model::Family::Ipv6), &["n1".to_string()][..]))
+            && by_family.contains(&(Some(crate::model::Family::Ipv4), &["n2".to_string()][..])),
+        "{f:#?}"
+    );
+    assert!(
+        f.iter()
+            .all(|g| g.summary.contains(" only, ") && g.summary.contains(" works"))
+    );
+}

@@ -82,3 +82,65 @@ fn overlay_broken_while_vxlan_port_is_open() {
     assert_eq!(kinds(&f), [Kind::Overlay], "{f:#?}");
     assert_eq!(f[0].facts().nodes(), ["n1", "n2"]);
 }
+
+/// A full-size probe between pods (the MTU probe) crossing to or from n3 over `families`.
+fn big_to_or_from_n3(p: &PlannedProbe, families: &[crate::model::Family]) -> bool {
+    let is_mtu = p.path == PathClass::Overlay && p.to.agent == Some(AgentKind::Pod);
+    is_mtu
+        && (p.from.node == "n3") != (p.to.node.as_deref() == Some("n3"))
+        && families.contains(&p.to.family())
+}
+
+#[test]
+fn full_size_ipv6_lost_while_ipv4_passes_is_packet_too_big_filtered() {
+    const V6: &[crate::model::Family] = &[crate::model::Family::Ipv6];
+    let inv = inventory(3, 1, "flannel");
+    let (_, f) = run_dual(&inv, &|p| {
+        big_to_or_from_n3(p, V6).then(|| timeout().unwrap())
+    });
+    assert_eq!(kinds(&f), [Kind::Mtu], "{f:#?}");
+    let mtu = &f[0];
+    assert_eq!(mtu.family, Some(crate::model::Family::Ipv6));
+    assert_eq!(mtu.facts().nodes(), ["n3"]);
+    assert!(
+        mtu.summary
+            .contains("ICMPv6 Packet Too Big (type 2) is filtered"),
+        "{}",
+        mtu.summary
+    );
+    for want in [
+        "on n3 (ip6tables): ip6tables -I INPUT -p ipv6-icmp --icmpv6-type 2 -j ACCEPT",
+        "on n3 (nftables): nft insert rule inet filter input icmpv6 type packet-too-big accept",
+    ] {
+        assert!(mtu.fix.iter().any(|l| l == want), "{want}\n{:#?}", mtu.fix);
+    }
+    let ping = mtu
+        .fix
+        .iter()
+        .find(|l| l.contains("ping -6 -M do"))
+        .unwrap();
+    let target = ping.rsplit(' ').next().unwrap_or_default();
+    assert!(target.parse::<std::net::Ipv6Addr>().is_ok(), "{ping}");
+    assert!(
+        !mtu.fix.iter().any(|l| l.contains("raise the underlay MTU")),
+        "{:#?}",
+        mtu.fix
+    );
+}
+
+#[test]
+fn full_size_lost_in_both_families_is_one_mtu_finding_without_a_family() {
+    const BOTH: &[crate::model::Family] = &[crate::model::Family::Ipv4, crate::model::Family::Ipv6];
+    let inv = inventory(3, 1, "flannel");
+    let (_, f) = run_dual(&inv, &|p| {
+        big_to_or_from_n3(p, BOTH).then(|| timeout().unwrap())
+    });
+    assert_eq!(kinds(&f), [Kind::Mtu], "{f:#?}");
+    assert_eq!(f[0].family, None);
+    assert!(!f[0].summary.contains("Packet Too Big"), "{}", f[0].summary);
+    assert!(
+        f[0].fix
+            .iter()
+            .any(|l| l.contains("raise the underlay MTU"))
+    );
+}

@@ -106,3 +106,39 @@ fn a_reset_to_every_sender_is_not_listening_with_its_consequences() {
         "{nl:#?}"
     );
 }
+
+#[test]
+fn a_reset_over_ipv6_from_one_sender_is_a_gap_over_ipv6_not_a_dead_service() {
+    let mut inv = inventory(4, 1, "calico");
+    components(&mut inv, CALICO_AND_COREDNS);
+    let (_, f) = run_dual(&inv, &|p| {
+        (to_api_from(p, "n3") && p.to.family() == crate::model::Family::Ipv6)
+            .then(|| (Outcome::Refused, "refused by n1 itself".to_string()))
+    });
+    // And the latent cycle every such cluster has.
+    assert_eq!(
+        kinds(&f),
+        [Kind::FirewallGap, Kind::BootstrapCycle],
+        "{f:#?}"
+    );
+    let gap = &f[0];
+    assert_eq!(gap.family, Some(crate::model::Family::Ipv6), "{gap:#?}");
+    assert_eq!(gap.facts().from(), ["n3"]);
+    assert!(
+        gap.summary.contains("n3 over IPv6 with a TCP reset"),
+        "{}",
+        gap.summary
+    );
+    assert!(
+        gap.fix.iter().any(|l| l.starts_with(
+            "on n1 (ip6tables): ip6tables -I INPUT -p tcp -s fd00:192:168:56::12 --dport 6443"
+        )),
+        "{:#?}",
+        gap.fix
+    );
+    assert!(
+        !gap.fix.iter().any(|l| l.contains("(iptables)")),
+        "{:#?}",
+        gap.fix
+    );
+}

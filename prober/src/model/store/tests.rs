@@ -120,3 +120,28 @@ fn placeholders_wait_for_their_result() {
     assert_eq!(store.at(0).unknown, Some(Unknown::NoResult));
     assert_eq!(store.at(1).result.id.to_string(), r.result.id);
 }
+
+#[test]
+fn a_result_is_written_with_the_family_of_the_address_it_probed() {
+    let v4 = record(
+        "n1",
+        "n2",
+        "node-to-node:n1/host->n2/host:tcp/10250",
+        Outcome::Ok,
+    );
+    let mut v6 = record(
+        "n1",
+        "n2",
+        "node-to-node:n1/host->n2/host:tcp/10250/ipv6",
+        Outcome::Timeout,
+    );
+    v6.to.address = "fd00:56::11".parse().unwrap();
+    let store = Results::of(&[v4, v6.clone()]);
+    let json = serde_json::to_value(&store).unwrap();
+    assert_eq!(json[0]["family"], "ipv4");
+    assert_eq!(json[1]["family"], "ipv6");
+    assert_eq!(json[1]["to"]["address"], "fd00:56::11");
+    // Derived, never stored: reading it back gives the same record.
+    let back: Results = serde_json::from_value(json).unwrap();
+    assert_eq!(back.at(1).to_owned(), v6);
+}

@@ -92,9 +92,8 @@ fn fmt_micros(m: u64) -> String {
     }
 }
 
-/// `n3/pod 10.244.3.2:9917`, `svc/kubernetes 10.96.0.1:443`.
+/// `n3/pod 10.244.3.2:9917`, `svc/kubernetes 10.96.0.1:443`, `n1/host [fd00:56::10]:10250`.
 fn target(r: &Record<'_>) -> String {
-    let port = r.to.port.map(|p| format!(":{p}")).unwrap_or_default();
     let label = match (&r.to.node, r.to.agent, r.to.service.as_deref()) {
         (_, _, Some(svc @ ("kubernetes" | "kube-dns"))) => format!("svc/{svc} "),
         (Some(n), Some(a), _) => format!("{n}/{} ", a.as_str()),
@@ -102,7 +101,11 @@ fn target(r: &Record<'_>) -> String {
         (Some(n), None, None) => format!("{n} "),
         (None, _, _) => String::new(),
     };
-    format!("{label}{}{port}", r.to.address)
+    match r.to.port {
+        // An IPv6 address with a port is bracketed, as a socket address is written.
+        Some(p) => format!("{label}{}", std::net::SocketAddr::new(r.to.address, p)),
+        None => format!("{label}{}", r.to.address),
+    }
 }
 
 /// The finding's kind as the report writes it (`firewall-gap`).

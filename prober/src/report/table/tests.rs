@@ -383,3 +383,37 @@ fn a_token_never_sent_to_an_unverifiable_server_is_not_an_api_error() {
     );
     assert!(!section.contains("API error"), "{section}");
 }
+
+#[test]
+fn an_ipv6_target_with_a_port_is_bracketed() {
+    use crate::model::{AgentKind, AgentRef, PathClass, Protocol, ResultRecord, Results, Target};
+    let record = |address: &str, port| ResultRecord {
+        path: PathClass::NodeToNode,
+        from: AgentRef {
+            node: "n3".into(),
+            agent: AgentKind::Host,
+        },
+        to: Target {
+            node: Some("n1".into()),
+            agent: Some(AgentKind::Host),
+            service: None,
+            address: address.parse().unwrap(),
+            port,
+            protocol: Protocol::Tcp,
+        },
+        unknown: None,
+        result: probe_proto::ProbeResult::new(
+            format!("x/{address}/{port:?}"),
+            probe_proto::Outcome::Ok,
+            "",
+        ),
+    };
+    let results = Results::of(&[
+        record("fd00:56::10", Some(10250)),
+        record("192.168.56.10", Some(10250)),
+        record("fd00:56::10", None),
+    ]);
+    assert_eq!(target(&results.at(0)), "n1/host [fd00:56::10]:10250");
+    assert_eq!(target(&results.at(1)), "n1/host 192.168.56.10:10250");
+    assert_eq!(target(&results.at(2)), "n1/host fd00:56::10");
+}
