@@ -80,6 +80,7 @@ scenarios! {
     cni_token_stale => "tests/scenarios/cni-token-stale.yaml",
     coredns_loop => "tests/scenarios/coredns-loop.yaml",
     dual_stack_healthy => "tests/scenarios/dual-stack-healthy.yaml",
+    dual_stack_ipv6_gap => "tests/scenarios/dual-stack-ipv6-gap.yaml",
     flannel_8472 => "tests/scenarios/flannel-8472.yaml",
     healthy => "tests/scenarios/healthy.yaml",
     ipv6_only_healthy => "tests/scenarios/ipv6-only-healthy.yaml",

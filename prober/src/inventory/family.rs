@@ -2,51 +2,10 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Deserializer};
 
-/// An IP family, as results and findings name it (`ipv4`, `ipv6`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Family {
-    Ipv4,
-    Ipv6,
-}
-
-impl Family {
-    /// Both, IPv4 first: the order plans and reports list them in.
-    pub const ALL: [Family; 2] = [Family::Ipv4, Family::Ipv6];
-
-    #[must_use]
-    pub fn of(ip: IpAddr) -> Self {
-        match ip {
-            IpAddr::V4(_) => Self::Ipv4,
-            IpAddr::V6(_) => Self::Ipv6,
-        }
-    }
-
-    #[must_use]
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Ipv4 => "ipv4",
-            Self::Ipv6 => "ipv6",
-        }
-    }
-
-    /// The longest prefix of the family.
-    #[must_use]
-    pub fn bits(self) -> u8 {
-        match self {
-            Self::Ipv4 => 32,
-            Self::Ipv6 => 128,
-        }
-    }
-}
-
-impl std::fmt::Display for Family {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+/// The family type is the model's: one for inventories, plans, results and findings.
+pub use crate::model::Family;
 
 /// What an IPv4 `address` field holds when the node or agent has none (an IPv6-only one): the
 /// field is left out of the YAML then, and `0.0.0.0` written there is refused, so it never

@@ -14,6 +14,18 @@ pub enum Family {
 }
 
 impl Family {
+    /// Both, IPv4 first: the order plans and reports list them in.
+    pub const ALL: [Family; 2] = [Family::Ipv4, Family::Ipv6];
+
+    /// The longest prefix of the family.
+    #[must_use]
+    pub fn bits(self) -> u8 {
+        match self {
+            Self::Ipv4 => 32,
+            Self::Ipv6 => 128,
+        }
+    }
+
     /// The family of `addr`; an IPv4-mapped IPv6 address (`::ffff:a.b.c.d`) travels as IPv4.
     #[must_use]
     pub fn of(addr: IpAddr) -> Self {
