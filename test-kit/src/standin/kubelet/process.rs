@@ -10,18 +10,22 @@ use super::super::Inner;
 /// Whether a TCP socket listens on `port` in the network namespace of process `pid`
 /// (`/proc/PID/net/tcp` shows that namespace's sockets).
 pub(super) fn listening(pid: u32, port: u64) -> bool {
-    let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/net/tcp")) else {
-        return false;
-    };
-    text.lines().skip(1).any(|l| {
-        let f: Vec<&str> = l.split_whitespace().collect();
-        f.len() > 3
-            && f[3] == "0A"
-            && f[1]
-                .rsplit(':')
-                .next()
-                .and_then(|h| u64::from_str_radix(h, 16).ok())
-                == Some(port)
+    // An agent on `::` (both families, its default) is listed in tcp6 only; the kubelet's
+    // httpGet to the pod's IPv4 address reaches it all the same.
+    ["tcp", "tcp6"].iter().any(|file| {
+        let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/net/{file}")) else {
+            return false;
+        };
+        text.lines().skip(1).any(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            f.len() > 3
+                && f[3] == "0A"
+                && f[1]
+                    .rsplit(':')
+                    .next()
+                    .and_then(|h| u64::from_str_radix(h, 16).ok())
+                    == Some(port)
+        })
     })
 }
 
