@@ -420,6 +420,13 @@ impl ProbeResult {
         }
     }
 
+    /// Failed while its agent was kept from running (`stalledMs`): its timer measured the
+    /// scheduler, not the path, so it is no attempt and never evidence.
+    #[must_use]
+    pub fn is_starved(&self) -> bool {
+        !self.outcome.is_ok() && self.stalled_ms.is_some()
+    }
+
     /// Got through on some attempts but not all: a lossy path, not a blocked one.
     #[must_use]
     pub fn is_intermittent(&self) -> bool {

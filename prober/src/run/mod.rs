@@ -350,13 +350,14 @@ fn to_dead_responder(p: &PlannedRef<'_>, dead: &BTreeMap<AgentRef, SocketAddr>) 
 
 /// A failure whose agent was kept from running while it waited, on every attempt: no
 /// measurement of the path, and never evidence.
-fn starved(p: &PlannedRef<'_>, result: &ProbeResult, ms: u32) -> (Option<Unknown>, ProbeResult) {
+fn starved(p: &PlannedRef<'_>, result: &ProbeResult) -> (Option<Unknown>, ProbeResult) {
+    let ms = result.stalled_ms.unwrap_or_default();
     let detail = format!(
         "not measured: agent {} was kept from running for {ms} ms while this probe waited (a starved node: a CPU hog, a throttled cgroup), so its {} measured the scheduler, not the network",
         p.from, result.outcome
     );
     let (why, mut r) = unknown(p, Unknown::Starved, detail);
-    r.stalled_ms = Some(ms);
+    r.stalled_ms = result.stalled_ms;
     (why, r)
 }
 
@@ -376,9 +377,10 @@ fn record_for(
         return unknown(p, Unknown::AgentFailed, detail);
     }
     if let Some(result) = result {
-        return match result.stalled_ms.filter(|_| !result.outcome.is_ok()) {
-            Some(ms) => starved(p, &result, ms),
-            None => (None, result),
+        return if result.is_starved() {
+            starved(p, &result)
+        } else {
+            (None, result)
         };
     }
     let (why, detail) = match agent_failed {

@@ -86,7 +86,7 @@ pub(super) async fn confirm_failures<R: Runtime + 'static>(
         .failed()
         .map(|(i, r)| {
             let t = Tally {
-                attempts: u32::from(!unmeasured(r)),
+                attempts: u32::from(!r.is_starved()),
                 ..Tally::default()
             };
             (i, t)
@@ -154,10 +154,10 @@ pub(super) async fn confirm_failures<R: Runtime + 'static>(
                     t.ok += 1;
                     results.put(*i, r);
                 }
-                Some(r) if !unmeasured(&r) => {
+                Some(r) if !r.is_starved() => {
                     t.attempts += 1;
                     // A measured failure stands for the path rather than a starved one.
-                    if results.result(*i).is_some_and(unmeasured) {
+                    if results.result(*i).is_some_and(ProbeResult::is_starved) {
                         results.put(*i, r);
                     }
                 }
@@ -180,12 +180,6 @@ pub(super) async fn confirm_failures<R: Runtime + 'static>(
         }
     }
     interrupted
-}
-
-/// A failure that timed out while its agent was kept from running (`stalledMs`): the agent's
-/// timer measured the scheduler, not the path.
-fn unmeasured(r: &ProbeResult) -> bool {
-    !r.outcome.is_ok() && r.stalled_ms.is_some()
 }
 
 /// Writes the tally on the result a path ends with, and says in its detail what it means.
