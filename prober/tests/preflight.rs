@@ -368,6 +368,7 @@ mod api {
             ttl: RUN_TTL.into(),
             cleanup_deadline: CLEANUP_DEADLINE,
             image_pull_secrets: Vec::new(),
+            host_port: None,
         };
         let cfg = RunConfig {
             probe_timeout: Duration::from_millis(200),
@@ -410,6 +411,8 @@ mod api {
             "GET /apis/apps/v1/namespaces/prober-system/daemonsets?&labelSelector=prober.io%2Frun";
         let want = [
             "GET /apis/apps/v1/namespaces/prober-system/daemonsets?&labelSelector=app.kubernetes.io%2Fname%3Dprober%2C%21prober.io%2Frun".to_string(),
+            // The other prober host agents' ports, in the namespace deploy/base grants.
+            "GET /apis/apps/v1/namespaces/prober-system/daemonsets?&labelSelector=app.kubernetes.io%2Fname%3Dprober".to_string(),
             "GET /api/v1/namespaces/prober-system".to_string(),
             format!("POST /api/v1/namespaces{pf}"),
             format!("POST /api/v1/namespaces/prober-system/serviceaccounts{pf}"),
@@ -419,8 +422,8 @@ mod api {
             runs.to_string(),
             "GET /api/v1/namespaces/prober-system/pods?&labelSelector=app.kubernetes.io%2Fname%3Dprober%2Cprober.io%2Frun%3Dr1&limit=500".to_string(),
             "GET /api/v1/namespaces/prober-system/events?&fieldSelector=type%3DWarning&limit=500".to_string(),
-            reqs[10].clone(),
             reqs[11].clone(),
+            reqs[12].clone(),
             exec("h-cp1"),
             exec("h-w1"),
             exec("h-w2"),
@@ -437,17 +440,17 @@ mod api {
         assert_eq!(reqs, want, "{reqs:#?}");
         // The watches, from the lists' versions (their timeouts follow the clock).
         assert!(
-            reqs[10].starts_with("GET /api/v1/namespaces/prober-system/pods?&watch=true&")
-                && reqs[10]
+            reqs[11].starts_with("GET /api/v1/namespaces/prober-system/pods?&watch=true&")
+                && reqs[11]
                     .ends_with("prober.io%2Frun%3Dr1&allowWatchBookmarks=true&resourceVersion=10"),
             "{}",
-            reqs[10]
+            reqs[11]
         );
         assert!(
-            reqs[11].starts_with("GET /api/v1/namespaces/prober-system/events?&watch=true&")
-                && reqs[11].ends_with("type%3DWarning&allowWatchBookmarks=true&resourceVersion=5"),
+            reqs[12].starts_with("GET /api/v1/namespaces/prober-system/events?&watch=true&")
+                && reqs[12].ends_with("type%3DWarning&allowWatchBookmarks=true&resourceVersion=5"),
             "{}",
-            reqs[11]
+            reqs[12]
         );
         // Only what matrix creates (its allow policy and two DaemonSets); nothing that names or
         // selects the candidate.

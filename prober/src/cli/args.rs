@@ -229,6 +229,12 @@ pub struct AgentArgs {
         value_delimiter = ','
     )]
     pub image_pull_secrets: Vec<String>,
+    /// The port this run's own host agents serve on (TCP and UDP, on each node's host
+    /// network). Default: 9917, or, when other live prober host agents (another run's, or
+    /// deploy/base's) hold it, the next port none of them holds. Where a firewall guards the
+    /// nodes, it must be open to the pod range for the pod-to-node probes.
+    #[arg(long, env = "PROBER_HOST_AGENT_PORT", value_parser = clap::value_parser!(u16).range(1..), conflicts_with = "use_existing")]
+    pub host_agent_port: Option<u16>,
 }
 
 impl AgentArgs {
@@ -245,6 +251,7 @@ impl AgentArgs {
             ttl: ttl.into(),
             cleanup_deadline,
             image_pull_secrets: self.image_pull_secrets.clone(),
+            host_port: self.host_agent_port,
         }
     }
 }

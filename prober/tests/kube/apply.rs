@@ -674,5 +674,6 @@ fn run_session() -> deploy::Session {
         ttl: "2h".into(),
         cleanup_deadline: std::time::Duration::from_secs(10),
         image_pull_secrets: Vec::new(),
+        host_port: None,
     }
 }

@@ -255,6 +255,11 @@ pub(crate) async fn deploy_mode(flavour: &'static str) -> Vec<Seen> {
     let raw = read(&client).await.unwrap();
     let inv = build(&raw).unwrap();
     assert!(!deploy::permanent(&client, "prober-system").await.unwrap());
+    // The host agents' port: the other prober agents' in the namespace deploy/base grants.
+    let holders = deploy::ports::holders(&client, "prober-system", Some("r1"))
+        .await
+        .unwrap();
+    assert!(holders.is_empty(), "{holders:?}");
     let mut made = Created::default();
     deploy::apply(&client, &spec, &mut made, &mut |_| {})
         .await

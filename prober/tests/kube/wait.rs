@@ -401,6 +401,28 @@ fn agents_that_never_became_ready_are_reported_with_the_reason() {
     assert!(deploy::agents::all_stuck_pulling(&pods, 6).is_none());
 }
 
+/// A host agent that crashed because its port was taken says so in plain words, from the
+/// agent's own typed line in its last log lines (`FallbackToLogsOnError`).
+#[test]
+fn a_crash_on_a_taken_port_says_the_port_is_in_use() {
+    let mut crashing = pod("h1", "w1", "host-agent", "r1", "CrashLoopBackOff", "");
+    crashing["status"]["containerStatuses"][0]["lastState"] = json!({"terminated": {
+        "exitCode": 2, "reason": "Error",
+        "message": "INFO serving\n{\"event\":\"portInUse\",\"protocol\":\"tcp\",\"port\":9917}\nprobe-pod serve: cannot listen on tcp [::]:9917: Address in use (os error 98)"}});
+    let pods: [k8s_openapi::api::core::v1::Pod; 1] = [serde_json::from_value(crashing).unwrap()];
+    let (_, missing) =
+        agents_from_pods(&pods, &["w1".to_string()], &deploy::agents::Why::default());
+    let host = missing.iter().find(|m| m.agent == AgentKind::Host).unwrap();
+    assert!(
+        host.detail
+            .starts_with("CrashLoopBackOff: port 9917/tcp is in use on this node")
+            && host.detail.contains("another prober run's host agents")
+            && host.detail.contains("--host-agent-port"),
+        "{}",
+        host.detail
+    );
+}
+
 #[tokio::test]
 async fn exec_goes_through_the_api_server_with_the_plan_command() {
     use probe_proto::Plan;

@@ -311,6 +311,11 @@ pub(crate) fn eventually(secs: u64, what: &str, mut done: impl FnMut() -> Option
 
 /// What a run left in the cluster and on the nodes: objects labelled with a run, and processes.
 pub(crate) fn leftovers(k: &KubeLab) -> Option<String> {
+    leftovers_beside(k, None)
+}
+
+/// [`leftovers`], but for the processes of `permanent`'s pods (deploy/base's agents there).
+pub(crate) fn leftovers_beside(k: &KubeLab, permanent: Option<&str>) -> Option<String> {
     let run_label = "prober.io/run";
     let mut left: Vec<String> = Vec::new();
     for plural in ["daemonsets", "serviceaccounts", "pods", "namespaces"] {
@@ -328,6 +333,7 @@ pub(crate) fn leftovers(k: &KubeLab) -> Option<String> {
         k.standin
             .running()
             .iter()
+            .filter(|r| Some(r.namespace.as_str()) != permanent)
             .map(|r| format!("process {} ({}) of pod {}", r.pid, r.what, r.pod)),
     );
     (!left.is_empty()).then(|| left.join(", "))

@@ -24,7 +24,7 @@ mod process;
 pub use controllers::apply_node_faults;
 use controllers::{controllers, involved, mark_deleted, write_event};
 pub use process::{argv, in_netns};
-use process::{listening, start};
+use process::{listening, start, termination_message};
 
 /// How often the loop looks, besides every change.
 const PERIOD: Duration = Duration::from_millis(200);
@@ -59,6 +59,8 @@ struct PodRun {
     restarts: u32,
     next_start: Option<Instant>,
     last_exit: Option<i32>,
+    /// The last termination's message (`FallbackToLogsOnError`: its log's tail).
+    last_message: Option<String>,
     ready: bool,
     /// Events already written for this pod, by reason.
     evented: BTreeSet<String>,
@@ -357,20 +359,17 @@ pub async fn finish_namespace(inner: &Arc<Inner>, ns: &str) {
     inner.changed();
 }
 
-fn container_status(
-    pod: &Value,
-    state: &Value,
-    ready: bool,
-    restarts: u32,
-    last: Option<i32>,
-) -> Value {
+fn container_status(pod: &Value, state: &Value, ready: bool, p: &PodRun) -> Value {
     let c = &pod["spec"]["containers"][0];
     let mut s = json!({"name": c["name"], "image": c["image"], "imageID": "",
-        "ready": ready, "restartCount": restarts, "started": state.get("running").is_some(),
+        "ready": ready, "restartCount": p.restarts, "started": state.get("running").is_some(),
         "state": state});
-    if let Some(code) = last {
+    if let Some(code) = p.last_exit {
         s["lastState"] = json!({"terminated": {"exitCode": code,
             "reason": if code == 0 { "Completed" } else { "Error" }}});
+        if let Some(m) = &p.last_message {
+            s["lastState"]["terminated"]["message"] = json!(m);
+        }
     }
     json!([s])
 }
@@ -383,7 +382,7 @@ fn waiting(pod: &Value, reason: &str, message: &str, p: &PodRun, host_ip: Ipv4Ad
     json!({"phase": "Pending", "hostIP": host_ip.to_string(),
         "conditions": [{"type": "PodScheduled", "status": "True"},
                        {"type": "Ready", "status": "False", "reason": "ContainersNotReady"}],
-        "containerStatuses": container_status(pod, &json!({"waiting": w}), false, p.restarts, p.last_exit)})
+        "containerStatuses": container_status(pod, &json!({"waiting": w}), false, p)})
 }
 
 /// Whether a hostPath volume's path exists under the node's root as its `type` requires, as
@@ -452,6 +451,7 @@ fn kubelet_step(inner: &Arc<Inner>, pod: &Value, held: &Held, node: &str) -> Opt
         restarts: 0,
         next_start: None,
         last_exit: None,
+        last_message: None,
         ready: false,
         evented: BTreeSet::new(),
     });
@@ -561,6 +561,9 @@ fn kubelet_step(inner: &Arc<Inner>, pod: &Value, held: &Held, node: &str) -> Opt
         p.child = None;
         p.ready = false;
         p.last_exit = Some(exit.code().unwrap_or(137));
+        p.last_message = p
+            .last_exit
+            .and_then(|code| termination_message(inner, pod, code));
         let policy = pod["spec"]["restartPolicy"].as_str().unwrap_or("Always");
         let restart = policy == "Always" || (policy == "OnFailure" && !exit.success());
         if restart {
@@ -631,6 +634,6 @@ fn kubelet_step(inner: &Arc<Inner>, pod: &Value, held: &Held, node: &str) -> Opt
                        {"type": "ContainersReady", "status": ready},
                        {"type": "Ready", "status": ready}],
         "containerStatuses": container_status(pod,
-            &json!({"running": {"startedAt": p.started_at}}), p.ready, p.restarts, p.last_exit),
+            &json!({"running": {"startedAt": p.started_at}}), p.ready, p),
     }))
 }

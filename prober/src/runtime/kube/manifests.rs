@@ -71,6 +71,11 @@ pub struct AgentSpec {
     /// Secrets the kubelet pulls the image with (`--image-pull-secret`), in the agents'
     /// namespace.
     pub image_pull_secrets: Vec<String>,
+    /// The port the host agents serve on (TCP and UDP, on each node's host network): the
+    /// agent's default, or another one so that this run's host agents do not collide with
+    /// other prober agents on the same nodes (`--host-agent-port`). The pod agents, each in
+    /// its own network namespace, keep the default.
+    pub host_port: u16,
 }
 
 impl Default for AgentSpec {
@@ -84,6 +89,7 @@ impl Default for AgentSpec {
             tunnel: None,
             expires: None,
             image_pull_secrets: Vec::new(),
+            host_port: probe_proto::DEFAULT_AGENT_PORT,
         }
     }
 }
@@ -184,7 +190,7 @@ fn resources() -> ResourceRequirements {
     }
 }
 
-fn args(spec: &AgentSpec, extra: &[&str]) -> Vec<String> {
+fn args(spec: &AgentSpec, extra: &[impl ToString]) -> Vec<String> {
     let mut a = vec!["serve".to_string()];
     a.extend(extra.iter().map(ToString::to_string));
     if let Some((flag, port)) = &spec.tunnel {
@@ -203,6 +209,16 @@ fn args(spec: &AgentSpec, extra: &[&str]) -> Vec<String> {
         ]);
     }
     a
+}
+
+/// `--port` for the host agents on another port than the default (none for the default, so
+/// that `deploy/base` stays as it is).
+fn host_port_args(spec: &AgentSpec) -> Vec<String> {
+    if spec.host_port == probe_proto::DEFAULT_AGENT_PORT {
+        Vec::new()
+    } else {
+        vec!["--port".into(), spec.host_port.to_string()]
+    }
 }
 
 /// Mounts the host's `path` read-only at `/host<at>`: where the node checks look, whatever
@@ -227,11 +243,11 @@ fn host_path(name: &str, path: &str, at: &str, kind: &str) -> (Volume, VolumeMou
 }
 
 /// Ready means answering: the kubelet asks the agent's own `/healthz` on its probe port.
-fn readiness() -> Probe {
+fn readiness(port: u16) -> Probe {
     Probe {
         http_get: Some(HTTPGetAction {
             path: Some("/healthz".into()),
-            port: IntOrString::Int(i32::from(probe_proto::DEFAULT_AGENT_PORT)),
+            port: IntOrString::Int(i32::from(port)),
             ..HTTPGetAction::default()
         }),
         period_seconds: Some(2),
@@ -358,14 +374,15 @@ pub fn host_daemonset(spec: &AgentSpec) -> DaemonSet {
     let container = Container {
         name: "probe-pod".into(),
         image: Some(spec.image.clone()),
-        args: Some(args(spec, &[])),
+        args: Some(args(spec, &host_port_args(spec))),
         // No container port: on the host network the API server makes every container port a
         // host port (`defaultHostNetworkPorts`, kubernetes/kubernetes
         // `pkg/apis/core/v1/defaults.go`), and the scheduler then keeps any other pod with
         // that host port off the node: a leftover or concurrent run's host agents would stay
-        // Pending everywhere. The port is the agent's default, as `agent_port` reads it.
+        // Pending everywhere. The port is `--port` (or the agent's default), as `agent_port`
+        // reads it.
         ports: None,
-        readiness_probe: Some(readiness()),
+        readiness_probe: Some(readiness(spec.host_port)),
         termination_message_policy: Some(TERMINATION_MESSAGE_POLICY.into()),
         resources: Some(resources()),
         volume_mounts: Some(mounts.iter().map(|(_, m)| m.clone()).collect()),
@@ -415,7 +432,7 @@ pub fn pod_daemonset(spec: &AgentSpec) -> DaemonSet {
         image: Some(spec.image.clone()),
         args: Some(args(spec, &["--sniff", "never"])),
         ports: Some(ports()),
-        readiness_probe: Some(readiness()),
+        readiness_probe: Some(readiness(probe_proto::DEFAULT_AGENT_PORT)),
         termination_message_policy: Some(TERMINATION_MESSAGE_POLICY.into()),
         resources: Some(resources()),
         security_context: Some(SecurityContext {

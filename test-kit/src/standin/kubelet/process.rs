@@ -91,11 +91,7 @@ pub(super) fn start(inner: &Inner, pod: &Value, netns: &str) -> Result<Child, St
     let uid = c["securityContext"]["runAsUser"]
         .as_u64()
         .or_else(|| pod["spec"]["securityContext"]["runAsUser"].as_u64());
-    let log = inner.config.dir.join("logs").join(format!(
-        "{}_{}.log",
-        pod["metadata"]["namespace"].as_str().unwrap_or_default(),
-        pod["metadata"]["name"].as_str().unwrap_or_default()
-    ));
+    let log = log_path(inner, pod);
     let file = std::fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
     let err = file.try_clone().map_err(|e| e.to_string())?;
     let mut cmd = in_netns(netns, uid, &argv(inner, &command));
@@ -108,4 +104,36 @@ pub(super) fn start(inner: &Inner, pod: &Value, netns: &str) -> Result<Child, St
     cmd.stdin(Stdio::null()).stdout(file).stderr(err);
     cmd.spawn()
         .map_err(|e| format!("cannot start {command:?}: {e}"))
+}
+
+/// Where the pod's container writes its standard output and error.
+fn log_path(inner: &Inner, pod: &Value) -> std::path::PathBuf {
+    inner.config.dir.join("logs").join(format!(
+        "{}_{}.log",
+        pod["metadata"]["namespace"].as_str().unwrap_or_default(),
+        pod["metadata"]["name"].as_str().unwrap_or_default()
+    ))
+}
+
+/// The kubelet's termination message of a container that failed under
+/// `terminationMessagePolicy: FallbackToLogsOnError`: the tail of its log, at most
+/// `MaxContainerTerminationMessageLogLines` (80) lines and `MaxContainerTerminationMessageLogLength`
+/// (2,048) bytes, the end kept (kubernetes/kubernetes `pkg/kubelet/kuberuntime/kuberuntime_container.go`,
+/// `readLastStringFromContainerLogs`; the limits in `pkg/kubelet/container/runtime.go`). Only on
+/// a failure (a non-zero exit), and none under the default policy.
+pub(super) fn termination_message(inner: &Inner, pod: &Value, exit: i32) -> Option<String> {
+    const LINES: usize = 80;
+    const BYTES: usize = 2048;
+    let c = &pod["spec"]["containers"][0];
+    if exit == 0 || c["terminationMessagePolicy"] != "FallbackToLogsOnError" {
+        return None;
+    }
+    let text = std::fs::read_to_string(log_path(inner, pod)).ok()?;
+    let lines: Vec<&str> = text.lines().collect();
+    let tail = lines[lines.len().saturating_sub(LINES)..].join("\n");
+    let mut start = tail.len().saturating_sub(BYTES);
+    while !tail.is_char_boundary(start) {
+        start += 1;
+    }
+    Some(tail[start..].to_string())
 }

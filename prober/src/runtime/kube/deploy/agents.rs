@@ -28,7 +28,17 @@ pub struct AgentPod {
 /// install may have changed any of them.
 #[must_use]
 pub fn agent_port(p: &Pod) -> u16 {
-    let containers = p.spec.as_ref().map_or(&[][..], |s| s.containers.as_slice());
+    template_port(p.spec.as_ref())
+}
+
+/// [`agent_port`] of the pods a `DaemonSet` makes, read from its pod template.
+#[must_use]
+pub fn daemonset_port(d: &k8s_openapi::api::apps::v1::DaemonSet) -> u16 {
+    template_port(d.spec.as_ref().and_then(|s| s.template.spec.as_ref()))
+}
+
+fn template_port(spec: Option<&k8s_openapi::api::core::v1::PodSpec>) -> u16 {
+    let containers = spec.map_or(&[][..], |s| s.containers.as_slice());
     let named = |c: &&k8s_openapi::api::core::v1::Container| {
         c.ports
             .iter()
@@ -155,12 +165,33 @@ fn last_crash(p: &Pod) -> Option<String> {
     statuses(p).find_map(|c| {
         let t = c.last_state.as_ref()?.terminated.as_ref()?;
         let message = t.message.as_deref().unwrap_or_default().trim();
+        if let Some(said) = port_in_use(message) {
+            return Some(said);
+        }
         let reason = t.reason.as_deref().unwrap_or("Error");
         Some(said(
             format!("it exited with {} ({reason})", t.exit_code),
             message,
         ))
     })
+}
+
+/// A crash because the agent's port was taken, in plain words, from the agent's own typed line
+/// (`probe_proto::ServeEvent::PortInUse`) among its last log lines.
+fn port_in_use(message: &str) -> Option<String> {
+    message
+        .lines()
+        .find_map(|l| match probe_proto::ServeEvent::parse(l)? {
+            probe_proto::ServeEvent::PortInUse { protocol, port } => Some(format!(
+                "port {port}/{} is in use on this node (most likely another prober \
+                 run's host agents, or deploy/base's; else another program): this run's agent \
+                 cannot listen there; pass --host-agent-port with a free port",
+                match protocol {
+                    probe_proto::Transport::Tcp => "tcp",
+                    probe_proto::Transport::Udp => "udp",
+                }
+            )),
+        })
 }
 
 /// Why a pod is not ready, in the words `kubectl get pods` would use, or its warning event's

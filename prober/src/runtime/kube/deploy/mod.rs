@@ -5,6 +5,7 @@
 
 pub mod agents;
 mod cleanup;
+pub mod ports;
 pub mod runs;
 pub mod session;
 pub mod wait;
@@ -57,6 +58,11 @@ pub enum DeployError {
         run: String,
         until: String,
     },
+    #[error(
+        "port {port} is held on the nodes by {by}: host agents of this run could not listen \
+         there; pass another --host-agent-port, or none to have a free one chosen"
+    )]
+    PortHeld { port: u16, by: String },
     #[error(
         "--use-existing: no permanent agents in namespace {namespace} (DaemonSets labelled \
          app.kubernetes.io/name=prober without a run label); install them with \

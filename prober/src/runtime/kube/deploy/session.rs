@@ -34,6 +34,9 @@ pub struct Session {
     pub cleanup_deadline: Duration,
     /// Secrets the kubelet pulls the agents' image with (`--image-pull-secret`).
     pub image_pull_secrets: Vec<String>,
+    /// The port this run's own host agents serve on (`--host-agent-port`); `None`: the
+    /// default, or the first one no other live prober host agents hold.
+    pub host_port: Option<u16>,
 }
 
 /// Why a session ended without the body's answer.
@@ -84,7 +87,17 @@ where
             "using the permanent agents in {namespace} (as with --use-existing); this run creates and removes nothing"
         ));
     }
+    let host_port = if existing {
+        if s.host_port.is_some() {
+            note("--host-agent-port: the permanent agents serve on their own port".into());
+        }
+        probe_proto::DEFAULT_AGENT_PORT
+    } else {
+        let holders = super::ports::holders(client, &namespace, Some(&s.run_id)).await?;
+        super::ports::choose(s.host_port, &holders, note)?
+    };
     let spec = AgentSpec {
+        host_port,
         namespace,
         image: s.image.clone(),
         ttl: (!existing).then(|| s.ttl.clone()),
