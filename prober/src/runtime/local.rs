@@ -78,15 +78,15 @@ impl Runtime for Local {
             child.stdout.take().expect("piped"),
             child.stderr.take(),
         );
+        let progress = super::clock::Progress::default();
+        let stdout = progress.watch(stdout);
         let work = async {
             let talk = super::converse(stdin, stdout, stderr, &text, &results).await;
             (talk, child.wait().await)
         };
-        let Ok((talk, status)) = tokio::time::timeout(deadline, work).await else {
-            return Err(RuntimeError::Deadline {
-                command,
-                secs: deadline.as_secs(),
-            });
+        let (talk, status) = match super::clock::within(deadline, &progress, work).await {
+            Ok(done) => done,
+            Err(cut) => return Err(cut.error(command)),
         };
         if let Err(e) = talk.read {
             return Err(e.of(&command));

@@ -2,6 +2,7 @@
 //! run `<exec prefix> probe-pod probe --plan -`, write the plan to stdin, read one JSON result per
 //! line from stdout. Only the way a command reaches the agent differs.
 
+pub mod clock;
 pub mod kube;
 pub mod local;
 pub mod split;
@@ -39,6 +40,15 @@ pub enum RuntimeError {
     },
     #[error("`{command}` did not finish within {secs} s")]
     Deadline { command: String, secs: u64 },
+    #[error(
+        "`{command}` stopped sending results: none for {quiet} s past its deadline (cut after \
+         {secs} s; the results read before it are kept)"
+    )]
+    Stalled {
+        command: String,
+        quiet: u64,
+        secs: u64,
+    },
     #[error("`{command}`: {message}")]
     Protocol { command: String, message: String },
     #[error("`{command}`: {source}")]

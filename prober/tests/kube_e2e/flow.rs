@@ -280,3 +280,23 @@ fn missing_agents_are_explained_by_their_nodes_and_pods_events() {
     );
     nothing_left(&k);
 }
+
+/// A result stream passed on slowly (a big matrix, a slow coordinator): the session lives past
+/// its deadline (here the plan's 1.2 s plus 10 s) while results keep arriving, and every agent's
+/// results are kept.
+#[test]
+fn a_slow_result_stream_that_keeps_flowing_outlives_the_session_deadline() {
+    let Some(k) = KubeLab::up("ke2w", "tests/scenarios/healthy.yaml", None) else {
+        return;
+    };
+    k.standin
+        .faults(|f| f.exec_slow = Some((48, Duration::from_millis(200))));
+    let started = Instant::now();
+    let out = matrix_cmd(&k, "60s", None)
+        .args(["--timeout", "100ms"])
+        .output()
+        .unwrap();
+    eprintln!("the slowed run took {:?}", started.elapsed());
+    no_agent_missing(&out);
+    nothing_left(&k);
+}

@@ -118,6 +118,7 @@ pub fn upgrade(
         .clone()
         .filter(|(n, _)| *n == node)
         .map(|(_, bytes)| bytes);
+    let slow = lock(&inner.faults).exec_slow;
     let on = hyper::upgrade::on(&mut req);
     tokio::spawn(async move {
         let Ok(upgraded) = on.await else { return };
@@ -136,7 +137,7 @@ pub fn upgrade(
             &command,
             streams,
             protocol == V5,
-            cut,
+            (cut, slow),
         ))
         .await;
     });
@@ -182,6 +183,22 @@ fn frame(channel: u8, data: &[u8]) -> Message {
 
 type Ws = tokio_tungstenite::WebSocketStream<TokioIo<hyper::upgrade::Upgraded>>;
 
+/// Sends stdout bytes on channel 1: at once, or (`slow`: N bytes, D) N bytes every D.
+async fn send_stdout(
+    sink: &mut futures_util::stream::SplitSink<Ws, Message>,
+    bytes: &[u8],
+    slow: Option<(usize, Duration)>,
+) -> Result<(), tokio_tungstenite::tungstenite::Error> {
+    let Some((piece, every)) = slow else {
+        return sink.send(frame(1, bytes)).await;
+    };
+    for chunk in bytes.chunks(piece.max(1)) {
+        tokio::time::sleep(every).await;
+        sink.send(frame(1, chunk)).await?;
+    }
+    Ok(())
+}
+
 #[allow(clippy::too_many_arguments)]
 async fn session(
     inner: &Arc<Inner>,
@@ -192,7 +209,7 @@ async fn session(
     command: &[String],
     (stdin_on, stdout_on, stderr_on): (bool, bool, bool),
     v5: bool,
-    cut: Option<usize>,
+    (cut, slow): (Option<usize>, Option<(usize, Duration)>),
 ) {
     // The stub's exec round trip: the session opens only after it.
     if let Some(stub) = inner.config.stub {
@@ -261,7 +278,7 @@ async fn session(
                         cut_off = true;
                     }
                     sent += n;
-                    if stdout_on && n > 0 && sink.send(frame(1, &out_buf[..n])).await.is_err() {
+                    if stdout_on && n > 0 && send_stdout(&mut sink, &out_buf[..n], slow).await.is_err() {
                         break;
                     }
                     if cut_off {

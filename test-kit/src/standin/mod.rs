@@ -102,6 +102,9 @@ pub struct Faults {
     pub sandbox: BTreeSet<String>,
     /// An exec into a pod on this node loses its connection after this many stdout bytes.
     pub exec_cut: Option<(String, usize)>,
+    /// (N, D): every exec's stdout leaves in pieces of at most N bytes, one every D (a slow
+    /// link, or an API server and coordinator slow to pass a big result stream on).
+    pub exec_slow: Option<(usize, Duration)>,
     /// Every write (create, patch, delete) is answered only after this long (a slow etcd).
     pub slow_writes: Option<Duration>,
     /// The server speaks only `v4.channel.k8s.io` on exec (an API server before 1.30).

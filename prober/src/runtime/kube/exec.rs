@@ -159,6 +159,7 @@ impl Runtime for KubeExec {
             .stdout(true)
             .stderr(true);
         let deadline = crate::runtime::session_deadline(&plan);
+        let progress = crate::runtime::clock::Progress::default();
         drop(plan);
         let protocol = |message: String| RuntimeError::Protocol {
             command: command.clone(),
@@ -182,7 +183,8 @@ impl Runtime for KubeExec {
             let status = proc
                 .take_status()
                 .ok_or_else(|| protocol("no status channel".into()))?;
-            let talk = crate::runtime::converse(stdin, stdout, stderr, &text, &results);
+            let talk =
+                crate::runtime::converse(stdin, progress.watch(stdout), stderr, &text, &results);
             let (talk, ended) = supervise(talk, proc.join(), status).await;
             let stderr = talk.as_ref().map(|t| t.stderr.clone()).unwrap_or_default();
             let unreadable = talk.as_ref().is_some_and(|t| t.read.is_err());
@@ -216,12 +218,9 @@ impl Runtime for KubeExec {
                 ))),
             }
         };
-        match tokio::time::timeout(deadline, work).await {
+        match crate::runtime::clock::within(deadline, &progress, work).await {
             Ok(r) => r,
-            Err(_) => Err(RuntimeError::Deadline {
-                command,
-                secs: deadline.as_secs(),
-            }),
+            Err(cut) => Err(cut.error(command)),
         }
     }
 }
