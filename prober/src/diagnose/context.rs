@@ -51,11 +51,6 @@ pub(super) type Ends = (PathClass, Option<u32>, Dest, Family);
 pub(super) struct PodsOk(HashSet<(u32, Family)>);
 
 impl PodsOk {
-    /// The node's pods got something through in some family.
-    pub(super) fn contains(&self, n: u32) -> bool {
-        self.0.contains(&(n, Family::Ipv4)) || self.0.contains(&(n, Family::Ipv6))
-    }
-
     /// The node's pods got something through over `family`.
     pub(super) fn in_family(&self, n: u32, family: Family) -> bool {
         self.0.contains(&(n, family))
