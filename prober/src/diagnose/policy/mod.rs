@@ -388,6 +388,8 @@ pub(super) enum Cond {
     LocalNet(Vec<Cidr>),
     /// The flow's transport.
     Protocol(Protocol),
+    /// The flow's IP family: IPv6 (`true`) or IPv4 (Calico's `ipVersion`).
+    Ipv6(bool),
     /// Any of these ports.
     Ports(Vec<PortSpec>),
 }
@@ -418,6 +420,7 @@ impl Cond {
             Self::PeerEntity(e) => cilium::entity(e, &flow.peer),
             Self::LocalNet(nets) => Tri::from_bool(nets.iter().any(|n| n.contains(flow.ip))),
             Self::Protocol(p) => Tri::from_bool(flow.protocol == *p),
+            Self::Ipv6(six) => Tri::from_bool(flow.ip.is_ipv6() == *six),
             Self::Ports(specs) => Tri::any(specs.iter().map(|s| port(s, flow, agents))),
         }
     }

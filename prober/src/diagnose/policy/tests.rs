@@ -636,3 +636,32 @@ fn cilium_world_of_one_family_is_the_outside_addresses_of_that_family() {
         );
     }
 }
+
+#[test]
+fn a_calico_rule_of_one_ip_version_judges_that_familys_flows_only() {
+    // The same probe into n2's pod agent from n1's, over IPv6.
+    let v6_in = Flow {
+        ip: "fd00:10:244:2::2".parse().unwrap(),
+        ..tcp_in(Peer::Agent {
+            node: "n1".into(),
+            ip: "fd00:10:244:1::2".parse().unwrap(),
+        })
+    };
+    for (version, v4_denied, v6_denied) in [(4, true, false), (6, false, true)] {
+        let one = CALICO_DENY_PORT.replace(
+            "    protocol: TCP\n",
+            &format!("    protocol: TCP\n    ipVersion: {version}\n"),
+        );
+        let p = policies(&[&one]);
+        assert_eq!(
+            denied_by(&p.verdict(&tcp_in(agent("n1", 1)))).is_some(),
+            v4_denied,
+            "ipVersion {version}, IPv4"
+        );
+        assert_eq!(
+            denied_by(&p.verdict(&v6_in)).is_some(),
+            v6_denied,
+            "ipVersion {version}, IPv6"
+        );
+    }
+}
