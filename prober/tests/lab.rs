@@ -98,6 +98,7 @@ scenarios! {
     overlay_calico_vxlan_healthy => "tests/scenarios/overlay-calico-vxlan-healthy.yaml",
     overlay_geneve_host => "tests/scenarios/overlay-geneve-host.yaml",
     overlay_wireguard_zones => "tests/scenarios/overlay-wireguard-zones.yaml",
+    faults_dual_stack_host_drop_agent_port => "tests/scenarios/faults/dual-stack-host-drop-agent-port.yaml",
     faults_host_drop_agent_port => "tests/scenarios/faults/host-drop-agent-port.yaml",
     faults_host_drop_vxlan => "tests/scenarios/faults/host-drop-vxlan.yaml",
     faults_kube_proxy_missing => "tests/scenarios/faults/kube-proxy-missing.yaml",
