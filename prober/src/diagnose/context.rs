@@ -51,11 +51,6 @@ pub(super) type Ends = (PathClass, Option<u32>, Dest, Family);
 pub(super) struct PodsOk(HashSet<(u32, Family)>);
 
 impl PodsOk {
-    /// The node's pods got something through in some family.
-    pub(super) fn contains(&self, n: u32) -> bool {
-        self.0.contains(&(n, Family::Ipv4)) || self.0.contains(&(n, Family::Ipv6))
-    }
-
     /// The node's pods got something through over `family`.
     pub(super) fn in_family(&self, n: u32, family: Family) -> bool {
         self.0.contains(&(n, family))
@@ -169,12 +164,13 @@ impl<'a> Ctx<'a> {
             .iter()
             .flat_map(|d| d.endpoints.iter())
             .filter_map(|e| {
-                let IpAddr::V4(ip) = e.ip() else { return None };
                 inv.nodes
                     .iter()
-                    .position(|n| n.holds_pod_ip(ip))
+                    .position(|n| n.holds_pod_ip(e.ip()))
                     .and_then(|i| u32::try_from(i).ok())
             })
+            .collect::<std::collections::BTreeSet<u32>>()
+            .into_iter()
             .collect();
         let mode = inv.cluster.overlay.as_ref().map(Overlay::mode);
         let overlay_name = match mode {
@@ -457,8 +453,8 @@ pub(super) fn list(ctx: &Ctx<'_>, nodes: &[u32]) -> Vec<String> {
     nodes.iter().map(|&n| ctx.name(n).to_string()).collect()
 }
 
-/// Each node's host address per family: the inventory's (IPv4), then every address a probe to
-/// the node's host went to (the IPv6 ones the inventory may not list).
+/// Each node's host address per family: the inventory's (an IPv6-only node has no IPv4 one),
+/// then every address a probe to the node's host went to (those the inventory may not list).
 fn host_addrs(
     inv: &Inventory,
     results: &Results,
@@ -468,7 +464,7 @@ fn host_addrs(
         .nodes
         .iter()
         .zip(0u32..)
-        .map(|(n, i)| ((i, Family::Ipv4), IpAddr::V4(n.address)))
+        .flat_map(|(n, i)| n.ips().map(move |a| ((i, Family::of(a)), a)))
         .collect();
     for r in results {
         if r.to.agent == Some(AgentKind::Host)

@@ -4,8 +4,9 @@
 //! overlay`, `--paths dns`) names the port that fails instead.
 
 use std::collections::HashSet;
+use std::net::IpAddr;
 
-use crate::model::{PathClass, Protocol};
+use crate::model::{Family, PathClass, Protocol};
 
 use super::context::{Ctx, failed};
 use super::finding::{Finding, Partition, PartitionState, Severity};
@@ -66,7 +67,13 @@ pub(super) fn unreachable_nodes(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) 
                 "{name} is cut off{peers}: no probe to or from it gets through on any port (the node is down, partitioned, or dropping everything)"
             ),
         );
-        f.fix.push(format!("check that {name} is up and that its uplink and the network around it pass traffic at all (ping {})", ctx.inv.nodes[x].address));
+        // Its address of the first family it has (an IPv6-only node has no IPv4 one).
+        let ping = match Family::ALL.into_iter().find_map(|f| ctx.host_addr(x32, f)) {
+            Some(a @ IpAddr::V6(_)) => format!(" (ping -6 {a})"),
+            Some(a) => format!(" (ping {a})"),
+            None => String::new(),
+        };
+        f.fix.push(format!("check that {name} is up and that its uplink and the network around it pass traffic at all{ping}"));
         ctx.emit(findings, f, &ev, &cons);
     }
 }

@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use probe_proto::Outcome;
 
-use crate::model::PathClass;
+use crate::model::{Family, PathClass};
 
 use super::context::{Ctx, failed};
 use super::finding::{Dns, DnsState, Finding, Severity};
@@ -59,15 +59,38 @@ pub(super) fn dns(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
         ctx.emit(findings, f, &idx, &[]);
     }
     if !silent.is_empty() {
+        // Silent over one family of a dual-stack run while the other's queries are answered:
+        // the DNS servers or their Service do not serve that family.
+        let family = ctx
+            .family_of(silent.iter().copied())
+            .filter(|f| ctx.dual_stack && answered(ctx, f.other()));
+        let summary = match family {
+            Some(f) => format!(
+                "cluster DNS does not answer over {f} while {} queries are answered, and the paths to it are not known to be blocked: the DNS pods or the kube-dns Service do not serve {f}",
+                f.other()
+            ),
+            None => "cluster DNS does not answer although the paths to it are not known to be blocked: the DNS pods may be down or not listening".into(),
+        };
         let mut f = Finding::new(
             Dns {
                 state: DnsState::NoAnswer,
                 nodes: Vec::new(),
             },
             Severity::Error,
-            "cluster DNS does not answer although the paths to it are not known to be blocked: the DNS pods may be down or not listening",
+            summary,
         );
         f.fix.push("kubectl -n kube-system get pods -l k8s-app=kube-dns -o wide; kubectl -n kube-system logs -l k8s-app=kube-dns".into());
+        if family == Some(Family::Ipv6) {
+            f.fix.push("kubectl -n kube-system get service kube-dns -o jsonpath='{.spec.ipFamilies} {.spec.clusterIPs}' (an IPv6 ClusterIP, and the DNS pods' IPv6 addresses in its EndpointSlices); the DNS pods must listen on [::]:53 (CoreDNS: no bind plugin limiting it to an IPv4 address)".into());
+        }
+        f.family = family;
         ctx.emit(findings, f, &silent, &[]);
     }
+}
+
+/// Whether some DNS query over `family` got an answer.
+fn answered(ctx: &Ctx<'_>, family: Family) -> bool {
+    ctx.results
+        .iter()
+        .any(|r| r.path == PathClass::Dns && r.result.outcome.is_ok() && r.to.family() == family)
 }

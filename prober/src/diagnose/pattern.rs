@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::{Direction, Protocol};
+use crate::model::{Direction, Family, Protocol};
 
 use super::finding::{Finding, Hop, Kind, Severity, State, is_known_state, places_text};
 
@@ -49,6 +49,9 @@ pub struct FindingPattern {
     /// The hop where the packets died: `{after: ADDRESS, hops: N}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hop: Option<Hop>,
+    /// The one IP family the finding's cause holds over (`ipv6`: over IPv6 only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub family: Option<Family>,
 }
 
 /// A pattern's `state`, refused unless it is one of the states the diagnosis writes.
@@ -96,6 +99,7 @@ impl FindingPattern {
             && set(self.nodes.as_ref(), facts.nodes())
             && same(self.inferred.as_ref(), Some(&facts.inferred()))
             && same(self.hop.as_ref(), facts.hop())
+            && same(self.family.as_ref(), f.family.as_ref())
     }
 
     /// Whether the pattern names no field (it would match every finding).
@@ -130,12 +134,15 @@ mod tests {
             Severity::Error,
             "x",
         );
+        let mut f = f;
+        f.family = Some(Family::Ipv6);
         for yes in [
             "{kind: firewall-gap}",
             "{kind: firewall-gap, protocol: udp, port: 8472, to: [n2, n1], direction: both}",
             "{severity: error, where: network, from: [n3]}",
             "{nodes: []}",
             "{inferred: false}",
+            "{kind: firewall-gap, family: ipv6}",
         ] {
             assert!(pattern(yes).matches(&f), "{yes} should match {f:?}");
         }
@@ -152,6 +159,7 @@ mod tests {
             "{nodes: [n1]}",
             "{inferred: true}",
             "{hop: {after: 192.168.64.2, hops: 2}}",
+            "{family: ipv4}",
         ] {
             assert!(!pattern(no).matches(&f), "{no} should not match {f:?}");
         }

@@ -202,3 +202,4 @@ mod router_reject;
 mod selective_refusal;
 mod starved;
 mod unexplained;
+mod unread_policy;

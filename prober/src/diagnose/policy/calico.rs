@@ -152,15 +152,19 @@ fn rule(
         Some("Log") => Action::Log,
         other => return Err(format!("action {other:?} cannot be evaluated")),
     };
-    for field in ["http", "ipVersion"] {
-        if field == "ipVersion" && r.get(field).and_then(Value::as_u64) == Some(4) {
-            continue;
-        }
-        if r.get(field).is_some_and(|v| !v.is_null()) {
-            return Err(format!("{field} cannot be evaluated"));
-        }
+    if r.get("http").is_some_and(|v| !v.is_null()) {
+        return Err("http cannot be evaluated".into());
     }
     let mut all = Vec::new();
+    // A rule of one IP version matches the flows of that family only.
+    match r.get("ipVersion").filter(|v| !v.is_null()) {
+        None => {}
+        Some(v) => match v.as_u64() {
+            Some(4) => all.push(Cond::Ipv6(false)),
+            Some(6) => all.push(Cond::Ipv6(true)),
+            _ => return Err(format!("ipVersion {v} is neither 4 nor 6")),
+        },
+    }
     let proto = |v: &Value| match v
         .as_str()
         .map(str::to_string)

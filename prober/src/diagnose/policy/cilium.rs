@@ -53,7 +53,10 @@ fn selector(v: &Value, field: &str) -> Result<LabelSelector, String> {
 pub(super) fn entity(name: &str, peer: &Peer) -> Tri {
     let yes = match name {
         "all" => true,
-        "world" | "world-ipv4" => matches!(peer, Peer::Outside { .. }),
+        "world" => matches!(peer, Peer::Outside { .. }),
+        // Cilium's world of one family: outside addresses of that family only.
+        "world-ipv4" => matches!(peer, Peer::Outside { ip, .. } if ip.is_ipv4()),
+        "world-ipv6" => matches!(peer, Peer::Outside { ip, .. } if ip.is_ipv6()),
         "cluster" => !matches!(peer, Peer::Outside { .. }),
         "host" => matches!(peer, Peer::Host { local: true, .. }),
         "remote-node" => matches!(peer, Peer::Host { local: false, .. }),
@@ -67,7 +70,7 @@ pub(super) fn entity(name: &str, peer: &Peer) -> Tri {
                 ..
             }
         ),
-        "world-ipv6" | "health" | "init" | "unmanaged" | "ingress" => false,
+        "health" | "init" | "unmanaged" | "ingress" => false,
         other => return Tri::Unknown(format!("the entity {other:?} cannot be evaluated")),
     };
     Tri::from_bool(yes)

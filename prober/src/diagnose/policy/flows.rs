@@ -3,11 +3,11 @@
 //! Service's probe reaches one of its backends (policies judge the translated address): each
 //! backend is a route. Probes between host agents make no flow (no pod policy sees them).
 
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::IpAddr;
 
 use super::{Dir, Flow, Peer};
 use crate::inventory::Inventory;
-use crate::model::{AgentKind, AgentRef, PathClass, Protocol, Target};
+use crate::model::{AgentKind, AgentRef, Family, PathClass, Protocol, Target};
 
 /// One way a probe can go: every flow on it must be allowed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -15,20 +15,21 @@ pub struct Route {
     pub flows: Vec<Flow>,
 }
 
-/// The routes of one planned probe; empty when no pod policy sees it.
+/// The routes of one planned probe; empty when no pod policy sees it. A probe of one family
+/// sees the agents, nodes and backends in that family (policies judge IPv6 flows by IPv6
+/// addresses).
 #[must_use]
 pub fn routes(inv: &Inventory, path: PathClass, from: &AgentRef, to: &Target) -> Vec<Route> {
     if path == PathClass::NodeConfig {
         return Vec::new();
     }
-    let IpAddr::V4(address) = to.address else {
-        return Vec::new();
-    };
+    let address = to.address;
+    let family = Family::of(address);
     let node = |name: &str| inv.nodes.iter().find(|n| n.name == name);
     let pod_ip = |name: &str| {
         node(name)
             .and_then(|n| n.agents.pod.as_ref())
-            .map(|a| a.address)
+            .and_then(|a| a.ip(family))
     };
     let mut out = Vec::new();
     for (peer, port) in backends(inv, from, to, address) {
@@ -52,17 +53,17 @@ pub fn routes(inv: &Inventory, path: PathClass, from: &AgentRef, to: &Target) ->
             });
         }
         if let Peer::Agent { node: to_node, ip } = &peer {
-            let Some(from_node) = node(&from.node) else {
+            let Some(from_ip) = node(&from.node).and_then(|n| n.ip(family)) else {
                 continue;
             };
             let source = match from.agent {
                 AgentKind::Pod => Peer::Agent {
                     node: from.node.clone(),
-                    ip: pod_ip(&from.node).unwrap_or(from_node.address),
+                    ip: pod_ip(&from.node).unwrap_or(from_ip),
                 },
                 AgentKind::Host => Peer::Host {
                     node: from.node.clone(),
-                    ip: from_node.address,
+                    ip: from_ip,
                     local: from.node == *to_node,
                     apiserver: false,
                 },
@@ -89,13 +90,13 @@ fn backends(
     inv: &Inventory,
     from: &AgentRef,
     to: &Target,
-    address: Ipv4Addr,
+    address: IpAddr,
 ) -> Vec<(Peer, Option<u16>)> {
     let mut backends: Vec<(Peer, Option<u16>)> = Vec::new();
     let api = &inv.cluster.api;
-    let is_api = |ip: Ipv4Addr| api.endpoints.iter().any(|e| e.ip() == IpAddr::V4(ip));
-    let host_peer = |ip: Ipv4Addr, local_to: &str| -> Peer {
-        match inv.nodes.iter().find(|n| n.address == ip) {
+    let is_api = |ip: IpAddr| api.endpoints.iter().any(|e| e.ip() == ip);
+    let host_peer = |ip: IpAddr, local_to: &str| -> Peer {
+        match inv.nodes.iter().find(|n| n.ips().any(|a| a == ip)) {
             Some(n) => Peer::Host {
                 node: n.name.clone(),
                 ip,
@@ -109,9 +110,9 @@ fn backends(
             },
         }
     };
-    let v4 = |a: &std::net::SocketAddr| match a.ip() {
-        IpAddr::V4(ip) => Some((ip, a.port())),
-        IpAddr::V6(_) => None,
+    // A Service's address of one family is translated to its endpoints of that family.
+    let same_family = |a: &std::net::SocketAddr| {
+        (Family::of(a.ip()) == Family::of(address)).then(|| (a.ip(), a.port()))
     };
     match (to.agent, to.node.as_deref()) {
         (Some(AgentKind::Pod), Some(n)) => backends.push((
@@ -122,14 +123,14 @@ fn backends(
             to.port,
         )),
         (Some(AgentKind::Host), _) => backends.push((host_peer(address, &from.node), to.port)),
-        _ if IpAddr::V4(address) == api.service.ip() => {
-            for (ip, port) in api.endpoints.iter().filter_map(v4) {
+        _ if api.cluster_ips().any(|s| s.ip() == address) => {
+            for (ip, port) in api.endpoints.iter().filter_map(same_family) {
                 backends.push((host_peer(ip, &from.node), Some(port)));
             }
         }
         _ => match inv.cluster.dns.as_ref() {
-            Some(dns) if IpAddr::V4(address) == dns.service.ip() => {
-                for (ip, port) in dns.endpoints.iter().filter_map(v4) {
+            Some(dns) if dns.cluster_ips().any(|s| s.ip() == address) => {
+                for (ip, port) in dns.endpoints.iter().filter_map(same_family) {
                     backends.push((host_peer(ip, &from.node), Some(port)));
                 }
             }

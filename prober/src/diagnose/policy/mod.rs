@@ -29,7 +29,7 @@ pub(super) mod tests;
 mod unread;
 
 use std::collections::BTreeMap;
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 
 use crate::inventory::{Cidr, PolicyObject};
 use crate::model::Protocol;
@@ -146,24 +146,24 @@ impl Agents {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Peer {
     /// Another pod agent: the same namespace and labels as the subject.
-    Agent { node: String, ip: Ipv4Addr },
+    Agent { node: String, ip: IpAddr },
     /// A node's host network (a host agent, an API server on a node). `local`: the subject's
     /// own node, whose traffic to its pods is always allowed.
     Host {
         node: String,
-        ip: Ipv4Addr,
+        ip: IpAddr,
         local: bool,
         apiserver: bool,
     },
     /// A pod that is not an agent, whose labels prober does not know (a DNS pod).
-    Pod { ip: Ipv4Addr },
+    Pod { ip: IpAddr },
     /// An address that is neither a node nor a pod of the inventory (an API load balancer).
-    Outside { ip: Ipv4Addr, apiserver: bool },
+    Outside { ip: IpAddr, apiserver: bool },
 }
 
 impl Peer {
     #[must_use]
-    pub fn ip(&self) -> Ipv4Addr {
+    pub fn ip(&self) -> IpAddr {
         match self {
             Self::Agent { ip, .. }
             | Self::Host { ip, .. }
@@ -179,7 +179,7 @@ pub struct Flow {
     pub dir: Dir,
     /// The pod agent's node and address.
     pub node: String,
-    pub ip: Ipv4Addr,
+    pub ip: IpAddr,
     pub peer: Peer,
     pub protocol: Protocol,
     /// The destination port (TCP and UDP).
@@ -388,6 +388,8 @@ pub(super) enum Cond {
     LocalNet(Vec<Cidr>),
     /// The flow's transport.
     Protocol(Protocol),
+    /// The flow's IP family: IPv6 (`true`) or IPv4 (Calico's `ipVersion`).
+    Ipv6(bool),
     /// Any of these ports.
     Ports(Vec<PortSpec>),
 }
@@ -418,6 +420,7 @@ impl Cond {
             Self::PeerEntity(e) => cilium::entity(e, &flow.peer),
             Self::LocalNet(nets) => Tri::from_bool(nets.iter().any(|n| n.contains(flow.ip))),
             Self::Protocol(p) => Tri::from_bool(flow.protocol == *p),
+            Self::Ipv6(six) => Tri::from_bool(flow.ip.is_ipv6() == *six),
             Self::Ports(specs) => Tri::any(specs.iter().map(|s| port(s, flow, agents))),
         }
     }
@@ -512,8 +515,8 @@ pub(super) fn policy_ref(o: &PolicyObject) -> PolicyRef {
     }
 }
 
-/// A CIDR list from a policy, IPv6 entries dropped (they hold no IPv4 peer); `Err` naming the
-/// first entry that is neither.
+/// A CIDR list from a policy, of either family (a bare address is one host); `Err` naming the
+/// first entry that is not one.
 pub(super) fn cidrs(v: Option<&serde_json::Value>, field: &str) -> Result<Vec<Cidr>, String> {
     let mut out = Vec::new();
     for item in v
@@ -521,14 +524,12 @@ pub(super) fn cidrs(v: Option<&serde_json::Value>, field: &str) -> Result<Vec<Ci
         .into_iter()
         .flatten()
     {
+        // Both families: an IPv6 range judges the IPv6 flows (and never an IPv4 one).
         let s = item.as_str().unwrap_or_default();
-        if s.contains(':') {
-            continue;
-        }
-        let s = if s.contains('/') {
-            s.to_string()
-        } else {
-            format!("{s}/32")
+        let s = match (s.contains('/'), s.contains(':')) {
+            (true, _) => s.to_string(),
+            (false, true) => format!("{s}/128"),
+            (false, false) => format!("{s}/32"),
         };
         out.push(Cidr::try_from(s.clone()).map_err(|_| format!("{field}: {s:?} is not a CIDR"))?);
     }

@@ -8,7 +8,7 @@ use super::fix::allow_fix;
 use super::{Agents, Denial, Dir, Policies, PolicyRef, Verdict, routes};
 use crate::diagnose::context::{Ctx, failed, names_text};
 use crate::diagnose::finding::{Finding, Policy, PolicyState, Severity};
-use crate::model::Protocol;
+use crate::model::{Family, Protocol};
 
 /// What one policy denies in this run.
 struct Denied {
@@ -73,12 +73,23 @@ pub(in crate::diagnose) fn denied_by_policy(ctx: &mut Ctx<'_>, findings: &mut Ve
         .collect();
     for (policy, mut d) in by_policy {
         d.passed = passed.get(&policy).copied().unwrap_or_default();
-        let f = finding(&d, &pod_nodes, &agents);
+        // A policy that drops one family only (an `ipBlock` of IPv4 ranges alone in a
+        // dual-stack cluster) says so.
+        let family = ctx
+            .family_of(d.results.iter().copied())
+            .filter(|_| ctx.dual_stack);
+        let mut f = finding(&d, &pod_nodes, &agents, family);
+        f.family = family;
         ctx.emit(findings, f, &d.results, &[]);
     }
 }
 
-fn finding(d: &Denied, pod_nodes: &BTreeSet<&str>, agents: &Agents) -> Finding {
+fn finding(
+    d: &Denied,
+    pod_nodes: &BTreeSet<&str>,
+    agents: &Agents,
+    family: Option<Family>,
+) -> Finding {
     let nodes: Vec<String> = d.nodes.iter().cloned().collect();
     let denies: Vec<String> = d
         .what
@@ -124,6 +135,7 @@ fn finding(d: &Denied, pod_nodes: &BTreeSet<&str>, agents: &Agents) -> Finding {
     } else {
         ""
     };
+    let over = family.map_or_else(String::new, |f| format!(" over {f}"));
     let mut f = Finding::new(
         Policy {
             state: PolicyState::Denied,
@@ -134,8 +146,8 @@ fn finding(d: &Denied, pod_nodes: &BTreeSet<&str>, agents: &Agents) -> Finding {
         },
         Severity::Warning,
         format!(
-            "{}{rank} drops {} {way} the pod agents{at}{by}{default}: the pod paths below are \
-             untested, not broken",
+            "{}{rank} drops {}{over} {way} the pod agents{at}{by}{default}: the pod paths below \
+             are untested, not broken",
             d.first.policy,
             denies.join(", "),
         ),

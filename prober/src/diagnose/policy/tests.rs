@@ -23,14 +23,14 @@ fn policies(yamls: &[&str]) -> Policies {
 fn agent(node: &str, last: u8) -> Peer {
     Peer::Agent {
         node: node.into(),
-        ip: Ipv4Addr::new(10, 244, last, 2),
+        ip: Ipv4Addr::new(10, 244, last, 2).into(),
     }
 }
 
 fn host(node: &str, last: u8, local: bool) -> Peer {
     Peer::Host {
         node: node.into(),
-        ip: Ipv4Addr::new(192, 168, 56, 9 + last),
+        ip: Ipv4Addr::new(192, 168, 56, 9 + last).into(),
         local,
         apiserver: false,
     }
@@ -41,7 +41,7 @@ fn flow(dir: Dir, peer: Peer, protocol: Protocol, port: Option<u16>) -> Flow {
     Flow {
         dir,
         node: "n2".into(),
-        ip: Ipv4Addr::new(10, 244, 2, 2),
+        ip: Ipv4Addr::new(10, 244, 2, 2).into(),
         peer,
         protocol,
         port,
@@ -126,18 +126,18 @@ fn k8s_a_policy_of_another_namespace_or_other_labels_does_not_select_the_agents(
     // goes out.
     assert!(denied_by(&p.verdict(&tcp_in(agent("n1", 1)))).is_some());
     let from_block = Peer::Outside {
-        ip: Ipv4Addr::new(172, 17, 0, 5),
+        ip: Ipv4Addr::new(172, 17, 0, 5).into(),
         apiserver: false,
     };
     let in_6379 = |peer| flow(Dir::Ingress, peer, Protocol::Tcp, Some(6379));
     assert_eq!(p.verdict(&in_6379(from_block)), Verdict::Allowed);
     let excepted = Peer::Outside {
-        ip: Ipv4Addr::new(172, 17, 1, 5),
+        ip: Ipv4Addr::new(172, 17, 1, 5).into(),
         apiserver: false,
     };
     assert!(denied_by(&p.verdict(&in_6379(excepted))).is_some());
     let to_net = Peer::Outside {
-        ip: Ipv4Addr::new(10, 0, 0, 7),
+        ip: Ipv4Addr::new(10, 0, 0, 7).into(),
         apiserver: false,
     };
     assert_eq!(
@@ -380,7 +380,7 @@ fn calico_selects_by_its_selectors_and_drops_at_the_end_of_the_tier() {
     let dns = flow(
         Dir::Egress,
         Peer::Pod {
-            ip: Ipv4Addr::new(10, 244, 1, 53),
+            ip: Ipv4Addr::new(10, 244, 1, 53).into(),
         },
         Protocol::Udp,
         Some(53),
@@ -451,7 +451,7 @@ spec:
     let p = policies(&[zone]);
     assert!(denied_by(&p.verdict(&tcp_in(agent("n1", 1)))).is_some());
     let mut at_n3 = tcp_in(agent("n1", 1));
-    at_n3.ip = Ipv4Addr::new(10, 244, 3, 2);
+    at_n3.ip = Ipv4Addr::new(10, 244, 3, 2).into();
     assert_eq!(p.verdict(&at_n3), Verdict::Allowed);
 }
 
@@ -559,7 +559,7 @@ spec:
     let dns = flow(
         Dir::Egress,
         Peer::Pod {
-            ip: Ipv4Addr::new(10, 244, 1, 53),
+            ip: Ipv4Addr::new(10, 244, 1, 53).into(),
         },
         Protocol::Udp,
         Some(53),
@@ -580,4 +580,88 @@ spec: {selector: all(), types: [Ingress]}
     assert_eq!(p.notes.len(), 1, "{:?}", p.notes);
     assert!(p.notes[0].contains("not enforced"), "{:?}", p.notes);
     assert_eq!(p.verdict(&tcp_in(agent("n1", 1))), Verdict::Allowed);
+}
+
+// --- IP families: a policy judges an IPv6 flow by its IPv6 addresses ---
+
+/// Ingress to the agents from the cluster's IPv4 ranges alone: the dual-stack mistake.
+pub(in crate::diagnose) const ALLOW_IPV4_ONLY: &str = "
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: allow-cluster-ipv4, namespace: prober-system}
+spec:
+  podSelector: {}
+  policyTypes: [Ingress]
+  ingress:
+  - from:
+    - ipBlock: {cidr: 10.244.0.0/16}
+    - ipBlock: {cidr: 192.168.56.0/24}
+";
+
+#[test]
+fn an_ipv4_ip_block_admits_ipv4_peers_and_never_ipv6_ones() {
+    let p = policies(&[ALLOW_IPV4_ONLY]);
+    assert_eq!(p.verdict(&tcp_in(agent("n1", 1))), Verdict::Allowed);
+    let v6_agent = Peer::Agent {
+        node: "n1".into(),
+        ip: "fd00:10:244:1::2".parse().unwrap(),
+    };
+    assert!(denied_by(&p.verdict(&tcp_in(v6_agent.clone()))).is_some());
+    let six = ALLOW_IPV4_ONLY.replace(
+        "    - ipBlock: {cidr: 192.168.56.0/24}\n",
+        "    - ipBlock: {cidr: 192.168.56.0/24}\n    - ipBlock: {cidr: \"fd00:10:244::/56\"}\n",
+    );
+    assert_eq!(
+        policies(&[&six]).verdict(&tcp_in(v6_agent)),
+        Verdict::Allowed
+    );
+}
+
+#[test]
+fn cilium_world_of_one_family_is_the_outside_addresses_of_that_family() {
+    let outside = |ip: &str| Peer::Outside {
+        ip: ip.parse().unwrap(),
+        apiserver: false,
+    };
+    for (entity, v4, v6) in [("world-ipv4", true, false), ("world-ipv6", false, true)] {
+        assert_eq!(
+            cilium::entity(entity, &outside("203.0.113.9")),
+            Tri::from_bool(v4),
+            "{entity}"
+        );
+        assert_eq!(
+            cilium::entity(entity, &outside("2001:db8::9")),
+            Tri::from_bool(v6),
+            "{entity}"
+        );
+    }
+}
+
+#[test]
+fn a_calico_rule_of_one_ip_version_judges_that_familys_flows_only() {
+    // The same probe into n2's pod agent from n1's, over IPv6.
+    let v6_in = Flow {
+        ip: "fd00:10:244:2::2".parse().unwrap(),
+        ..tcp_in(Peer::Agent {
+            node: "n1".into(),
+            ip: "fd00:10:244:1::2".parse().unwrap(),
+        })
+    };
+    for (version, v4_denied, v6_denied) in [(4, true, false), (6, false, true)] {
+        let one = CALICO_DENY_PORT.replace(
+            "    protocol: TCP\n",
+            &format!("    protocol: TCP\n    ipVersion: {version}\n"),
+        );
+        let p = policies(&[&one]);
+        assert_eq!(
+            denied_by(&p.verdict(&tcp_in(agent("n1", 1)))).is_some(),
+            v4_denied,
+            "ipVersion {version}, IPv4"
+        );
+        assert_eq!(
+            denied_by(&p.verdict(&v6_in)).is_some(),
+            v6_denied,
+            "ipVersion {version}, IPv6"
+        );
+    }
 }

@@ -12,7 +12,7 @@ use probe_proto::Outcome;
 use super::{Agents, Policies, Verdict, routes};
 use crate::diagnose::context::{Ctx, failed, list, names_text};
 use crate::diagnose::finding::{Finding, Policy, PolicyState, Severity};
-use crate::model::{AgentKind, PathClass, Record};
+use crate::model::{AgentKind, Family, PathClass, Record};
 use crate::runtime::kube::manifests;
 
 pub(in crate::diagnose) fn unread_policy(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
@@ -30,6 +30,10 @@ pub(in crate::diagnose) fn unread_policy(ctx: &mut Ctx<'_>, findings: &mut Vec<F
             unknown.insert(w);
         }
     }
+    // Dropped in one family of a dual-stack run: that family's (a policy's ipBlock of one
+    // family, or an engine that enforces one family only).
+    let family = ctx.family_of(ev.iter().copied()).filter(|_| ctx.dual_stack);
+    let over = family.map_or_else(String::new, |f| format!(" over {f}"));
     let mut f = Finding::new(
         Policy {
             state: PolicyState::Unreadable,
@@ -40,9 +44,9 @@ pub(in crate::diagnose) fn unread_policy(ctx: &mut Ctx<'_>, findings: &mut Vec<F
         },
         Severity::Warning,
         format!(
-            "the pod agents on {} do not answer the other nodes while those nodes' hosts reach \
-             them and the overlay carries pod traffic: a network policy prober {} may drop these \
-             probes — the pod paths below are untested, not broken",
+            "the pod agents on {} do not answer the other nodes{over} while those nodes' hosts \
+             reach them and the overlay carries pod traffic: a network policy prober {} may drop \
+             these probes — the pod paths below are untested, not broken",
             names_text(&names),
             if unknown.is_empty() {
                 "cannot read"
@@ -51,6 +55,7 @@ pub(in crate::diagnose) fn unread_policy(ctx: &mut Ctx<'_>, findings: &mut Vec<F
             }
         ),
     );
+    f.family = family;
     for w in unknown {
         f.notes.push(format!("not evaluated: {w}"));
     }
@@ -75,33 +80,39 @@ pub(in crate::diagnose) fn unread_policy(ctx: &mut Ctx<'_>, findings: &mut Vec<F
     ctx.emit(findings, f, &ev, &[]);
 }
 
-/// The failed probes into each node's pod agent, by that node, when they fit a policy's pattern.
+/// The failed probes into each node's pod agent, by that node, when they fit a policy's pattern
+/// in their family (hosts, pods and the overlay shown to work over IPv4 say nothing of IPv6).
 fn pattern(ctx: &Ctx<'_>) -> Option<BTreeMap<u32, Vec<usize>>> {
     let pods_ok = ctx.pods_ok();
-    let mut host_ok: HashSet<(u32, u32)> = HashSet::new();
+    let mut host_ok: HashSet<(u32, u32, Family)> = HashSet::new();
     // Pairs (either way) between which some pod path through the overlay got through, and
-    // whether a pod agent reached a DNS pod on another node (a pod no agent policy selects).
-    let mut carried: HashSet<(u32, u32)> = HashSet::new();
-    let mut dns_across = false;
+    // whether a pod agent reached a DNS pod on another node (a pod no agent policy selects),
+    // per family.
+    let mut carried: HashSet<(u32, u32, Family)> = HashSet::new();
+    let mut dns_across: HashSet<Family> = HashSet::new();
     for r in ctx.results.iter().filter(|r| r.result.outcome.is_ok()) {
         let Some(a) = ctx.from(&r) else { continue };
-        if r.path == PathClass::Dns && r.from.agent == AgentKind::Pod {
-            dns_across |= ctx.dns_backends.iter().any(|&b| b != a);
+        let family = r.to.family();
+        if r.path == PathClass::Dns
+            && r.from.agent == AgentKind::Pod
+            && ctx.dns_backends.iter().any(|&b| b != a)
+        {
+            dns_across.insert(family);
         }
         let Some(b) = ctx.to(&r) else { continue };
         if a == b {
             continue;
         }
         if r.from.agent == AgentKind::Host && r.to.agent != Some(AgentKind::Pod) {
-            host_ok.insert((a, b));
+            host_ok.insert((a, b, family));
         }
         if matches!(r.path, PathClass::PodToPod | PathClass::NodeToPod) {
-            carried.insert((a.min(b), a.max(b)));
+            carried.insert((a.min(b), a.max(b), family));
         }
     }
-    // (sender, receiver) -> the failed probes into the receiver's pod agent, and whether one
-    // of them is more than the full-size (MTU) probe.
-    let mut pairs: BTreeMap<(u32, u32), (Vec<usize>, bool)> = BTreeMap::new();
+    // (sender, receiver, family) -> the failed probes into the receiver's pod agent, and
+    // whether one of them is more than the full-size (MTU) probe.
+    let mut pairs: BTreeMap<(u32, u32, Family), (Vec<usize>, bool)> = BTreeMap::new();
     for (i, r) in ctx.results.iter().enumerate() {
         if ctx.explained.contains(&i)
             || !failed(&r)
@@ -114,7 +125,7 @@ fn pattern(ctx: &Ctx<'_>) -> Option<BTreeMap<u32, Vec<usize>>> {
             continue;
         };
         if a != b {
-            let e = pairs.entry((a, b)).or_default();
+            let e = pairs.entry((a, b, r.to.family())).or_default();
             e.0.push(i);
             e.1 |= !Ctx::is_mtu(&r);
         }
@@ -123,30 +134,33 @@ fn pattern(ctx: &Ctx<'_>) -> Option<BTreeMap<u32, Vec<usize>>> {
     if pairs.is_empty() {
         return None;
     }
-    // Every pod agent unreachable from every other node while the pods reach a DNS pod on
-    // another node: the overlay works, and what fails is at the agents' door. Otherwise the
-    // overlay must be shown to work between the very nodes (a pod path between them, either
-    // way, got through): a broken route or fdb entry fails both ways.
+    // Every pod agent unreachable from every other node over a family while the pods reach a
+    // DNS pod on another node over it: the overlay works, and what fails is at the agents'
+    // door. Otherwise the overlay must be shown to work between the very nodes (a pod path
+    // between them, either way, got through in that family): a broken route or fdb entry
+    // fails both ways.
     let with_pod_agent: Vec<u32> = (0..ctx.inv.nodes.len())
         .filter(|&i| ctx.inv.nodes[i].agents.pod.is_some())
         .filter_map(|i| u32::try_from(i).ok())
         .collect();
-    let everywhere = dns_across
-        && with_pod_agent.iter().all(|&b| {
-            with_pod_agent
-                .iter()
-                .all(|&a| a == b || pairs.contains_key(&(a, b)))
-        });
-    let fits = pairs.keys().all(|&(a, b)| {
-        host_ok.contains(&(a, b))
-            && pods_ok.contains(b)
-            && (carried.contains(&(a.min(b), a.max(b))) || everywhere)
+    let everywhere = |family: Family| {
+        dns_across.contains(&family)
+            && with_pod_agent.iter().all(|&b| {
+                with_pod_agent
+                    .iter()
+                    .all(|&a| a == b || pairs.contains_key(&(a, b, family)))
+            })
+    };
+    let fits = pairs.keys().all(|&(a, b, family)| {
+        host_ok.contains(&(a, b, family))
+            && pods_ok.in_family(b, family)
+            && (carried.contains(&(a.min(b), a.max(b), family)) || everywhere(family))
     });
     if !fits {
         return None;
     }
     let mut into: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
-    for ((_, b), (ev, _)) in pairs {
+    for ((_, b, _), (ev, _)) in pairs {
         into.entry(b).or_default().extend(ev);
     }
     Some(into)

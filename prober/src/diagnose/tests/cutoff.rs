@@ -93,3 +93,16 @@ fn a_node_dead_in_both_families_is_the_plain_partition() {
         f[0].summary
     );
 }
+
+#[test]
+fn a_cut_off_node_of_an_ipv6_only_cluster_is_pinged_at_its_ipv6_address() {
+    // IPv6-only: the inventory's IPv4 `address` is no address at all (0.0.0.0 stands for none).
+    let inv = crate::testutil::ipv6_only(3, 1, "flannel");
+    let (_, f) = run(&inv, &|p| cut_off_n3(p).then(|| timeout().unwrap()));
+    // Besides the overlay's warning (no tunnel endpoint over IPv6 is known).
+    let cut: Vec<&Finding> = f.iter().filter(|g| g.kind() == Kind::Partition).collect();
+    assert_eq!(cut.len(), 1, "{f:#?}");
+    let fix = cut[0].fix.join("\n");
+    assert!(fix.contains("(ping -6 fd00:56::c)"), "{fix}");
+    assert!(!fix.contains("0.0.0.0"), "{fix}");
+}

@@ -24,3 +24,42 @@ fn dns_rcode_is_a_dns_finding() {
     assert_eq!(kinds(&f), [Kind::Dns]);
     assert_eq!(f[0].facts().state().map(State::as_str), Some("servfail"));
 }
+
+#[test]
+fn dns_silent_over_ipv6_alone_says_the_family_and_how_to_check_it() {
+    // Dual-stack: no DNS query over IPv6 is answered (the DNS pods bound to IPv4), IPv4's are.
+    let inv = crate::testutil::dual_stack(3, 1, "flannel");
+    let (_, f) = run(&inv, &|p| {
+        (p.path == PathClass::Dns && p.to.family() == crate::model::Family::Ipv6)
+            .then(timeout)
+            .flatten()
+    });
+    assert_eq!(kinds(&f), [Kind::Dns], "{f:#?}");
+    assert!(
+        like(json!({"kind": "dns", "state": "no-answer", "family": "ipv6"})).matches(&f[0]),
+        "{:#?}",
+        f[0]
+    );
+    assert!(
+        f[0].summary
+            .starts_with("cluster DNS does not answer over IPv6 while IPv4 queries are answered"),
+        "{}",
+        f[0].summary
+    );
+    assert!(
+        f[0].fix.iter().any(|l| l.contains("[::]:53")),
+        "{:#?}",
+        f[0].fix
+    );
+}
+
+#[test]
+fn dns_silent_in_both_families_names_no_family() {
+    let inv = crate::testutil::dual_stack(3, 1, "flannel");
+    let (_, f) = run(&inv, &|p| {
+        (p.path == PathClass::Dns).then(timeout).flatten()
+    });
+    assert_eq!(kinds(&f), [Kind::Dns], "{f:#?}");
+    assert_eq!(f[0].family, None, "{:#?}", f[0]);
+    assert!(!f[0].summary.contains("IPv"), "{}", f[0].summary);
+}

@@ -65,3 +65,77 @@ fn pods_dead_inside_a_side_are_not_read_as_a_tunnel() {
         "n3's pods reach nothing, not even n3: {f:#?}"
     );
 }
+
+/// [`unprobed`]'s cluster (VXLAN, zones office | cloud, no tunnel endpoint) run dual-stack, with
+/// everything that rides the overlay across n3 dead over `dead` families.
+fn unprobed_dual(dead: &'static [crate::model::Family]) -> Vec<Finding> {
+    let mut inv = inventory(3, 1, "calico");
+    inv.cluster.overlay =
+        Some(serde_saphyr::from_str("{mode: vxlan, port: 4789, vni: 4096}").unwrap());
+    for (i, n) in inv.nodes.iter_mut().enumerate() {
+        n.vtep = None;
+        n.zone = Some(if i < 2 { "office" } else { "cloud" }.into());
+    }
+    run_dual(&inv, &move |p| {
+        (crosses_overlay(p, "n3") && dead.contains(&p.to.family()))
+            .then(timeout)
+            .flatten()
+    })
+    .1
+}
+
+#[test]
+fn an_unprobed_tunnel_dead_over_ipv6_only_is_inferred_for_ipv6_while_ipv4_carries_the_pods() {
+    use crate::model::Family;
+    let f = unprobed_dual(&[Family::Ipv6]);
+    assert!(!kinds(&f).contains(&Kind::Unexplained), "{f:#?}");
+    let gaps: Vec<&Finding> = f.iter().filter(|g| g.facts().inferred()).collect();
+    assert_eq!(gaps.len(), 1, "{f:#?}");
+    let gap = gaps[0];
+    assert!(
+        like(json!({"kind": "firewall-gap", "protocol": "udp", "port": 4789, "from": ["n3"], "to": ["n1", "n2"], "direction": "both", "family": "ipv6"})).matches(gap),
+        "{gap:#?}"
+    );
+    assert!(
+        gap.summary.contains("over IPv6 only") && gap.summary.contains("IPv4 works"),
+        "{}",
+        gap.summary
+    );
+    // Its rules open the IPv6 underlay, and nothing of IPv4 (which works).
+    assert!(
+        gap.fix
+            .iter()
+            .any(|l| l.contains("ip6 saddr") || l.contains("ip6tables")),
+        "{:#?}",
+        gap.fix
+    );
+    assert!(
+        !gap.fix.iter().any(|l| l.contains("192.168.56.")),
+        "{:#?}",
+        gap.fix
+    );
+    assert!(
+        gap.consequences
+            .iter()
+            .chain(&gap.evidence)
+            .all(|id| id.ends_with("/ipv6")),
+        "only IPv6 results: {gap:#?}"
+    );
+}
+
+#[test]
+fn an_unprobed_tunnel_dead_in_both_families_is_one_inferred_gap_without_a_family() {
+    use crate::model::Family;
+    let f = unprobed_dual(&[Family::Ipv4, Family::Ipv6]);
+    let gaps: Vec<&Finding> = f.iter().filter(|g| g.facts().inferred()).collect();
+    assert_eq!(gaps.len(), 1, "{f:#?}");
+    assert_eq!(gaps[0].family, None, "{:#?}", gaps[0]);
+    assert!(!gaps[0].summary.contains("IPv"), "{}", gaps[0].summary);
+    for fam in ["ip saddr", "ip6 saddr"] {
+        assert!(
+            gaps[0].fix.iter().any(|l| l.contains(fam)),
+            "{fam}: {:#?}",
+            gaps[0].fix
+        );
+    }
+}

@@ -243,3 +243,34 @@ fn a_policy_that_cannot_be_evaluated_is_named_in_the_unreadable_finding() {
         f[0]
     );
 }
+
+#[test]
+fn an_ipv4_only_allow_in_a_dual_stack_cluster_denies_the_ipv6_probes_and_says_so() {
+    // The policy admits the agents' peers by their IPv4 ranges alone: over IPv6 nothing from
+    // another node gets in. That is the policy's, over IPv6, never a gap nor a guess.
+    use crate::diagnose::policy::tests::ALLOW_IPV4_ONLY;
+    let inv = with_policies(
+        crate::testutil::dual_stack(3, 1, "flannel"),
+        &[ALLOW_IPV4_ONLY],
+    );
+    let (_, f) = run(&inv, &|p| {
+        (into_pod_agent(p) && p.to.family() == crate::model::Family::Ipv6)
+            .then(timeout)
+            .flatten()
+    });
+    no_gap_nor_unexplained(&f);
+    assert_eq!(kinds(&f), [Kind::Policy], "{f:#?}");
+    assert!(
+        like(json!({"kind": "policy", "state": "denied", "inferred": false, "family": "ipv6"}))
+            .matches(&f[0]),
+        "{:#?}",
+        f[0]
+    );
+    assert!(
+        f[0].summary
+            .starts_with("NetworkPolicy prober-system/allow-cluster-ipv4 drops ")
+            && f[0].summary.contains(" over IPv6 to the pod agents"),
+        "{}",
+        f[0].summary
+    );
+}
