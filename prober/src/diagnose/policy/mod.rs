@@ -36,7 +36,7 @@ use crate::model::Protocol;
 use crate::runtime::kube::manifests::{self, AgentSpec};
 
 pub use engine::{Denial, Policies, Verdict};
-pub use flows::{Route, routes};
+pub use flows::{Route, Routes};
 pub(super) use rule::denied_by_policy;
 pub(super) use unread::unread_policy;
 

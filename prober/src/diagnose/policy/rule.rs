@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::fix::allow_fix;
-use super::{Agents, Denial, Dir, Policies, PolicyRef, Verdict, routes};
+use super::{Agents, Denial, Dir, Policies, PolicyRef, Routes, Verdict};
 use crate::diagnose::context::{Ctx, failed, names_text};
 use crate::diagnose::finding::{Finding, Policy, PolicyState, Severity};
 use crate::model::{Family, Protocol};
@@ -34,15 +34,16 @@ pub(in crate::diagnose) fn denied_by_policy(ctx: &mut Ctx<'_>, findings: &mut Ve
     }
     let mut by_policy: BTreeMap<PolicyRef, Denied> = BTreeMap::new();
     let mut passed: BTreeMap<PolicyRef, usize> = BTreeMap::new();
+    let routes = Routes::new(ctx.inv);
     for (i, r) in ctx.results.iter().enumerate() {
         if ctx.explained.contains(&i) || r.is_unknown() {
             continue;
         }
-        let routes = routes(ctx.inv, r.path, r.from, r.to);
-        if routes.is_empty() {
+        let route = routes.of(r.path, r.from, r.to);
+        if route.is_empty() {
             continue;
         }
-        let Verdict::Denied(d) = policies.probe_verdict(&routes) else {
+        let Verdict::Denied(d) = policies.probe_verdict(&route) else {
             continue;
         };
         if !failed(&r) {

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use probe_proto::Outcome;
 
-use super::{Agents, Policies, Verdict, routes};
+use super::{Agents, Policies, Routes, Verdict};
 use crate::diagnose::context::{Ctx, failed, list, names_text};
 use crate::diagnose::finding::{Finding, Policy, PolicyState, Severity};
 use crate::model::{AgentKind, Family, PathClass, Record};
@@ -23,10 +23,10 @@ pub(in crate::diagnose) fn unread_policy(ctx: &mut Ctx<'_>, findings: &mut Vec<F
     // Policies read but not evaluable that may apply to these probes.
     let policies = Policies::new(&ctx.inv.cluster.policies, Agents::deployed());
     let mut unknown: BTreeSet<String> = policies.notes.iter().cloned().collect();
+    let routes = Routes::new(ctx.inv);
     for &i in &ev {
         let r = ctx.results.at(i);
-        if let Verdict::Unknown(w) = policies.probe_verdict(&routes(ctx.inv, r.path, r.from, r.to))
-        {
+        if let Verdict::Unknown(w) = policies.probe_verdict(&routes.of(r.path, r.from, r.to)) {
             unknown.insert(w);
         }
     }

@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::diagnose::policy::tests::{ANP_DENY, DEFAULT_DENY_INGRESS};
-use crate::diagnose::policy::{Agents, Policies, Verdict, routes};
+use crate::diagnose::policy::{Agents, Policies, Routes, Verdict};
 use crate::inventory::PolicyObject;
 use crate::runtime::kube::manifests::{self, AgentSpec};
 
@@ -127,8 +127,9 @@ fn with_the_shipped_allow_policy_a_namespace_default_deny_denies_no_probe() {
     let both = Policies::new(&objects, Agents::deployed());
     assert!(both.notes.is_empty(), "{:?}", both.notes);
     let mut denied_alone = 0;
+    let routes = Routes::new(&inv);
     for p in plan(&inv, &Filter::default()).to_vec() {
-        let r = routes(&inv, p.path, &p.from, &p.to);
+        let r = routes.of(p.path, &p.from, &p.to);
         if matches!(alone.probe_verdict(&r), Verdict::Denied(_)) {
             denied_alone += 1;
         }
