@@ -1,8 +1,16 @@
 //! The writing verbs besides create: server-side apply and merge patch, update (PUT) with
 //! optimistic concurrency, and delete with preconditions and graceful deletion.
 
-#[allow(clippy::wildcard_imports)] // The verbs' shared vocabulary: the front's own types.
-use super::*;
+use std::sync::Arc;
+
+use hyper::Response;
+use serde_json::{Value, json};
+
+use super::super::store::{KINDS, Key};
+use super::super::{Inner, lock};
+use super::create::create;
+use super::route::flag;
+use super::{Body, Query, Route, Status, json_response, param};
 
 /// Maps deep-merged: `patch`'s fields replace `base`'s, maps merge, `null` removes (RFC 7386).
 fn merge(base: &mut Value, patch: &Value) {

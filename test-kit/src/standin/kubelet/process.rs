@@ -1,33 +1,11 @@
 //! The kubelet's processes: a container's command started in its sandbox's network namespace
-//! as its `runAsUser`, and the readiness check of what it listens on.
+//! as its `runAsUser`, its output in a log file of its own.
 
 use std::process::{Child, Command, Stdio};
 
 use serde_json::Value;
 
 use super::super::Inner;
-
-/// Whether a TCP socket listens on `port` in the network namespace of process `pid`
-/// (`/proc/PID/net/tcp` shows that namespace's sockets).
-pub(super) fn listening(pid: u32, port: u64) -> bool {
-    // An agent on `::` (both families, its default) is listed in tcp6 only; the kubelet's
-    // httpGet to the pod's IPv4 address reaches it all the same.
-    ["tcp", "tcp6"].iter().any(|file| {
-        let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/net/{file}")) else {
-            return false;
-        };
-        text.lines().skip(1).any(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            f.len() > 3
-                && f[3] == "0A"
-                && f[1]
-                    .rsplit(':')
-                    .next()
-                    .and_then(|h| u64::from_str_radix(h, 16).ok())
-                    == Some(port)
-        })
-    })
-}
 
 /// The argv an exec or a container runs: the image's `probe-pod` is the binary cargo built.
 pub fn argv(inner: &Inner, command: &[String]) -> Vec<String> {
@@ -107,33 +85,10 @@ pub(super) fn start(inner: &Inner, pod: &Value, netns: &str) -> Result<Child, St
 }
 
 /// Where the pod's container writes its standard output and error.
-fn log_path(inner: &Inner, pod: &Value) -> std::path::PathBuf {
+pub(super) fn log_path(inner: &Inner, pod: &Value) -> std::path::PathBuf {
     inner.config.dir.join("logs").join(format!(
         "{}_{}.log",
         pod["metadata"]["namespace"].as_str().unwrap_or_default(),
         pod["metadata"]["name"].as_str().unwrap_or_default()
     ))
-}
-
-/// The kubelet's termination message of a container that failed under
-/// `terminationMessagePolicy: FallbackToLogsOnError`: the tail of its log, at most
-/// `MaxContainerTerminationMessageLogLines` (80) lines and `MaxContainerTerminationMessageLogLength`
-/// (2,048) bytes, the end kept (kubernetes/kubernetes `pkg/kubelet/kuberuntime/kuberuntime_container.go`,
-/// `readLastStringFromContainerLogs`; the limits in `pkg/kubelet/container/runtime.go`). Only on
-/// a failure (a non-zero exit), and none under the default policy.
-pub(super) fn termination_message(inner: &Inner, pod: &Value, exit: i32) -> Option<String> {
-    const LINES: usize = 80;
-    const BYTES: usize = 2048;
-    let c = &pod["spec"]["containers"][0];
-    if exit == 0 || c["terminationMessagePolicy"] != "FallbackToLogsOnError" {
-        return None;
-    }
-    let text = std::fs::read_to_string(log_path(inner, pod)).ok()?;
-    let lines: Vec<&str> = text.lines().collect();
-    let tail = lines[lines.len().saturating_sub(LINES)..].join("\n");
-    let mut start = tail.len().saturating_sub(BYTES);
-    while !tail.is_char_boundary(start) {
-        start += 1;
-    }
-    Some(tail[start..].to_string())
 }
