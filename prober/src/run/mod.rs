@@ -402,7 +402,7 @@ fn record_for(
 
 #[cfg(test)]
 mod tests {
-    use super::pass::confirm_vxlan;
+    use super::pass::{Answer, confirm_vxlan};
     use super::*;
     use crate::plan::PlannedProbe;
     use probe_proto::Sighting;
@@ -479,6 +479,31 @@ mod tests {
     }
 
     #[test]
+    fn a_receipt_counts_only_the_sightings_of_its_own_nonce() {
+        // The receiver saw another sender's datagram decapsulated, and this one's on its NIC.
+        let mut answer = seen(&[("eth0", false)]);
+        let mut other = answer.seen.as_ref().unwrap()[0].clone();
+        other.nonce = 8;
+        other.interface = "flannel.1".into();
+        other.decapsulated = true;
+        answer.seen.as_mut().unwrap().push(other);
+        let mut r = sent();
+        confirm_vxlan(
+            &mut r,
+            "VXLAN device",
+            7,
+            "n2",
+            Some(&Answer::new(&answer)),
+            None,
+        );
+        assert_eq!(r.outcome, Outcome::Timeout, "{}", r.detail);
+        assert!(r.detail.contains("dropped by n2 itself"), "{}", r.detail);
+        let kept = r.seen.unwrap();
+        assert_eq!(kept.len(), 1);
+        assert!(kept.iter().all(|s| s.nonce == 7));
+    }
+
+    #[test]
     fn plan_deadline_follows_the_plan_size() {
         // One wave: the old budget of two timeouts and a second.
         assert_eq!(plan_deadline_ms(10, 2000, 1024), 5000);
@@ -497,7 +522,7 @@ mod tests {
             "VXLAN device",
             7,
             "n2",
-            Some(&seen(&[("eth0", false), ("flannel.1", true)])),
+            Some(&Answer::new(&seen(&[("eth0", false), ("flannel.1", true)]))),
             None,
         );
         assert_eq!(r.outcome, Outcome::Ok, "{}", r.detail);
@@ -507,13 +532,20 @@ mod tests {
             "VXLAN device",
             7,
             "n2",
-            Some(&seen(&[("eth0", false)])),
+            Some(&Answer::new(&seen(&[("eth0", false)]))),
             None,
         );
         assert_eq!(r.outcome, Outcome::Timeout);
         assert!(r.detail.contains("dropped by n2 itself"), "{}", r.detail);
         let mut r = sent();
-        confirm_vxlan(&mut r, "VXLAN device", 7, "n2", Some(&seen(&[])), None);
+        confirm_vxlan(
+            &mut r,
+            "VXLAN device",
+            7,
+            "n2",
+            Some(&Answer::new(&seen(&[]))),
+            None,
+        );
         assert_eq!(r.outcome, Outcome::Timeout);
         assert!(r.detail.contains("never reached n2"), "{}", r.detail);
         let mut r = sent();

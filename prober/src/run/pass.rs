@@ -23,7 +23,7 @@ use crate::runtime::Runtime;
 mod crafted;
 mod store;
 
-pub(super) use crafted::{confirm_vxlan, crafted, device_of};
+pub(super) use crafted::{Answer, confirm_vxlan, crafted, device_of};
 pub(crate) use store::{Slots, Store};
 
 /// Runs plans on many agents at once; hands every result to `sink` with the agent that sent it,
@@ -430,6 +430,8 @@ impl<R: Runtime + 'static> Pass<'_, R> {
                 .nonce(nonce_for(salt, &p.id));
         }
         let (seen, failed, interrupted) = self.ask(asks, progress, cancel).await;
+        let answers: BTreeMap<&AgentRef, Answer<'_>> =
+            seen.iter().map(|(a, r)| (a, Answer::new(r))).collect();
         for i in sent {
             let p = self.planned.at(i);
             let rcv = receiver(&p);
@@ -446,7 +448,7 @@ impl<R: Runtime + 'static> Pass<'_, R> {
                     device_of(p.probe),
                     nonce,
                     &rcv.node,
-                    seen.get(&rcv),
+                    answers.get(&rcv),
                     failed.get(&rcv),
                 );
                 store.put(i, r);
