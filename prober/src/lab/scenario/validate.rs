@@ -71,6 +71,10 @@ pub enum InvalidScenario {
     Families(String),
     #[error("ipFamilies: a lab with IPv6 has one router and no candidate (yet): {0}")]
     FamiliesWith(&'static str),
+    #[error(
+        "ipFamilies: [ipv6] runs the overlay over an IPv6 underlay, which the lab builds for VXLAN only, not overlay.mode {0}"
+    )]
+    Ipv6UnderlayMode(&'static str),
 }
 
 /// The longest scenario or zone name (a DNS label).
@@ -205,6 +209,10 @@ impl Scenario {
         }
         if self.dual_stack() && self.candidate.is_some() {
             return Err(InvalidScenario::FamiliesWith("candidate"));
+        }
+        let mode = self.overlay().mode();
+        if self.ipv6_underlay() && mode != crate::inventory::OverlayMode::Vxlan {
+            return Err(InvalidScenario::Ipv6UnderlayMode(mode.as_str()));
         }
         Ok(())
     }
