@@ -725,3 +725,74 @@ fn an_ipv6_only_lab_runs_its_overlay_over_an_ipv6_underlay() {
     assert!(inventory(&s, &l).nodes.iter().all(|n| n.vtep6.is_none()));
     assert!(ns(&st, "plab-t-n1").fdb[0].ends_with("dst 192.168.56.11"));
 }
+
+/// `mtu` with `family: ipv6` lowers the MTU of the IPv6 routes to and from the node alone; an
+/// `icmp-filter` drops its ICMP types on every hook of the nodes it names.
+#[test]
+fn ipv6_path_mtu_and_icmp_filter_faults() {
+    let yaml = "ipFamilies: [ipv4, ipv6]\nfaults:\n  - {kind: mtu, node: n3, mtu: 1400, family: ipv6}\n  - {kind: icmp-filter, nodes: [n1], types: [2], family: ipv6}";
+    let (_, st) = lab(yaml);
+    let n1 = ns(&st, "plab-t-n1");
+    assert!(
+        n1.config.contains(
+            &"route change fd00:10:244:3::/64 via fd00:10:244:3::ff dev flannel.1 onlink mtu 1400"
+                .to_string()
+        ),
+        "{:#?}",
+        n1.config
+    );
+    assert!(
+        !n1.config
+            .iter()
+            .any(|c| c.contains("fd00:10:244:2::/64") && c.contains("mtu"))
+    );
+    let n3 = ns(&st, "plab-t-n3");
+    for peer in [1, 2] {
+        let want = format!(
+            "route change fd00:10:244:{peer}::/64 via fd00:10:244:{peer}::ff dev flannel.1 onlink mtu 1400"
+        );
+        assert!(n3.config.contains(&want), "{:#?}", n3.config);
+    }
+    for hook in ["input", "forward", "output"] {
+        assert!(
+            n1.nft.contains(&format!("type filter hook {hook}")),
+            "{}",
+            n1.nft
+        );
+    }
+    assert!(
+        n1.nft.contains("table inet prober-icmp") && n1.nft.contains("icmpv6 type { 2 } drop"),
+        "{}",
+        n1.nft
+    );
+    assert!(!ns(&st, "plab-t-n2").nft.contains("prober-icmp"));
+    // IPv4 untouched: no switch-port MTU.
+    assert!(
+        !ns(&st, "plab-t-sw0")
+            .config
+            .iter()
+            .any(|c| c.contains("mtu"))
+    );
+    // Their family must be the lab's.
+    for (yaml, field) in [
+        (
+            "faults: [{kind: mtu, node: n3, mtu: 1400, family: ipv6}]",
+            "faults[0].family",
+        ),
+        (
+            "faults: [{kind: icmp-filter, types: [2], family: ipv6}]",
+            "faults[0].family",
+        ),
+        (
+            "faults: [{kind: icmp-filter, types: []}]",
+            "faults[0].types",
+        ),
+        (
+            "faults: [{kind: icmp-filter, nodes: [n9], types: [3]}]",
+            "faults[0].nodes",
+        ),
+    ] {
+        let e = Scenario::parse(yaml).unwrap_err().to_string();
+        assert!(e.contains(field), "{yaml}: {e}");
+    }
+}
