@@ -163,19 +163,21 @@ impl<'a> Ctx<'a> {
             fams.next()
                 .is_some_and(|first| results.iter().any(|r| r.to.family() != first))
         };
-        let dns_backends = inv
+        // The endpoints of both families: a dual-stack DNS pod's two addresses name one node.
+        let mut dns_backends: Vec<u32> = inv
             .cluster
             .dns
             .iter()
             .flat_map(|d| d.endpoints.iter())
             .filter_map(|e| {
-                let IpAddr::V4(ip) = e.ip() else { return None };
                 inv.nodes
                     .iter()
-                    .position(|n| n.holds_pod_ip(ip))
+                    .position(|n| n.holds_pod_ip(e.ip()))
                     .and_then(|i| u32::try_from(i).ok())
             })
             .collect();
+        dns_backends.sort_unstable();
+        dns_backends.dedup();
         let mode = inv.cluster.overlay.as_ref().map(Overlay::mode);
         let overlay_name = match mode {
             Some(OverlayMode::Ipip) => "IP-in-IP",
