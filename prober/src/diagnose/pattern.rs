@@ -49,6 +49,12 @@ pub struct FindingPattern {
     /// The hop where the packets died: `{after: ADDRESS, hops: N}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hop: Option<Hop>,
+    /// The one family the finding is about (`ipv4`, `ipv6`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub family: Option<crate::model::Family>,
+    /// Words the finding's summary contains.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
 }
 
 /// A pattern's `state`, refused unless it is one of the states the diagnosis writes.
@@ -96,6 +102,11 @@ impl FindingPattern {
             && set(self.nodes.as_ref(), facts.nodes())
             && same(self.inferred.as_ref(), Some(&facts.inferred()))
             && same(self.hop.as_ref(), facts.hop())
+            && same(self.family.as_ref(), f.family.as_ref())
+            && self
+                .summary
+                .as_deref()
+                .is_none_or(|w| f.summary.contains(w))
     }
 
     /// Whether the pattern names no field (it would match every finding).
@@ -136,6 +147,7 @@ mod tests {
             "{severity: error, where: network, from: [n3]}",
             "{nodes: []}",
             "{inferred: false}",
+            "{summary: \"x\"}",
         ] {
             assert!(pattern(yes).matches(&f), "{yes} should match {f:?}");
         }
@@ -152,6 +164,8 @@ mod tests {
             "{nodes: [n1]}",
             "{inferred: true}",
             "{hop: {after: 192.168.64.2, hops: 2}}",
+            "{family: ipv6}",
+            "{summary: \"y\"}",
         ] {
             assert!(!pattern(no).matches(&f), "{no} should not match {f:?}");
         }
