@@ -34,20 +34,23 @@ pub fn inventory(nodes: usize, cps: usize, cni: &str) -> Inventory {
     inv
 }
 
+/// The lab's IPv6 twin of an IPv4 address: `fd00:56::N` for node `192.168.56.N`,
+/// `fd00:10:244:I::H` for pod `10.244.I.H`, `fd00:10:96::H` for Service `10.96.0.H`.
+fn six(v4: std::net::Ipv4Addr) -> std::net::Ipv6Addr {
+    let [a, b, c, d] = v4.octets();
+    let net: u128 = match (a, b) {
+        (192, 168) => 0xfd00_0056 << 96,
+        (10, 244) => (0xfd00_0010_0244_u128 << 80) | (u128::from(c) << 64),
+        _ => (0xfd00_0010_0096_u128 << 80) | (u128::from(c) << 8),
+    };
+    std::net::Ipv6Addr::from(net | u128::from(d))
+}
+
 /// [`inventory`] made dual-stack: every node, agent and Service (the `kubernetes` one too, as
 /// the lab makes it) also in IPv6 (`fd00:56::N` for
 /// node `192.168.56.N`, `fd00:10:244:I::H` for pod `10.244.I.H`, `fd00:10:96::1` and `::a`).
 pub fn dual_stack(nodes: usize, cps: usize, cni: &str) -> Inventory {
-    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-    let six = |v4: Ipv4Addr| -> Ipv6Addr {
-        let [a, b, c, d] = v4.octets();
-        let net: u128 = match (a, b) {
-            (192, 168) => 0xfd00_0056 << 96,
-            (10, 244) => (0xfd00_0010_0244_u128 << 80) | (u128::from(c) << 64),
-            _ => (0xfd00_0010_0096_u128 << 80) | (u128::from(c) << 8),
-        };
-        Ipv6Addr::from(net | u128::from(d))
-    };
+    use std::net::{IpAddr, SocketAddr};
     let six_sa = |sa: SocketAddr| match sa.ip() {
         IpAddr::V4(v4) => SocketAddr::new(IpAddr::V6(six(v4)), sa.port()),
         IpAddr::V6(_) => sa,
@@ -85,7 +88,8 @@ pub fn dual_stack(nodes: usize, cps: usize, cni: &str) -> Inventory {
     inv
 }
 
-/// [`dual_stack`] without its IPv4 addresses: an IPv6-only cluster.
+/// [`dual_stack`] without its IPv4 addresses: an IPv6-only cluster, its tunnel endpoints over the
+/// IPv6 underlay (`vtep6`).
 pub fn ipv6_only(nodes: usize, cps: usize, cni: &str) -> Inventory {
     use std::net::IpAddr;
     let mut inv = dual_stack(nodes, cps, cni);
@@ -106,7 +110,12 @@ pub fn ipv6_only(nodes: usize, cps: usize, cni: &str) -> Inventory {
         n.address = crate::inventory::NO_IPV4;
         n.pod_cidr = Some(n.pod_cidrs[1]);
         n.pod_cidrs.clear();
-        n.vtep = None;
+        // flannel's IPv6 VTEP: its pod range's first address, the same device MAC.
+        let vtep = n.vtep.take().unwrap();
+        n.vtep6 = Some(crate::inventory::Vtep {
+            address: six(vtep.address),
+            mac: vtep.mac,
+        });
         for a in [n.agents.host.as_mut(), n.agents.pod.as_mut()]
             .into_iter()
             .flatten()

@@ -158,7 +158,8 @@ impl<'a> Ctx<'a> {
             fams.next()
                 .is_some_and(|first| results.iter().any(|r| r.to.family() != first))
         };
-        let dns_backends = inv
+        // The endpoints of both families: a dual-stack DNS pod's two addresses name one node.
+        let dns_backends: Vec<u32> = inv
             .cluster
             .dns
             .iter()

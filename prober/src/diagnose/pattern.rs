@@ -52,6 +52,9 @@ pub struct FindingPattern {
     /// The one IP family the finding's cause holds over (`ipv6`: over IPv6 only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub family: Option<Family>,
+    /// Words the finding's summary contains.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
 }
 
 /// A pattern's `state`, refused unless it is one of the states the diagnosis writes.
@@ -100,6 +103,10 @@ impl FindingPattern {
             && same(self.inferred.as_ref(), Some(&facts.inferred()))
             && same(self.hop.as_ref(), facts.hop())
             && same(self.family.as_ref(), f.family.as_ref())
+            && self
+                .summary
+                .as_deref()
+                .is_none_or(|w| f.summary.contains(w))
     }
 
     /// Whether the pattern names no field (it would match every finding).
@@ -143,6 +150,7 @@ mod tests {
             "{nodes: []}",
             "{inferred: false}",
             "{kind: firewall-gap, family: ipv6}",
+            "{summary: \"x\"}",
         ] {
             assert!(pattern(yes).matches(&f), "{yes} should match {f:?}");
         }
@@ -160,6 +168,7 @@ mod tests {
             "{inferred: true}",
             "{hop: {after: 192.168.64.2, hops: 2}}",
             "{family: ipv4}",
+            "{summary: \"y\"}",
         ] {
             assert!(!pattern(no).matches(&f), "{no} should not match {f:?}");
         }

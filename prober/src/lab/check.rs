@@ -3,7 +3,9 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
+
+use crate::inventory::Family;
 use std::time::{Duration, Instant};
 
 use probe_proto::{Outcome, ProbeResult};
@@ -35,7 +37,7 @@ pub enum CheckError {
     #[error("target {to:?}: expected NODE/host, NODE/pod or NODE/vtep")]
     TargetShape { to: String },
     #[error(
-        "target {to:?}: no IPv6 address for a {probe:?} probe (family: ipv6 needs a lab with IPv6, a node, pod, Service, DNS pod or API server target, and tcp, udp, tls or dns)"
+        "target {to:?}: no IPv6 address for a {probe:?} probe (family: ipv6 needs a lab with IPv6 and a node, pod, Service, DNS pod or API server target; a vtep one needs the IPv6 underlay of ipFamilies: [ipv6])"
     )]
     NoIpv6 { to: String, probe: ReachProbe },
     #[error("target {to:?}: unknown node")]
@@ -48,7 +50,7 @@ pub enum CheckError {
     SourceNode { from: String },
     #[error("target {to:?}: a {probe} probe needs a node target")]
     NeedsNode { to: String, probe: &'static str },
-    #[error("icmpFrom {0:?}: expected an IPv4 address or `router`")]
+    #[error("icmpFrom {0:?}: expected an IP address or `router`")]
     IcmpFrom(String),
     #[error("the probes for agent {agent}: {source}")]
     Plan {
@@ -135,12 +137,6 @@ fn resolve_target6(
         to: to.into(),
         probe,
     };
-    if !matches!(
-        probe,
-        ReachProbe::Tcp | ReachProbe::Udp | ReachProbe::Tls | ReachProbe::Dns
-    ) {
-        return Err(none());
-    }
     // The IPv4 target names the node; its IPv6 twin is the same thing's other address.
     let v4 = resolve_target(l, to, probe, port, None)?;
     let address = match to {
@@ -149,6 +145,8 @@ fn resolve_target6(
         "dns-pod" => l.dns_pod.address6,
         _ => match (v4.node, to.split_once('/').map(|(_, w)| w)) {
             (Some(i), Some("pod")) => l.nodes[i].pods[0].address6,
+            // A VTEP over the IPv6 underlay alone.
+            (Some(i), Some("vtep")) => l.ipv6_underlay().then(|| l.nodes[i].vtep6()),
             (Some(i), _) => l.nodes[i].address6,
             (None, _) => None,
         },
@@ -200,11 +198,11 @@ fn spec(lab: &Lab, id: &str, r: &Reach, from_node: usize, nonce: u32) -> Result<
         ReachProbe::Udp => json!({"id": id, "kind": "udp", "address": addr, "port": t.port}),
         ReachProbe::Icmp => json!({"id": id, "kind": "icmp", "address": addr}),
         ReachProbe::Vtep => {
-            let n = t.node.ok_or_else(|| CheckError::NeedsNode {
+            t.node.ok_or_else(|| CheckError::NeedsNode {
                 to: r.to.clone(),
                 probe: "vtep",
             })?;
-            json!({"id": id, "kind": "vtep", "address": l.nodes[n].vtep.to_string()})
+            json!({"id": id, "kind": "vtep", "address": addr})
         }
         ReachProbe::Mtu => {
             json!({"id": id, "kind": "mtu", "address": addr, "size": r.size.unwrap_or(1400)})
@@ -227,7 +225,7 @@ fn spec(lab: &Lab, id: &str, r: &Reach, from_node: usize, nonce: u32) -> Result<
                 probe: "vxlan",
             })?;
             let (src, dst) = (&l.nodes[from_node], &l.nodes[n]);
-            json!({"id": id, "kind": "vxlan", "address": dst.address.to_string(), "nonce": nonce,
+            json!({"id": id, "kind": "vxlan", "address": addr, "nonce": nonce,
                 "port": lab.scenario.overlay().port().map_or(0, probe_proto::Port::get),
                 "vni": super::build::vni(&lab.scenario),
                 "innerSource": src.vtep.to_string(), "innerDestination": dst.vtep.to_string(), "destinationMac": dst.mac.to_string()})
@@ -241,18 +239,20 @@ pub fn cni_token_file(l: &Layout, node: usize) -> std::path::PathBuf {
     l.state_dir.join("tokens").join(&l.nodes[node].name)
 }
 
-/// The address an `icmpFrom` expectation names.
-fn expected_offender(l: &Layout, r: &Reach) -> Option<Result<Ipv4Addr, CheckError>> {
+/// The address an `icmpFrom` expectation names: `router` is the source zone's router in the
+/// expectation's family.
+fn expected_offender(l: &Layout, r: &Reach) -> Option<Result<IpAddr, CheckError>> {
     let want = r.icmp_from.as_deref()?;
     if want == "router" {
         let zone = agent_of(l, &r.from)
             .ok()
             .map_or(0, |(_, n)| l.nodes[n].zone);
-        return Some(Ok(l
-            .nodes
-            .iter()
-            .find(|n| n.zone == zone)
-            .map_or(l.upstream_dns, super::build::LabNode::gateway)));
+        let node = l.nodes.iter().find(|n| n.zone == zone);
+        return Some(Ok(match (r.family, node) {
+            (Some(Family::Ipv6), Some(n)) => IpAddr::V6(n.gateway6()),
+            (_, Some(n)) => IpAddr::V4(n.gateway()),
+            (_, None) => IpAddr::V4(l.upstream_dns),
+        }));
     }
     Some(want.parse().map_err(|_| CheckError::IcmpFrom(want.into())))
 }
@@ -374,7 +374,7 @@ pub async fn run(lab: &Lab) -> Vec<Checked> {
                 if let Some(why) = offender_mismatch(got, want) {
                     detail = format!("{detail} ({why})");
                 }
-                got == Some(std::net::IpAddr::V4(want))
+                got == Some(want)
             }
         };
         let seen_matches = r
@@ -394,9 +394,9 @@ pub async fn run(lab: &Lab) -> Vec<Checked> {
 }
 
 /// Why the ICMP error's sender is not the expected one, in words; `None` when it is.
-fn offender_mismatch(got: Option<std::net::IpAddr>, want: Ipv4Addr) -> Option<String> {
+fn offender_mismatch(got: Option<IpAddr>, want: IpAddr) -> Option<String> {
     match got {
-        Some(a) if a == std::net::IpAddr::V4(want) => None,
+        Some(a) if a == want => None,
         Some(a) => Some(format!("ICMP from {a}, want {want}")),
         None => Some(format!("no ICMP error, want one from {want}")),
     }
@@ -659,8 +659,21 @@ mod tests {
                 "{to}"
             );
         }
-        let e = at(dual, "n2/pod", ReachProbe::Icmp).unwrap_err();
-        assert!(e.contains("n2/pod") && e.contains("IPv6"), "{e}");
+        assert_eq!(
+            at(dual, "n2/pod", ReachProbe::Mtu).map(|t| t.0),
+            Ok("fd00:10:244:2::2".to_string())
+        );
+        // A VTEP has an IPv6 address over the IPv6 underlay alone.
+        let e = at(dual, "n2/vtep", ReachProbe::Vtep).unwrap_err();
+        assert!(e.contains("n2/vtep") && e.contains("IPv6"), "{e}");
+        assert_eq!(
+            at("ipFamilies: [ipv6]", "n2/vtep", ReachProbe::Vtep).map(|t| t.0),
+            Ok("fd00:10:244:2::".to_string())
+        );
+        assert_eq!(
+            at("ipFamilies: [ipv6]", "n2/host", ReachProbe::Vxlan).map(|t| t.0),
+            Ok("fd00:56::b".to_string())
+        );
         let e = at("{}", "n2/pod", ReachProbe::Tcp).unwrap_err();
         assert!(e.contains("n2/pod") && e.contains("IPv6"), "{e}");
     }
@@ -685,6 +698,23 @@ mod tests {
         // A healthy join: nothing found, exit 0.
         assert_eq!(join_findings(&expect("{}"), &[], 0).1, 0);
         assert_eq!(join_findings(&expect("{}"), &[], 1).1, 1);
+    }
+
+    /// `icmpFrom: router` is the source zone's router in the expectation's family.
+    #[test]
+    fn the_router_offender_is_of_the_expectations_family() {
+        use super::expected_offender;
+        let s = crate::lab::scenario::Scenario::parse("ipFamilies: [ipv4, ipv6]").unwrap();
+        let l = crate::lab::build::layout(&s, "plab-t-", std::path::Path::new("/tmp/x"));
+        let at = |family: &str| {
+            let r = serde_saphyr::from_str(&format!(
+                "{{from: n1/pod, to: n2/pod, probe: tcp, outcome: rejected, icmpFrom: router{family}}}"
+            ))
+            .unwrap();
+            expected_offender(&l, &r).unwrap().unwrap().to_string()
+        };
+        assert_eq!(at(""), "192.168.56.1");
+        assert_eq!(at(", family: ipv6"), "fd00:56::1");
     }
 
     #[test]

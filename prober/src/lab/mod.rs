@@ -219,13 +219,19 @@ impl Lab {
             exec::nft(&st.ns, &st.nft).map_err(step(format!("nftables in {}", st.ns)))?;
         }
         say("writing certificates, tokens and host roots");
-        let endpoints: Vec<std::net::Ipv4Addr> = l
-            .nodes
+        // Every API address and the `kubernetes` Service of each family the lab has.
+        let endpoints: Vec<std::net::IpAddr> = l
+            .api_endpoints()
             .iter()
-            .filter(|n| n.control_plane)
-            .map(|n| n.address)
+            .map(std::net::SocketAddr::ip)
+            .chain(std::iter::once(build::API_SERVICE.into()))
+            .chain(
+                self.scenario
+                    .dual_stack()
+                    .then_some(build::API_SERVICE6.into()),
+            )
             .collect();
-        let pki = pki::generate(&endpoints, build::API_SERVICE)?;
+        let pki = pki::generate(&endpoints)?;
         let pki_dir = l.state_dir.join("pki");
         write(&pki_dir.join("ca.crt"), &pki.ca_pem)?;
         write(&pki_dir.join("apiserver.crt"), &pki.cert_pem)?;

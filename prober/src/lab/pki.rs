@@ -18,9 +18,9 @@ pub struct Pki {
 #[error("cannot generate lab certificates: {0}")]
 pub struct PkiError(String);
 
-/// A CA and a serving certificate valid for the `kubernetes` Service names, the Service IP,
-/// localhost and every given API address.
-pub fn generate(api_addresses: &[Ipv4Addr], service_ip: Ipv4Addr) -> Result<Pki, PkiError> {
+/// A CA and a serving certificate valid for the `kubernetes` Service names, localhost and every
+/// given address (the API servers' and the Service's, of each family).
+pub fn generate(api_addresses: &[IpAddr]) -> Result<Pki, PkiError> {
     let err = |e: rcgen::Error| PkiError(e.to_string());
     let mut ca_params = CertificateParams::new(Vec::<String>::new()).map_err(err)?;
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
@@ -42,14 +42,11 @@ pub fn generate(api_addresses: &[Ipv4Addr], service_ip: Ipv4Addr) -> Result<Pki,
     params
         .distinguished_name
         .push(DnType::CommonName, "kube-apiserver");
-    for ip in api_addresses
+    for &ip in api_addresses
         .iter()
-        .copied()
-        .chain([service_ip, Ipv4Addr::LOCALHOST])
+        .chain(&[IpAddr::V4(Ipv4Addr::LOCALHOST)])
     {
-        params
-            .subject_alt_names
-            .push(SanType::IpAddress(IpAddr::V4(ip)));
+        params.subject_alt_names.push(SanType::IpAddress(ip));
     }
     let key = KeyPair::generate().map_err(err)?;
     let cert = params.signed_by(&key, &ca).map_err(err)?;
@@ -140,10 +137,11 @@ mod tests {
 
     #[test]
     fn certificates_generate() {
-        let p = generate(
-            &[Ipv4Addr::new(192, 168, 56, 10)],
-            Ipv4Addr::new(10, 96, 0, 1),
-        )
+        let p = generate(&[
+            Ipv4Addr::new(192, 168, 56, 10).into(),
+            Ipv4Addr::new(10, 96, 0, 1).into(),
+            "fd00:56::a".parse().unwrap(),
+        ])
         .unwrap();
         assert!(p.ca_pem.starts_with("-----BEGIN CERTIFICATE-----"));
         assert!(p.key_pem.contains("PRIVATE KEY"));

@@ -1,15 +1,58 @@
 //! The overlay: each peer's VTEP, a crafted VXLAN or Geneve datagram or IP-in-IP packet the
-//! receiver's sniffer confirms, and full-size packets between pods for MTU holes.
+//! receiver's sniffer confirms, and full-size packets between pods for MTU holes, in each family
+//! the cluster has. Over an IPv6 underlay (`vtep6`, `address6`) the VTEP echo is `ICMPv6` and the
+//! crafted datagram is VXLAN's alone: the engine crafts Geneve, IP-in-IP and `WireGuard` over
+//! IPv4 only.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use probe_proto::{
-    GeneveProbe, IcmpProbe, IpipProbe, MacAddr, MtuProbe, Probe, VxlanProbe, WireguardProbe,
+    GeneveProbe, IcmpProbe, IpipProbe, MacAddr, MtuProbe, Port, Probe, Vni, VxlanProbe,
+    WireguardProbe,
 };
 
-use super::Builder;
-use crate::inventory::{Family, Inventory, Overlay, OverlayMode};
+use super::{Builder, family_suffix};
+use crate::inventory::{Family, Inventory, Node, Overlay, OverlayMode};
 use crate::model::{AgentKind, AgentRef, PathClass, Protocol, Target};
+
+/// One peer's tunnel endpoint in one family: the VTEP's address and MAC, the node's underlay
+/// address the crafted datagram goes to, and the IPv4 inner addresses it carries (the IPv4
+/// VTEPs of both ends where they have them; over an IPv6 underlay without them, none).
+struct Tunnel {
+    vtep: IpAddr,
+    mac: Option<MacAddr>,
+    underlay: IpAddr,
+    inner_source: Option<Ipv4Addr>,
+    inner_destination: Option<Ipv4Addr>,
+}
+
+/// `to`'s tunnel endpoint over the `family` underlay, seen from `from`; `None` when `to` has no
+/// VTEP or no address in that family.
+fn tunnel(from: &Node, to: &Node, family: Family) -> Option<Tunnel> {
+    let v4 = |n: &Node| n.vtep.as_ref().map(|v| v.address);
+    match family {
+        Family::Ipv4 => {
+            let vtep = to.vtep.as_ref()?;
+            Some(Tunnel {
+                vtep: IpAddr::V4(vtep.address),
+                mac: vtep.mac,
+                underlay: IpAddr::V4(to.ipv4()?),
+                inner_source: v4(from),
+                inner_destination: Some(vtep.address),
+            })
+        }
+        Family::Ipv6 => {
+            let vtep = to.vtep6.as_ref()?;
+            Some(Tunnel {
+                vtep: IpAddr::V6(vtep.address),
+                mac: vtep.mac,
+                underlay: IpAddr::V6(to.address6?),
+                inner_source: v4(from),
+                inner_destination: v4(to),
+            })
+        }
+    }
+}
 
 impl<'a> Builder<'a> {
     pub(super) fn overlay(&mut self) {
@@ -22,106 +65,117 @@ impl<'a> Builder<'a> {
         if !crafted_mode(&ov) {
             return self.pod_mtu(&ov);
         }
-        for (fnode, _) in self.agents(AgentKind::Host) {
-            for tnode in inv.nodes.iter().filter(|t| t.name != fnode.name) {
-                // No tunnel endpoint known: not probed here; the diagnosis says so
-                // (diagnose/overlay_unprobed.rs), never silence.
-                // The crafted datagrams and the VTEP echo are IPv4 for now (the IPv6 underlay's
-                // `vtep6` is not probed yet): a peer without an IPv4 address gets none.
-                let (Some(vtep), Some(taddr)) = (&tnode.vtep, tnode.ipv4()) else {
-                    continue;
-                };
-                let from = AgentRef {
-                    node: fnode.name.clone(),
-                    agent: AgentKind::Host,
-                };
-                let label = format!("{}/host", tnode.name);
-                let vtep_target = Target {
-                    node: Some(tnode.name.clone()),
-                    agent: None,
-                    service: Some("vtep".into()),
-                    address: IpAddr::V4(vtep.address),
-                    port: None,
-                    protocol: Protocol::Icmp,
-                };
-                self.push(
-                    PathClass::Overlay,
-                    from.clone(),
-                    vtep_target,
-                    &format!("{}/vtep", tnode.name),
-                    "icmp",
-                    Probe::Vtep(IcmpProbe {
-                        address: vtep.address.into(),
-                    }),
-                );
-                let inner_source = fnode.vtep.as_ref().map(|v| v.address);
-                let Some((protocol, port, probe)) =
-                    crafted(&ov, taddr, inner_source, vtep.address, vtep.mac)
-                else {
-                    continue;
-                };
-                let vx_target = Target {
-                    node: Some(tnode.name.clone()),
-                    agent: Some(AgentKind::Host),
-                    service: None,
-                    address: IpAddr::V4(taddr),
-                    port,
-                    protocol,
-                };
-                let kind = match port {
-                    Some(p) => format!("{}/{p}", ov.mode()),
-                    None => ov.mode().to_string(),
-                };
-                let receipt_port = tnode.agents.host.as_ref().map(|a| a.port);
-                if let Some(i) =
-                    self.push(PathClass::Overlay, from, vx_target, &label, &kind, probe)
-                {
-                    self.out.set_receipt_port(i, receipt_port);
+        for family in inv.families() {
+            for (fnode, _, _) in self.agents_in(AgentKind::Host, family) {
+                for tnode in inv.nodes.iter().filter(|t| t.name != fnode.name) {
+                    // No tunnel endpoint known: not probed here; the diagnosis says so
+                    // (diagnose/overlay_unprobed.rs), never silence.
+                    if let Some(t) = tunnel(fnode, tnode, family) {
+                        self.tunnel_probes(&ov, fnode, tnode, family, &t);
+                    }
                 }
             }
         }
         self.pod_mtu(&ov);
     }
 
+    /// The VTEP echo and the crafted datagram from `fnode`'s host agent to `tnode` over one
+    /// family's underlay.
+    fn tunnel_probes(
+        &mut self,
+        ov: &Overlay,
+        fnode: &Node,
+        tnode: &Node,
+        family: Family,
+        t: &Tunnel,
+    ) {
+        let suffix = family_suffix(family);
+        let from = AgentRef {
+            node: fnode.name.clone(),
+            agent: AgentKind::Host,
+        };
+        let vtep_target = Target {
+            node: Some(tnode.name.clone()),
+            agent: None,
+            service: Some("vtep".into()),
+            address: t.vtep,
+            port: None,
+            protocol: Protocol::Icmp,
+        };
+        self.push(
+            PathClass::Overlay,
+            from.clone(),
+            vtep_target,
+            &format!("{}/vtep", tnode.name),
+            &format!("icmp{suffix}"),
+            Probe::Vtep(IcmpProbe { address: t.vtep }),
+        );
+        let crafted = match (t.underlay, t.inner_destination) {
+            (IpAddr::V4(a), Some(vtep)) => crafted(ov, a, t.inner_source, vtep, t.mac),
+            // Over IPv6 the engine crafts VXLAN alone.
+            (IpAddr::V6(a), _) => crafted6(ov, a, t),
+            (IpAddr::V4(_), None) => None,
+        };
+        let Some((protocol, port, probe)) = crafted else {
+            return;
+        };
+        let vx_target = Target {
+            node: Some(tnode.name.clone()),
+            agent: Some(AgentKind::Host),
+            service: None,
+            address: t.underlay,
+            port,
+            protocol,
+        };
+        let kind = match port {
+            Some(p) => format!("{}/{p}{suffix}", ov.mode()),
+            None => format!("{}{suffix}", ov.mode()),
+        };
+        let receipt_port = tnode.agents.host.as_ref().map(|a| a.port);
+        let label = format!("{}/host", tnode.name);
+        if let Some(i) = self.push(PathClass::Overlay, from, vx_target, &label, &kind, probe) {
+            self.out.set_receipt_port(i, receipt_port);
+        }
+    }
+
     /// Full-size packets between pods: small ones passing while these vanish is an MTU hole. The
     /// size is the inventory's overlay MTU; without one, each pod agent sends its own interface's
     /// (the MTU its CNI configured), which the result reports, so the MTU is probed under every
-    /// encapsulation and native routing alike.
+    /// encapsulation and native routing alike. In each family the cluster has: ICMP echo with
+    /// DF set over IPv4, `ICMPv6` echo (never fragmented) over IPv6.
     fn pod_mtu(&mut self, ov: &Overlay) {
         let size = ov.mtu();
         let kind = size.map_or_else(|| "mtu/own".to_string(), |s| format!("mtu/{s}"));
-        // ICMP: IPv4 for now, between pods that have an IPv4 address.
-        for (fnode, _, _) in self.agents_in(AgentKind::Pod, Family::Ipv4) {
-            for (tnode, _, address) in self
-                .agents_in(AgentKind::Pod, Family::Ipv4)
-                .into_iter()
-                .filter(|(t, _, _)| t.name != fnode.name)
-            {
-                let IpAddr::V4(v4) = address else { continue };
-                let from = AgentRef {
-                    node: fnode.name.clone(),
-                    agent: AgentKind::Pod,
-                };
-                let to = Target {
-                    node: Some(tnode.name.clone()),
-                    agent: Some(AgentKind::Pod),
-                    service: None,
-                    address,
-                    port: None,
-                    protocol: Protocol::Icmp,
-                };
-                let probe = Probe::Mtu(MtuProbe {
-                    address: v4.into(),
-                    size,
-                });
-                self.push(
-                    PathClass::Overlay,
-                    from,
-                    to,
-                    &format!("{}/pod", tnode.name),
-                    &kind,
-                    probe,
-                );
+        for family in self.inv.families() {
+            let what = format!("{kind}{}", family_suffix(family));
+            let pods = self.agents_in(AgentKind::Pod, family);
+            for (fnode, _, _) in &pods {
+                for (tnode, _, address) in pods.iter().filter(|(t, _, _)| t.name != fnode.name) {
+                    let from = AgentRef {
+                        node: fnode.name.clone(),
+                        agent: AgentKind::Pod,
+                    };
+                    let to = Target {
+                        node: Some(tnode.name.clone()),
+                        agent: Some(AgentKind::Pod),
+                        service: None,
+                        address: *address,
+                        port: None,
+                        protocol: Protocol::Icmp,
+                    };
+                    let probe = Probe::Mtu(MtuProbe {
+                        address: *address,
+                        size,
+                    });
+                    self.push(
+                        PathClass::Overlay,
+                        from,
+                        to,
+                        &format!("{}/pod", tnode.name),
+                        &what,
+                        probe,
+                    );
+                }
             }
         }
     }
@@ -133,8 +187,8 @@ fn crafted_mode(ov: &Overlay) -> bool {
 }
 
 /// The nodes whose overlay the plan cannot probe because no tunnel endpoint is known for them
-/// (the CNI published none the discovery reads): empty when the overlay has no crafted probe
-/// or fewer than two nodes run host agents.
+/// (the CNI published none the discovery reads, in either family): empty when the overlay has no
+/// crafted probe or fewer than two nodes run host agents.
 #[must_use]
 pub fn unprobed(inv: &Inventory) -> Vec<String> {
     let Some(ov) = &inv.cluster.overlay else {
@@ -151,7 +205,7 @@ pub fn unprobed(inv: &Inventory) -> Vec<String> {
     };
     inv.nodes
         .iter()
-        .filter(|n| n.vtep.is_none())
+        .filter(|n| n.vtep.is_none() && n.vtep6.is_none())
         .filter(has_pods)
         .map(|n| n.name.clone())
         .collect()
@@ -200,9 +254,9 @@ pub fn underlay_mtu_needed(ov: &Overlay) -> Option<u16> {
 /// for native routing.
 pub(super) fn crafted(
     ov: &Overlay,
-    address: std::net::Ipv4Addr,
-    inner_source: Option<std::net::Ipv4Addr>,
-    vtep: std::net::Ipv4Addr,
+    address: Ipv4Addr,
+    inner_source: Option<Ipv4Addr>,
+    vtep: Ipv4Addr,
     mac: Option<MacAddr>,
 ) -> Option<(Protocol, Option<u16>, Probe)> {
     Some(match *ov {
@@ -238,20 +292,50 @@ pub(super) fn crafted(
                 inner_destination: Some(vtep),
             }),
         ),
-        Overlay::Vxlan { port, vni, .. } => (
-            Protocol::Udp,
-            Some(port.get()),
-            Probe::Vxlan(VxlanProbe {
-                address: address.into(),
-                port,
-                vni,
-                nonce: None,
-                inner_source,
-                inner_destination: Some(vtep),
-                destination_mac: mac.map(|m| MacAddr(m.0)),
-            }),
-        ),
+        Overlay::Vxlan { port, vni, .. } => {
+            vxlan(port, vni, address.into(), (inner_source, Some(vtep)), mac)
+        }
     })
+}
+
+/// A crafted VXLAN datagram to `address` (either family's underlay) carrying an IPv4 inner
+/// packet from and to `inner`, to the peer VTEP's `mac`.
+fn vxlan(
+    port: Port,
+    vni: Vni,
+    address: IpAddr,
+    (inner_source, inner_destination): (Option<Ipv4Addr>, Option<Ipv4Addr>),
+    mac: Option<MacAddr>,
+) -> (Protocol, Option<u16>, Probe) {
+    (
+        Protocol::Udp,
+        Some(port.get()),
+        Probe::Vxlan(VxlanProbe {
+            address,
+            port,
+            vni,
+            nonce: None,
+            inner_source,
+            inner_destination,
+            destination_mac: mac.map(|m| MacAddr(m.0)),
+        }),
+    )
+}
+
+/// The crafted datagram to a peer over the IPv6 underlay: VXLAN's (its IPv4 inner packet toward
+/// the peer's IPv4 VTEP where there is one, to the peer's IPv6 VTEP's MAC); none for the other
+/// encapsulations, which the engine crafts over IPv4 only.
+fn crafted6(ov: &Overlay, address: Ipv6Addr, t: &Tunnel) -> Option<(Protocol, Option<u16>, Probe)> {
+    let Overlay::Vxlan { port, vni, .. } = *ov else {
+        return None;
+    };
+    Some(vxlan(
+        port,
+        vni,
+        address.into(),
+        (t.inner_source, t.inner_destination),
+        t.mac,
+    ))
 }
 
 #[cfg(test)]
@@ -259,7 +343,6 @@ mod tests {
     use super::super::{Filter, plan};
     use super::*;
     use crate::testutil::inventory;
-    use probe_proto::Vni;
 
     #[test]
     fn ipip_is_never_a_udp_probe_and_geneve_uses_its_port() {

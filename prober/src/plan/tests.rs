@@ -190,7 +190,9 @@ mod mtu_default;
 
 /// A dual-stack cluster gets every TCP, TLS and DNS path class in both families: the IPv4
 /// cells exactly as an IPv4-only cluster's (same ids, same order), then the IPv6 ones, whose
-/// ids end in `/ipv6`; ICMP, MTU and the crafted overlay probes stay IPv4.
+/// ids end in `/ipv6`: the pods' MTU probes too (`ICMPv6`); the VTEP echo and the crafted
+/// datagram only where a node has an IPv6 tunnel endpoint (`vtep6`), which this one has not: its
+/// IPv4 underlay carries the overlay's IPv6 too.
 #[test]
 fn a_dual_stack_cluster_is_planned_in_both_families() {
     use crate::testutil::dual_stack;
@@ -202,7 +204,7 @@ fn a_dual_stack_cluster_is_planned_in_both_families() {
     assert!(six.iter().all(|p| p.id.ends_with("/ipv6")), "{six:#?}");
     let per_class = |path| six.iter().filter(|p| p.path == path).count();
     // pod-pod, node-pod, pod-node, node-node, pod-svc, node-svc, pod-api, node-api, overlay, dns
-    let want = [9, 9, 9, 2 + 6, 3, 3, 3, 3, 0, 12];
+    let want = [9, 9, 9, 2 + 6, 3, 3, 3, 3, 6, 12];
     let got: Vec<usize> = PathClass::ALL[..10].iter().map(|p| per_class(*p)).collect();
     assert_eq!(got, want);
     let ids: Vec<&str> = six.iter().map(|p| p.id.as_str()).collect();
@@ -214,6 +216,7 @@ fn a_dual_stack_cluster_is_planned_in_both_families() {
         "pod-to-service:n2/pod->svc/kubernetes:tls/443/ipv6",
         "pod-to-apiserver:n3/pod->n1/apiserver:tls/6443/ipv6",
         "dns:n2/pod->svc/kube-dns:udp/53/kubernetes.default.svc.cluster.local/ipv6",
+        "overlay:n1/pod->n3/pod:mtu/1450/ipv6",
     ] {
         assert!(ids.contains(&id), "{id} not in {ids:#?}");
     }
@@ -235,7 +238,9 @@ fn a_dual_stack_cluster_is_planned_in_both_families() {
     assert_eq!(all.len(), dual.len(), "ids are unique");
 }
 
-/// An IPv6-only cluster gets the same path classes over IPv6 and no IPv4 (nor ICMP) probe.
+/// An IPv6-only cluster gets the same path classes over IPv6 and no IPv4 probe: its overlay over
+/// the IPv6 underlay, `ICMPv6` echo to each `vtep6` and the crafted VXLAN datagram to each
+/// node's `address6`, and `ICMPv6` MTU probes between pods.
 #[test]
 fn an_ipv6_only_cluster_is_planned_over_ipv6() {
     let probes = plan(
@@ -248,10 +253,78 @@ fn an_ipv6_only_cluster_is_planned_over_ipv6() {
         .iter()
         .map(|p| count(&probes, *p))
         .collect();
-    assert_eq!(got, [9, 9, 9, 2 + 6, 3, 3, 3, 3, 0, 12]);
+    // Overlay: 6 VTEP echoes, 6 crafted VXLAN datagrams, 6 MTU probes.
+    assert_eq!(got, [9, 9, 9, 2 + 6, 3, 3, 3, 3, 18, 12]);
+    let by_id = |id: &str| probes.iter().find(|p| p.id == id);
+    let vtep = by_id("overlay:n1/host->n2/vtep:icmp/ipv6").unwrap();
+    assert!(
+        matches!(&vtep.probe, Probe::Vtep(i) if i.address.to_string() == "fd00:10:244:2::"),
+        "{vtep:?}"
+    );
+    let vx = by_id("overlay:n1/host->n2/host:vxlan/8472/ipv6").unwrap();
+    assert_eq!(vx.to.address.to_string(), "fd00:56::b");
+    assert!(vx.receipt_port.is_some(), "the peer's sniffer confirms it");
+    assert!(
+        matches!(&vx.probe, Probe::Vxlan(v) if v.address == vx.to.address
+            && v.destination_mac.is_some_and(|m| m.to_string() == "02:00:0a:f4:02:00")
+            && v.inner_destination.is_none()),
+        "{vx:?}"
+    );
+    let mtu = by_id("overlay:n3/pod->n1/pod:mtu/1450/ipv6").unwrap();
+    assert!(
+        matches!(&mtu.probe, Probe::Mtu(m) if m.address.to_string() == "fd00:10:244:1::2"
+            && m.size == Some(1450)),
+        "{mtu:?}"
+    );
+    assert!(
+        crate::plan::overlay::unprobed(&crate::testutil::ipv6_only(3, 1, "flannel")).is_empty(),
+        "every node's overlay is probed over IPv6"
+    );
     let dns = probes.iter().find(|p| p.path == PathClass::Dns).unwrap();
     assert!(
         matches!(&dns.probe, Probe::Dns(d) if d.record_type == probe_proto::DnsRecordType::Aaaa),
         "the kubernetes Service is IPv6: its name has a AAAA record"
     );
+}
+
+/// Over an IPv6 underlay only VXLAN is crafted (the engine crafts Geneve, IP-in-IP and
+/// `WireGuard` over IPv4 alone): their VTEP is still echoed over `ICMPv6`, their datagrams are
+/// planned over IPv4 where the nodes have it.
+#[test]
+fn other_encapsulations_are_crafted_over_ipv4_only() {
+    use crate::inventory::Overlay;
+    let mut inv = crate::testutil::ipv6_only(3, 1, "cilium");
+    let modes = [
+        Overlay::Geneve {
+            port: probe_proto::Port::new(6081).unwrap(),
+            vni: probe_proto::Vni::new(2).unwrap(),
+            mtu: Some(1450),
+        },
+        Overlay::Ipip { mtu: Some(1450) },
+        Overlay::Wireguard {
+            port: probe_proto::Port::new(51871).unwrap(),
+            mtu: Some(1450),
+        },
+    ];
+    for ov in modes {
+        inv.cluster.overlay = Some(ov);
+        let probes = plan(&inv, &Filter::default()).to_vec();
+        let overlay: Vec<&PlannedProbe> = probes
+            .iter()
+            .filter(|p| p.path == PathClass::Overlay)
+            .collect();
+        assert!(
+            overlay
+                .iter()
+                .all(|p| matches!(p.probe, Probe::Vtep(_) | Probe::Mtu(_))),
+            "{ov:?}: {overlay:#?}"
+        );
+        assert_eq!(
+            overlay
+                .iter()
+                .filter(|p| matches!(p.probe, Probe::Vtep(_)))
+                .count(),
+            6
+        );
+    }
 }

@@ -2,7 +2,7 @@
 //! and each node's overlay device (kernel VXLAN or a TUN device for the lab's tunnel), pod bridge, pods, and what flanneld programs for its peers.
 
 use super::layout::{zone_router, zone_router6};
-use super::{LabNode, Layout, OVERLAY_MTU, Pod, TUNNEL_MTU, nat};
+use super::{LabNode, Layout, Pod, TUNNEL_MTU, nat};
 use crate::inventory::Cni;
 use crate::inventory::Overlay;
 use crate::lab::scenario::{Fault, OverlayMode, Scenario};
@@ -122,10 +122,16 @@ pub(super) fn node_setup(s: &Scenario, l: &Layout, n: &LabNode) -> NsSetup {
     if n.address6.is_some() {
         st.dual_stack(true);
     }
+    // The IPv6-only cluster's underlay: the node's link has its IPv6 address alone, and the
+    // overlay runs over it.
+    let six_underlay = n.address6.filter(|_| s.ipv6_underlay());
+    let mtu = s.overlay_mtu();
     let c = &mut st.config;
     c.push("link set eth0 up".into());
-    c.push(format!("addr add {}/24 dev eth0", n.address));
-    c.push(format!("route add default via {}", n.gateway()));
+    if six_underlay.is_none() {
+        c.push(format!("addr add {}/24 dev eth0", n.address));
+        c.push(format!("route add default via {}", n.gateway()));
+    }
     if let Some(a6) = n.address6 {
         c.push(format!("addr add {a6}/64 dev eth0 nodad"));
         c.push(format!("route add default via {}", zone_router6(n.zone)));
@@ -134,13 +140,13 @@ pub(super) fn node_setup(s: &Scenario, l: &Layout, n: &LabNode) -> NsSetup {
     let mode = s.overlay().mode();
     match s.overlay() {
         Overlay::Vxlan { port, vni, .. } => {
+            let local = six_underlay.map_or_else(|| n.address.to_string(), |a| a.to_string());
             c.push(format!(
-                "link add {device} address {} type vxlan id {} local {} dev eth0 dstport {port} nolearning",
+                "link add {device} address {} type vxlan id {} local {local} dev eth0 dstport {port} nolearning",
                 n.mac,
                 vni.get(),
-                n.address
             ));
-            c.push(format!("link set {device} mtu {OVERLAY_MTU}"));
+            c.push(format!("link set {device} mtu {mtu}"));
         }
         // This kernel may have no ipip or geneve device: a TUN device whose packets the lab's
         // tunnel process (`probe-pod tunnel`) carries as real IP protocol 4 or UDP 6081 packets.
@@ -154,9 +160,12 @@ pub(super) fn node_setup(s: &Scenario, l: &Layout, n: &LabNode) -> NsSetup {
         }
     }
     c.push(format!("addr add {}/32 dev {device}", n.vtep));
+    if six_underlay.is_some() {
+        c.push(format!("addr add {}/128 dev {device} nodad", n.vtep6()));
+    }
     c.push(format!("link set {device} up"));
     c.push("link add cni0 type bridge".into());
-    c.push(format!("link set cni0 mtu {OVERLAY_MTU}"));
+    c.push(format!("link set cni0 mtu {mtu}"));
     c.push(format!("addr add {}/24 dev cni0", n.bridge()));
     if n.address6.is_some() {
         c.push(format!("addr add {}/64 dev cni0 nodad", n.bridge6()));
@@ -171,44 +180,11 @@ pub(super) fn node_setup(s: &Scenario, l: &Layout, n: &LabNode) -> NsSetup {
             "link add {} type veth peer name eth0 netns {}",
             p.host_if, p.ns
         ));
-        st.config.push(format!(
-            "link set {} master cni0 mtu {OVERLAY_MTU} up",
-            p.host_if
-        ));
+        st.config
+            .push(format!("link set {} master cni0 mtu {mtu} up", p.host_if));
     }
     for peer in l.nodes.iter().filter(|p| p.name != n.name) {
-        if mode != OverlayMode::Vxlan {
-            // The tunnel process picks the peer by the inner destination.
-            st.config
-                .push(format!("route add {} dev {device}", peer.pod_cidr));
-            continue;
-        }
-        // What flanneld programs for every other node: route, permanent neighbour, fdb entry.
-        st.config.push(format!(
-            "route add {} via {} dev {device} onlink",
-            peer.pod_cidr, peer.vtep
-        ));
-        st.config.push(format!(
-            "neigh add {} lladdr {} dev {device} nud permanent",
-            peer.vtep, peer.mac
-        ));
-        st.fdb.push(format!(
-            "fdb append {} dev {device} dst {}",
-            peer.mac, peer.address
-        ));
-        if n.address6.is_some() {
-            // The IPv4 underlay carries the pods' IPv6 too: the peer's IPv6 range through the
-            // same device, to a next hop whose neighbour entry is the peer's VTEP MAC.
-            let hop = peer.vtep6_hop();
-            st.config.push(format!(
-                "route add {} via {hop} dev {device} onlink",
-                peer.pod_cidr6()
-            ));
-            st.config.push(format!(
-                "neigh add {hop} lladdr {} dev {device} nud permanent",
-                peer.mac
-            ));
-        }
+        peer_entries(&mut st, l, n, peer, mode, device);
     }
     let kube_proxy = !s
         .faults
@@ -217,6 +193,54 @@ pub(super) fn node_setup(s: &Scenario, l: &Layout, n: &LabNode) -> NsSetup {
     st.nft = nat::node_nat(l, n, kube_proxy);
     st.nft.push_str(&nat::node_nat6(l, n, kube_proxy));
     st
+}
+
+/// What the node programs for one peer: a route through the tunnel device (by its inner
+/// destination for the lab's tunnel process); for VXLAN what flanneld programs, a route, a
+/// permanent neighbour and an fdb entry per family.
+fn peer_entries(
+    st: &mut NsSetup,
+    l: &Layout,
+    n: &LabNode,
+    peer: &LabNode,
+    mode: OverlayMode,
+    device: &str,
+) {
+    if mode != OverlayMode::Vxlan {
+        // The tunnel process picks the peer by the inner destination.
+        st.config
+            .push(format!("route add {} dev {device}", peer.pod_cidr));
+        return;
+    }
+    st.config.push(format!(
+        "route add {} via {} dev {device} onlink",
+        peer.pod_cidr, peer.vtep
+    ));
+    st.config.push(format!(
+        "neigh add {} lladdr {} dev {device} nud permanent",
+        peer.vtep, peer.mac
+    ));
+    // Over the IPv6 underlay the fdb entry is the peer's IPv6 address, and the IPv4 pods
+    // (outside the inventory) ride it too.
+    let dst = match peer.address6.filter(|_| l.ipv6_underlay()) {
+        Some(a6) => a6.to_string(),
+        None => peer.address.to_string(),
+    };
+    st.fdb
+        .push(format!("fdb append {} dev {device} dst {dst}", peer.mac));
+    if n.address6.is_some() {
+        // The peer's IPv6 range through the same device, to a next hop whose neighbour entry is
+        // the peer's VTEP MAC.
+        let hop = l.vtep6_next_hop(peer);
+        st.config.push(format!(
+            "route add {} via {hop} dev {device} onlink",
+            peer.pod_cidr6()
+        ));
+        st.config.push(format!(
+            "neigh add {hop} lladdr {} dev {device} nud permanent",
+            peer.mac
+        ));
+    }
 }
 
 /// The VXLAN network identifier: Calico's 4096, flannel's 1.
@@ -251,7 +275,7 @@ pub(super) fn pod_setup(s: &Scenario, p: &Pod, n: &LabNode) -> NsSetup {
     st.sysctl
         .push(("net.ipv4.ping_group_range".into(), "0 2147483647".into()));
     st.config
-        .push(format!("link set eth0 mtu {OVERLAY_MTU} up"));
+        .push(format!("link set eth0 mtu {} up", s.overlay_mtu()));
     st.config
         .push(format!("addr add {}/24 dev eth0", p.address));
     st.config

@@ -104,6 +104,70 @@ struct FaultRules {
     /// Per pod namespace: a policy's (input, output) rules.
     pod: std::collections::BTreeMap<String, (Vec<String>, Vec<String>)>,
     mtu: Vec<(usize, String, u16)>,
+    /// Per node namespace: `ip` lines that change its routes (an IPv6 path MTU).
+    routes: std::collections::BTreeMap<String, Vec<String>>,
+    /// Per node namespace: ICMP drops on every hook.
+    icmp: std::collections::BTreeMap<String, Vec<String>>,
+}
+
+/// A smaller MTU to and from `node`: its switch port's, or (IPv6) its IPv6 routes'.
+fn mtu_fault(
+    s: &Scenario,
+    l: &Layout,
+    node: &str,
+    mtu: u16,
+    family: Family,
+    rules: &mut FaultRules,
+) {
+    match family {
+        Family::Ipv4 => {
+            if let Some(n) = host(l, node) {
+                rules.mtu.push((n.zone, n.switch_port(), mtu));
+            }
+        }
+        Family::Ipv6 => {
+            if let Some(n) = l.node(node) {
+                ipv6_route_mtu(s, l, n, mtu, rules);
+            }
+        }
+    }
+}
+
+/// The nodes' own firewalls drop `types` of ICMP (`ICMPv6` over IPv6) on every hook.
+fn icmp_filter(l: &Layout, nodes: &[String], types: &[u8], family: Family, rules: &mut FaultRules) {
+    let list: Vec<String> = types.iter().map(u8::to_string).collect();
+    let rule = match family {
+        Family::Ipv4 => format!("icmp type {{ {} }} drop", list.join(", ")),
+        Family::Ipv6 => format!("icmpv6 type {{ {} }} drop", list.join(", ")),
+    };
+    for n in l
+        .nodes
+        .iter()
+        .filter(|n| nodes.is_empty() || nodes.contains(&n.name))
+    {
+        rules
+            .icmp
+            .entry(n.ns.clone())
+            .or_default()
+            .push(rule.clone());
+    }
+}
+
+/// The IPv6 path to and from `n` carries at most `mtu` bytes: each other node's route toward
+/// `n`'s IPv6 pods, and `n`'s own toward theirs, get that MTU (the routes `node_setup` adds).
+fn ipv6_route_mtu(s: &Scenario, l: &Layout, n: &LabNode, mtu: u16, rules: &mut FaultRules) {
+    let device = super::overlay_device(s);
+    let mut change = |on: &LabNode, toward: &LabNode| {
+        rules.routes.entry(on.ns.clone()).or_default().push(format!(
+            "route change {} via {} dev {device} onlink mtu {mtu}",
+            toward.pod_cidr6(),
+            l.vtep6_next_hop(toward)
+        ));
+    };
+    for other in l.nodes.iter().filter(|o| o.name != n.name) {
+        change(other, n);
+        change(n, other);
+    }
 }
 
 pub(super) fn apply_faults(
@@ -162,11 +226,14 @@ pub(super) fn apply_faults(
                     }
                 }
             }
-            Fault::Mtu { node, mtu } => {
-                if let Some(n) = host(l, node) {
-                    rules.mtu.push((n.zone, n.switch_port(), *mtu));
-                }
+            Fault::Mtu { node, mtu, family } => {
+                mtu_fault(scenario, l, node, *mtu, *family, &mut rules);
             }
+            Fault::IcmpFilter {
+                nodes,
+                types,
+                family,
+            } => icmp_filter(l, nodes, types, *family, &mut rules),
             Fault::Loss { node, percent } => {
                 if let Some(n) = host(l, node) {
                     // nftables refuses `< 100` on a value that is always below 100.
@@ -238,12 +305,30 @@ fn place(rules: &FaultRules, l: &Layout, out: &mut [NsSetup]) {
                 text.push_str("}\n");
             }
             st.nft = text;
-        } else if let Some(host_rules) = rules.host.get(&st.ns) {
-            st.nft
-                .push_str(&chain("inet", "input", "input", host_rules));
+        } else if rules.host.contains_key(&st.ns)
+            || rules.routes.contains_key(&st.ns)
+            || rules.icmp.contains_key(&st.ns)
+        {
+            if let Some(host_rules) = rules.host.get(&st.ns) {
+                st.nft
+                    .push_str(&chain("inet", "input", "input", host_rules));
+            }
+            if let Some(lines) = rules.routes.get(&st.ns) {
+                st.config.extend(lines.iter().cloned());
+            }
+            if let Some(icmp) = rules.icmp.get(&st.ns) {
+                let hooks = [
+                    ("input", icmp.as_slice()),
+                    ("forward", icmp.as_slice()),
+                    ("output", icmp.as_slice()),
+                ];
+                // Its own table: a host fault's input chain may be in `prober-fault`.
+                st.nft.push_str(&chains("inet", "prober-icmp", &hooks));
+            }
         } else if let Some((input, output)) = rules.pod.get(&st.ns) {
             st.nft.push_str(&chains(
                 "inet",
+                "prober-fault",
                 &[("input", input.as_slice()), ("output", output.as_slice())],
             ));
         }
@@ -300,8 +385,8 @@ fn policy_drop(l: &Layout, d: &PolicyDrop, rules: &mut FaultRules) {
 }
 
 /// One table with a filter chain per hook, each accepting by default.
-fn chains(family: &str, hooks: &[(&str, &[String])]) -> String {
-    let mut out = format!("table {family} prober-fault {{\n");
+fn chains(family: &str, table: &str, hooks: &[(&str, &[String])]) -> String {
+    let mut out = format!("table {family} {table} {{\n");
     for (hook, rules) in hooks.iter().filter(|(_, r)| !r.is_empty()) {
         let _ = write!(
             out,

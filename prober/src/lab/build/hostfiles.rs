@@ -1,7 +1,7 @@
 //! Each node's host root as the lab writes it: kubeconfigs, resolv.conf, the CNI configuration and
 //! the CNI's service-account token, with the node faults that change them.
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 
 use super::{API_PORT, API_SERVICE, Layout};
@@ -36,11 +36,14 @@ fn kubeconfig(server: &str, ca_b64: &str, user: &str, credential: &str) -> Strin
 pub fn host_files(s: &Scenario, l: &Layout, ca_pem: &str, tokens: &Tokens) -> HostFiles {
     use base64::Engine as _;
     let ca_b64 = base64::engine::general_purpose::STANDARD.encode(ca_pem);
-    let cp = l
-        .nodes
-        .iter()
-        .find(|n| n.control_plane)
-        .map_or(Ipv4Addr::LOCALHOST, |n| n.address);
+    // The API server as the kubelet reaches it: over IPv6 on the IPv6 underlay.
+    let cp = l.nodes.iter().find(|n| n.control_plane).map_or(
+        SocketAddr::from((Ipv4Addr::LOCALHOST, API_PORT)),
+        |n| match n.address6.filter(|_| s.ipv6_underlay()) {
+            Some(a6) => SocketAddr::from((a6, API_PORT)),
+            None => SocketAddr::from((n.address, API_PORT)),
+        },
+    );
     let has = |f: &dyn Fn(&Fault) -> bool| s.faults.iter().any(f);
     let dns_loop = has(&|f| matches!(f, Fault::DnsLoop));
     let mut files = Vec::new();
@@ -50,7 +53,7 @@ pub fn host_files(s: &Scenario, l: &Layout, ca_pem: &str, tokens: &Tokens) -> Ho
         let server = if kubelet_localhost(s, &n.name) {
             "https://localhost:6443".to_string()
         } else {
-            format!("https://{cp}:{API_PORT}")
+            format!("https://{cp}")
         };
         files.push(kubelet_conf(&etc, &server, &ca_b64, &n.name));
         files.push((etc.join("kubernetes/pki/ca.crt"), ca_pem.to_string()));
@@ -59,7 +62,7 @@ pub fn host_files(s: &Scenario, l: &Layout, ca_pem: &str, tokens: &Tokens) -> Ho
         let resolv = if dns_loop {
             "nameserver 127.0.0.53\noptions edns0 trust-ad\nsearch .\n".to_string()
         } else {
-            format!("nameserver {}\n", l.upstream_dns)
+            format!("nameserver {}\n", l.upstream_resolver())
         };
         files.push((etc.join("resolv.conf"), resolv));
         let insecure =

@@ -136,7 +136,10 @@ fn wired(s: &Scenario, l: &Layout) -> crate::inventory::Inventory {
                     address: n.vtep,
                     mac: Some(n.mac),
                 }),
-                vtep6: None,
+                vtep6: (s.ipv6_underlay() && s.overlay.is_none_or(|o| o.vteps_known)).then_some(Vtep {
+                    address: n.vtep6(),
+                    mac: Some(n.mac),
+                }),
                 zone: Some(l.zones[n.zone].clone()),
                 serves: None,
                 agents: Agents {

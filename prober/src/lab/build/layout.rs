@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use probe_proto::MacAddr;
 
 use super::API_PORT;
-use crate::inventory::Cidr;
+use crate::inventory::{Cidr, Family};
 use crate::lab::scenario::Scenario;
 
 /// The last octet of the DNS pod's address in its node's pod subnet.
@@ -46,6 +46,12 @@ impl LabNode {
         zone_router(self.zone)
     }
 
+    /// The zone router's IPv6 address, the node's IPv6 gateway in a lab with IPv6.
+    #[must_use]
+    pub fn gateway6(&self) -> Ipv6Addr {
+        zone_router6(self.zone)
+    }
+
     #[must_use]
     pub fn switch_port(&self) -> String {
         format!("n{}", self.index)
@@ -73,6 +79,13 @@ impl LabNode {
         pod6(self.index, 0xff)
     }
 
+    /// The node's IPv6 tunnel endpoint over the IPv6 underlay, `fd00:10:244:<index>::`, as
+    /// flannel addresses its `flannel-v6.1`.
+    #[must_use]
+    pub fn vtep6(&self) -> Ipv6Addr {
+        pod6(self.index, 0)
+    }
+
     /// The pods' IPv6 gateway: the bridge's `::1`.
     #[must_use]
     pub fn bridge6(&self) -> Ipv6Addr {
@@ -81,10 +94,10 @@ impl LabNode {
 
     /// The node's address in `family`.
     #[must_use]
-    pub fn ip(&self, family: crate::inventory::Family) -> Option<IpAddr> {
+    pub fn ip(&self, family: Family) -> Option<IpAddr> {
         match family {
-            crate::inventory::Family::Ipv4 => Some(IpAddr::V4(self.address)),
-            crate::inventory::Family::Ipv6 => self.address6.map(IpAddr::V6),
+            Family::Ipv4 => Some(IpAddr::V4(self.address)),
+            Family::Ipv6 => self.address6.map(IpAddr::V6),
         }
     }
 }
@@ -106,6 +119,8 @@ pub struct Layout {
     pub upstream_dns: Ipv4Addr,
     /// The scenario's joining machine, if it has one (not in `nodes`: it is no node yet).
     pub candidate: Option<LabNode>,
+    /// The families the cluster's addresses are in (`ipFamilies`): what the inventory holds.
+    pub families: Vec<Family>,
 }
 
 /// `fd00:10:244:<index>::<host>`: the IPv6 twin of `10.244.<index>.<host>`.
@@ -146,6 +161,34 @@ pub(super) fn zone_router(zone: usize) -> Ipv4Addr {
 }
 
 impl Layout {
+    /// The next hop toward `peer`'s IPv6 pods through the tunnel device: its `vtep6` over the
+    /// IPv6 underlay; over the IPv4 one, which carries the pods' IPv6 too, an address nothing
+    /// holds (only a neighbour entry with the peer's VTEP MAC).
+    #[must_use]
+    pub fn vtep6_next_hop(&self, peer: &LabNode) -> Ipv6Addr {
+        if self.ipv6_underlay() {
+            peer.vtep6()
+        } else {
+            peer.vtep6_hop()
+        }
+    }
+
+    /// Whether the nodes' underlay is IPv6 alone (`ipFamilies: [ipv6]`).
+    #[must_use]
+    pub fn ipv6_underlay(&self) -> bool {
+        !self.families.contains(&Family::Ipv4)
+    }
+
+    /// The "external" resolver as the cluster reaches it: over IPv6 on the IPv6 underlay.
+    #[must_use]
+    pub fn upstream_resolver(&self) -> IpAddr {
+        if self.ipv6_underlay() {
+            IpAddr::V6(zone_router6(0))
+        } else {
+            IpAddr::V4(self.upstream_dns)
+        }
+    }
+
     #[must_use]
     pub fn node(&self, name: &str) -> Option<&LabNode> {
         self.nodes.iter().find(|n| n.name == name)
@@ -251,6 +294,7 @@ pub fn layout(s: &Scenario, prefix: &str, state_dir: &Path) -> Layout {
     };
     let candidate = super::candidate::layout(s, prefix, state_dir, &zones);
     Layout {
+        families: s.ip_families.clone(),
         candidate,
         prefix: prefix.to_string(),
         state_dir: state_dir.to_path_buf(),

@@ -25,6 +25,8 @@ pub use processes::{Process, processes};
 pub const AGENT_PORT: u16 = 9917;
 pub const API_PORT: u16 = 6443;
 pub const OVERLAY_MTU: u16 = 1450;
+/// The overlay's MTU over the IPv6 underlay: VXLAN's outer IPv6 header is 40 bytes, not 20.
+pub const OVERLAY_MTU6: u16 = 1430;
 /// The lab tunnel device's MTU: room for the outer headers of Geneve (36 bytes, IPv4 inner) and
 /// IP-in-IP (20) on a 1500-byte underlay.
 pub const TUNNEL_MTU: u16 = 1460;

@@ -1,6 +1,6 @@
 //! The lab's long-running programs: DNS servers, the API server stand-in and the agents.
 
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
 
 use super::{API_PORT, API_SERVICE, API_SERVICE6, DNS_SERVICE, DNS_SERVICE6, LabNode, Layout};
@@ -77,9 +77,9 @@ fn tunnel(s: &Scenario, l: &Layout, n: &LabNode, agent: &str) -> Option<Process>
 /// itself, through its Service, in a DNS loop).
 fn cluster_dns(s: &Scenario, l: &Layout) -> Process {
     let forward = if s.faults.iter().any(|f| matches!(f, Fault::DnsLoop)) {
-        DNS_SERVICE
+        IpAddr::V4(DNS_SERVICE)
     } else {
-        l.upstream_dns
+        l.upstream_resolver()
     };
     // Dual-stack: the cluster DNS answers on its IPv6 address too, and its names have AAAA
     // records (the lab's Services are dual-stack).
@@ -117,7 +117,14 @@ pub fn processes(s: &Scenario, l: &Layout, agent: &Path, prober: &Path) -> Vec<P
             &std::iter::once("--address=/example.com/192.0.2.10".to_string())
                 .chain(
                     s.dual_stack()
-                        .then(|| "--address=/example.com/2001:db8::10".to_string()),
+                        .then(|| {
+                            [
+                                "--address=/example.com/2001:db8::10".to_string(),
+                                format!("--listen-address={}", super::layout::zone_router6(0)),
+                            ]
+                        })
+                        .into_iter()
+                        .flatten(),
                 )
                 .collect::<Vec<_>>(),
         ),

@@ -21,6 +21,33 @@ fn ns<'a>(st: &'a [NsSetup], name: &str) -> &'a NsSetup {
         .unwrap_or_else(|| panic!("no namespace {name}"))
 }
 
+/// The host files of a lab, its tokens issued at a fixed time.
+fn test_host_files(s: &Scenario, l: &Layout) -> HostFiles {
+    let tokens = Tokens {
+        now: 100_000,
+        key: b"k".to_vec(),
+    };
+    host_files(s, l, "CA", &tokens)
+}
+
+/// Asserts that the process `what` is given `arg`.
+fn argv_has(procs: &[Process], what: &str, arg: &str) {
+    let p = procs.iter().find(|p| p.what == what).unwrap();
+    assert!(p.argv.iter().any(|a| a == arg), "{what}: {:?}", p.argv);
+}
+
+/// Asserts that `st`'s configuration holds every one of `lines`.
+fn has_lines(st: &NsSetup, lines: &[&str]) {
+    for line in lines {
+        assert!(
+            st.config.contains(&(*line).to_string()),
+            "{} lacks {line:?}: {:#?}",
+            st.ns,
+            st.config
+        );
+    }
+}
+
 #[test]
 fn three_nodes_like_flanneld_programs_them() {
     let (l, st) = lab("{}");
@@ -41,20 +68,17 @@ fn three_nodes_like_flanneld_programs_them() {
     assert_eq!(l.nodes[0].address, Ipv4Addr::new(192, 168, 56, 10));
     assert!(l.nodes[0].control_plane && !l.nodes[1].control_plane);
     let n1 = ns(&st, "plab-t-n1");
-    for line in [
-        "addr add 192.168.56.10/24 dev eth0",
-        "link add flannel.1 address 02:00:0a:f4:01:00 type vxlan id 1 local 192.168.56.10 dev eth0 dstport 8472 nolearning",
-        "addr add 10.244.1.0/32 dev flannel.1",
-        "addr add 10.244.1.1/24 dev cni0",
-        "route add 10.244.2.0/24 via 10.244.2.0 dev flannel.1 onlink",
-        "neigh add 10.244.3.0 lladdr 02:00:0a:f4:03:00 dev flannel.1 nud permanent",
-    ] {
-        assert!(
-            n1.config.contains(&line.to_string()),
-            "n1 lacks {line:?}: {:#?}",
-            n1.config
-        );
-    }
+    has_lines(
+        n1,
+        &[
+            "addr add 192.168.56.10/24 dev eth0",
+            "link add flannel.1 address 02:00:0a:f4:01:00 type vxlan id 1 local 192.168.56.10 dev eth0 dstport 8472 nolearning",
+            "addr add 10.244.1.0/32 dev flannel.1",
+            "addr add 10.244.1.1/24 dev cni0",
+            "route add 10.244.2.0/24 via 10.244.2.0 dev flannel.1 onlink",
+            "neigh add 10.244.3.0 lladdr 02:00:0a:f4:03:00 dev flannel.1 nud permanent",
+        ],
+    );
     assert_eq!(
         n1.fdb,
         [
@@ -606,6 +630,7 @@ fn a_dual_stack_lab_has_both_families_everywhere() {
 fn families_the_lab_does_not_build_are_refused_naming_the_key() {
     for (yaml, says) in [
         ("ipFamilies: [ipv6, ipv4]", "[ipv6, ipv4]"),
+        ("ipFamilies: [ipv6]\noverlay: {mode: geneve}", "geneve"),
         (
             "ipFamilies: [ipv4, ipv6]\nrouters: 2\nzones: [{name: a, nodes: [n1]}, {name: b, nodes: [n2]}]",
             "routers: 2",
@@ -616,8 +641,7 @@ fn families_the_lab_does_not_build_are_refused_naming_the_key() {
     }
 }
 
-/// An IPv6-only scenario: the same dual-stack wiring, an inventory of IPv6 alone, whose plan
-/// probes nothing over IPv4.
+/// An IPv6-only scenario: an inventory of IPv6 alone, whose plan probes nothing over IPv4.
 #[test]
 fn an_ipv6_only_lab_writes_an_ipv6_only_inventory() {
     let yaml = "ipFamilies: [ipv6]";
@@ -628,8 +652,147 @@ fn an_ipv6_only_lab_writes_an_ipv6_only_inventory() {
     assert_eq!(inv.families(), [crate::inventory::Family::Ipv6]);
     assert_eq!(inv.cluster.api.service.to_string(), "[fd00:10:96::1]:443");
     assert_eq!(inv.cluster.pod_cidr.to_string(), "fd00:10:244::/56");
-    assert!(!inv.to_yaml().contains("address: "), "{}", inv.to_yaml());
+    let text = inv.to_yaml();
+    assert!(
+        !text.contains("192.168.") && !text.contains("10.244.") && !text.contains("vtep:"),
+        "{text}"
+    );
     let plan = crate::plan::plan(&inv, &crate::plan::Filter::default());
     assert!(!plan.is_empty());
     assert!(plan.iter().all(|p| p.to.address.is_ipv6()), "{plan:#?}");
+}
+
+/// The IPv6-only lab's underlay is IPv6 alone: no IPv4 address on the nodes' links, flannel's
+/// VXLAN device over IPv6 with its `vtep6`, fdb entries to the peers' IPv6 addresses, the pods'
+/// IPv6 ranges routed to the peers' `vtep6`, and an MTU with room for the IPv6 outer header. The
+/// kubelet, the resolver and the inventory reach everything over IPv6.
+#[test]
+fn an_ipv6_only_lab_runs_its_overlay_over_an_ipv6_underlay() {
+    let yaml = "ipFamilies: [ipv6]";
+    let (l, st) = lab(yaml);
+    let s = Scenario::parse(yaml).unwrap();
+    let n1 = ns(&st, "plab-t-n1");
+    assert!(
+        !n1.config
+            .iter()
+            .any(|c| c.contains("192.168.") || c.contains("default via 192")),
+        "{:#?}",
+        n1.config
+    );
+    has_lines(
+        n1,
+        &[
+            "addr add fd00:56::a/64 dev eth0 nodad",
+            "link add flannel.1 address 02:00:0a:f4:01:00 type vxlan id 1 local fd00:56::a dev eth0 dstport 8472 nolearning",
+            "link set flannel.1 mtu 1430",
+            "addr add fd00:10:244:1::/128 dev flannel.1 nodad",
+            "route add fd00:10:244:2::/64 via fd00:10:244:2:: dev flannel.1 onlink",
+            "neigh add fd00:10:244:3:: lladdr 02:00:0a:f4:03:00 dev flannel.1 nud permanent",
+            "link set cni0 mtu 1430",
+        ],
+    );
+    assert_eq!(
+        n1.fdb,
+        [
+            "fdb append 02:00:0a:f4:02:00 dev flannel.1 dst fd00:56::b",
+            "fdb append 02:00:0a:f4:03:00 dev flannel.1 dst fd00:56::c",
+        ]
+    );
+    assert!(
+        ns(&st, "plab-t-n1p0")
+            .config
+            .contains(&"link set eth0 mtu 1430 up".to_string())
+    );
+    let inv = inventory(&s, &l);
+    let vtep6 = inv.nodes[1].vtep6.as_ref().unwrap();
+    assert_eq!(vtep6.address.to_string(), "fd00:10:244:2::");
+    assert_eq!(inv.cluster.overlay.and_then(|o| o.mtu()), Some(1430));
+    let hf = test_host_files(&s, &l);
+    let text = |p: &str| {
+        hf.files
+            .iter()
+            .find(|(f, _)| f.ends_with(p))
+            .map_or_else(|| panic!("no {p}"), |(_, t)| t.clone())
+    };
+    assert!(text("n2/etc/kubernetes/kubelet.conf").contains("server: https://[fd00:56::a]:6443"));
+    assert_eq!(text("n2/etc/resolv.conf"), "nameserver fd00:56::1\n");
+    let ps = processes(&s, &l, Path::new("/a"), Path::new("/p"));
+    argv_has(&ps, "cluster-dns", "--server=fd00:56::1");
+    argv_has(&ps, "upstream-dns", "--listen-address=fd00:56::1");
+    // The dual-stack lab keeps its IPv4 underlay: no `vtep6`, the fdb to IPv4 addresses.
+    let (l, st) = lab("ipFamilies: [ipv4, ipv6]");
+    let s = Scenario::parse("ipFamilies: [ipv4, ipv6]").unwrap();
+    assert!(inventory(&s, &l).nodes.iter().all(|n| n.vtep6.is_none()));
+    assert!(ns(&st, "plab-t-n1").fdb[0].ends_with("dst 192.168.56.11"));
+}
+
+/// `mtu` with `family: ipv6` lowers the MTU of the IPv6 routes to and from the node alone; an
+/// `icmp-filter` drops its ICMP types on every hook of the nodes it names.
+#[test]
+fn ipv6_path_mtu_and_icmp_filter_faults() {
+    let yaml = "ipFamilies: [ipv4, ipv6]\nfaults:\n  - {kind: mtu, node: n3, mtu: 1400, family: ipv6}\n  - {kind: icmp-filter, nodes: [n1], types: [2], family: ipv6}";
+    let (_, st) = lab(yaml);
+    let n1 = ns(&st, "plab-t-n1");
+    assert!(
+        n1.config.contains(
+            &"route change fd00:10:244:3::/64 via fd00:10:244:3::ff dev flannel.1 onlink mtu 1400"
+                .to_string()
+        ),
+        "{:#?}",
+        n1.config
+    );
+    assert!(
+        !n1.config
+            .iter()
+            .any(|c| c.contains("fd00:10:244:2::/64") && c.contains("mtu"))
+    );
+    let n3 = ns(&st, "plab-t-n3");
+    for peer in [1, 2] {
+        let want = format!(
+            "route change fd00:10:244:{peer}::/64 via fd00:10:244:{peer}::ff dev flannel.1 onlink mtu 1400"
+        );
+        assert!(n3.config.contains(&want), "{:#?}", n3.config);
+    }
+    for hook in ["input", "forward", "output"] {
+        assert!(
+            n1.nft.contains(&format!("type filter hook {hook}")),
+            "{}",
+            n1.nft
+        );
+    }
+    assert!(
+        n1.nft.contains("table inet prober-icmp") && n1.nft.contains("icmpv6 type { 2 } drop"),
+        "{}",
+        n1.nft
+    );
+    assert!(!ns(&st, "plab-t-n2").nft.contains("prober-icmp"));
+    // IPv4 untouched: no switch-port MTU.
+    assert!(
+        !ns(&st, "plab-t-sw0")
+            .config
+            .iter()
+            .any(|c| c.contains("mtu"))
+    );
+    // Their family must be the lab's.
+    for (yaml, field) in [
+        (
+            "faults: [{kind: mtu, node: n3, mtu: 1400, family: ipv6}]",
+            "faults[0].family",
+        ),
+        (
+            "faults: [{kind: icmp-filter, types: [2], family: ipv6}]",
+            "faults[0].family",
+        ),
+        (
+            "faults: [{kind: icmp-filter, types: []}]",
+            "faults[0].types",
+        ),
+        (
+            "faults: [{kind: icmp-filter, nodes: [n9], types: [3]}]",
+            "faults[0].nodes",
+        ),
+    ] {
+        let e = Scenario::parse(yaml).unwrap_err().to_string();
+        assert!(e.contains(field), "{yaml}: {e}");
+    }
 }

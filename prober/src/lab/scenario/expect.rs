@@ -46,15 +46,15 @@ pub struct Reach {
     /// (exactly these).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seen_on: Option<Vec<String>>,
-    /// The address that must have sent the ICMP error: an IPv4 address, or `router` (the
-    /// router's address in the source's zone).
+    /// The address that must have sent the ICMP error: an IP address, or `router` (the router's
+    /// address in the source's zone, in the expectation's family).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub icmp_from: Option<String>,
     /// For `tls`: send the bearer token of the source node's CNI kubeconfig.
     #[serde(default)]
     pub with_cni_token: bool,
-    /// The family of the target's address (`ipv6`: a dual-stack or IPv6-only lab's IPv6 one;
-    /// TCP, UDP, TLS and DNS only for now). `ipv4` when absent.
+    /// The family of the target's address (`ipv6`: a dual-stack or IPv6-only lab's IPv6 one; a
+    /// `vtep`'s over the IPv6 underlay of an IPv6-only lab alone). `ipv4` when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub family: Option<crate::inventory::Family>,
 }

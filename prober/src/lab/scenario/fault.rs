@@ -112,10 +112,29 @@ pub enum Fault {
     KubeProxyMissing {
         node: String,
     },
-    /// The underlay carries at most `mtu` bytes to and from the node: bigger frames vanish.
+    /// The underlay carries at most `mtu` bytes to and from the node: bigger frames vanish. With
+    /// `family: ipv6`, the IPv6 path alone: the routes toward the node's IPv6 pods on the other
+    /// nodes, and its own toward theirs, carry at most `mtu` bytes (as an IPv6 tunnel or link on
+    /// the way would), so the node forwarding a bigger IPv6 packet answers it with `ICMPv6`
+    /// Packet Too Big, as a router does; IPv4 is untouched.
+    #[serde(rename_all = "camelCase")]
     Mtu {
         node: String,
         mtu: u16,
+        #[serde(default = "ipv4", skip_serializing_if = "is_ipv4")]
+        family: crate::inventory::Family,
+    },
+    /// The nodes' own firewalls drop these ICMP types (`ICMPv6` ones with `family: ipv6`) on
+    /// every hook, what the node receives, forwards and sends alike: a host firewall that lets
+    /// echo and neighbour discovery through and nothing else of ICMP.
+    #[serde(rename_all = "camelCase")]
+    IcmpFilter {
+        /// Every node when empty.
+        #[serde(default)]
+        nodes: Vec<String>,
+        types: Vec<u8>,
+        #[serde(default = "ipv4", skip_serializing_if = "is_ipv4")]
+        family: crate::inventory::Family,
     },
     /// A share of the node's underlay frames is dropped (both directions).
     Loss {

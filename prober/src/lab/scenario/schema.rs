@@ -7,7 +7,7 @@ use probe_proto::{Port, Vni};
 use super::{Expect, Fault};
 pub use crate::inventory::OverlayMode;
 use crate::inventory::{Cni, Component, Overlay};
-use crate::lab::build::OVERLAY_MTU;
+use crate::lab::build::{OVERLAY_MTU, OVERLAY_MTU6};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -31,8 +31,9 @@ pub struct Scenario {
     pub routers: usize,
     /// The IP families of the lab's cluster: `[ipv4]` when absent; `[ipv4, ipv6]` builds it
     /// dual-stack (IPv6 on every link, pod and Service beside IPv4, the IPv4 underlay carrying
-    /// the overlay's IPv6 pods too); `[ipv6]` is an IPv6-only cluster on that same dual-stack
-    /// wiring (as EKS's IPv6 clusters run on dual-stack VPCs): its inventory, and so every
+    /// the overlay's IPv6 pods too); `[ipv6]` is an IPv6-only cluster on an IPv6-only underlay:
+    /// the nodes' links have IPv6 addresses alone, flannel's VXLAN device runs over IPv6
+    /// (`vtep6`, its fdb entries the peers' IPv6 addresses), and its inventory, and so every
     /// probe of the matrix, has IPv6 addresses only.
     #[serde(default = "default_families", skip_serializing_if = "is_ipv4_only")]
     pub ip_families: Vec<crate::inventory::Family>,
@@ -126,6 +127,24 @@ impl Scenario {
     pub fn dual_stack(&self) -> bool {
         self.ip_families.contains(&crate::inventory::Family::Ipv6)
     }
+
+    /// Whether the nodes' underlay is IPv6 alone (an IPv6-only cluster): the overlay runs over
+    /// IPv6 and its MTU leaves room for the IPv6 outer header.
+    #[must_use]
+    pub fn ipv6_underlay(&self) -> bool {
+        !self.ip_families.contains(&crate::inventory::Family::Ipv4)
+    }
+
+    /// The overlay's MTU: 1450 over the IPv4 underlay, 1430 over the IPv6 one (its outer header
+    /// is 20 bytes longer), on 1500-byte links.
+    #[must_use]
+    pub fn overlay_mtu(&self) -> u16 {
+        if self.ipv6_underlay() {
+            OVERLAY_MTU6
+        } else {
+            OVERLAY_MTU
+        }
+    }
 }
 
 fn default_name() -> String {
@@ -216,7 +235,7 @@ impl Scenario {
         } else {
             FLANNEL_VNI
         };
-        let mtu = mtu_known.then_some(OVERLAY_MTU);
+        let mtu = mtu_known.then_some(self.overlay_mtu());
         match mode {
             OverlayMode::Vxlan => Overlay::Vxlan {
                 port: port.unwrap_or(VXLAN),

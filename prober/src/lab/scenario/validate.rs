@@ -71,6 +71,17 @@ pub enum InvalidScenario {
     Families(String),
     #[error("ipFamilies: a lab with IPv6 has one router and no candidate (yet): {0}")]
     FamiliesWith(&'static str),
+    #[error(
+        "ipFamilies: [ipv6] runs the overlay over an IPv6 underlay, which the lab builds for VXLAN only, not overlay.mode {0}"
+    )]
+    Ipv6UnderlayMode(&'static str),
+    #[error("{field}: expected at least one ICMP type (2 is ICMPv6 Packet Too Big)")]
+    NoIcmpType { field: String },
+    #[error("{field}: {family} is not one of the lab's ipFamilies")]
+    NotInLab {
+        field: String,
+        family: crate::inventory::Family,
+    },
 }
 
 /// The longest scenario or zone name (a DNS label).
@@ -206,6 +217,10 @@ impl Scenario {
         if self.dual_stack() && self.candidate.is_some() {
             return Err(InvalidScenario::FamiliesWith("candidate"));
         }
+        let mode = self.overlay().mode();
+        if self.ipv6_underlay() && mode != crate::inventory::OverlayMode::Vxlan {
+            return Err(InvalidScenario::Ipv6UnderlayMode(mode.as_str()));
+        }
         Ok(())
     }
 
@@ -256,6 +271,21 @@ impl Scenario {
         Ok(())
     }
 
+    /// A fault's `family` must be one the lab has addresses in.
+    fn has_family(
+        &self,
+        family: crate::inventory::Family,
+        field: &str,
+    ) -> Result<(), InvalidScenario> {
+        if self.ip_families.contains(&family) {
+            return Ok(());
+        }
+        Err(InvalidScenario::NotInLab {
+            field: field.to_string(),
+            family,
+        })
+    }
+
     fn validate_faults(
         &self,
         known: &dyn Fn(&String, String) -> Result<(), InvalidScenario>,
@@ -299,8 +329,12 @@ impl Scenario {
                 | Fault::CniKubeconfigInsecure { node }
                 | Fault::MultusTokenStale { node }
                 | Fault::KubeletLocalhost { node } => known(node, field("node"))?,
-                Fault::Mtu { node, mtu } => {
+                Fault::Mtu { node, mtu, family } => {
                     known(node, field("node"))?;
+                    // Without `family` it is the link's, whatever the families over it.
+                    if *family == crate::inventory::Family::Ipv6 {
+                        self.has_family(*family, &field("family"))?;
+                    }
                     if !(576..=9000).contains(mtu) {
                         return Err(InvalidScenario::OutOfRange {
                             field: field("mtu"),
@@ -308,6 +342,21 @@ impl Scenario {
                             range: "576-9000",
                         });
                     }
+                }
+                Fault::IcmpFilter {
+                    nodes,
+                    types,
+                    family,
+                } => {
+                    for n in nodes {
+                        known(n, field("nodes"))?;
+                    }
+                    if types.is_empty() {
+                        return Err(InvalidScenario::NoIcmpType {
+                            field: field("types"),
+                        });
+                    }
+                    self.has_family(*family, &field("family"))?;
                 }
                 Fault::Loss { node, percent } => {
                     known(node, field("node"))?;
