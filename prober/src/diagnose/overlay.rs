@@ -261,14 +261,16 @@ fn pod_mtu(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>, mtu: &[usize], big_ok
     ctx.emit(findings, f, mtu, &[]);
 }
 
-/// The rules that let `ICMPv6` Packet Too Big (type 2) in on `nodes`, and through the network.
+/// The rules that let `ICMPv6` Packet Too Big (type 2) through on `nodes`, and through the
+/// network. All three hooks: a node receives the message (input), forwards it to its pods
+/// (forward) and, when it is the hop whose link is too small, sends it (output).
 fn packet_too_big_lines(ctx: &Ctx<'_>, nodes: &[u32]) -> Vec<String> {
     let mut lines = vec!["on the firewalls and routers between the nodes: allow ICMPv6 type 2 (Packet Too Big); IPv6 path MTU discovery cannot work without it".to_string()];
     for &n in nodes.iter().take(5) {
         let name = ctx.name(n);
         lines.extend([
-            format!("on {name} (nftables): nft insert rule inet filter input icmpv6 type packet-too-big accept"),
-            format!("on {name} (ip6tables): ip6tables -I INPUT -p ipv6-icmp --icmpv6-type 2 -j ACCEPT"),
+            format!("on {name} (nftables): for c in input forward output; do nft insert rule inet filter $c icmpv6 type packet-too-big accept; done"),
+            format!("on {name} (ip6tables): for c in INPUT FORWARD OUTPUT; do ip6tables -I $c -p ipv6-icmp --icmpv6-type 2 -j ACCEPT; done"),
             format!("on {name} (firewalld): firewall-cmd --permanent --add-rich-rule='rule family=\"ipv6\" icmp-type name=\"packet-too-big\" accept' && firewall-cmd --reload"),
         ]);
     }

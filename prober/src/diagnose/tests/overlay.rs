@@ -109,8 +109,8 @@ fn full_size_ipv6_lost_while_ipv4_passes_is_packet_too_big_filtered() {
         mtu.summary
     );
     for want in [
-        "on n3 (ip6tables): ip6tables -I INPUT -p ipv6-icmp --icmpv6-type 2 -j ACCEPT",
-        "on n3 (nftables): nft insert rule inet filter input icmpv6 type packet-too-big accept",
+        "on n3 (ip6tables): for c in INPUT FORWARD OUTPUT; do ip6tables -I $c -p ipv6-icmp --icmpv6-type 2 -j ACCEPT; done",
+        "on n3 (nftables): for c in input forward output; do nft insert rule inet filter $c icmpv6 type packet-too-big accept; done",
     ] {
         assert!(mtu.fix.iter().any(|l| l == want), "{want}\n{:#?}", mtu.fix);
     }
