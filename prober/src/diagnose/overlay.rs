@@ -230,18 +230,25 @@ fn pod_mtu(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>, mtu: &[usize], big_ok
             .as_ref()
             .map_or(0, |o| crate::plan::encapsulation_overhead(o.mode())),
     );
-    // An IPv6 underlay's header is 20 bytes longer than IPv4's.
+    // The underlay that carries these packets: the pods' own family under native routing, else
+    // the tunnel's (IPv6 pods ride an IPv4 tunnel where the CNI has no IPv6 one), whose outer
+    // IPv6 header is 20 bytes longer than IPv4's.
     let v6 = family == Some(Family::Ipv6);
-    let overhead = overhead + if v6 && overhead > 0 { 20 } else { 0 };
+    let pods_family = family.unwrap_or(Family::Ipv4);
+    let underlay_family = if overhead > 0 {
+        ctx.tunnel_family(pods_family)
+    } else {
+        pods_family
+    };
+    let overhead = overhead
+        + if underlay_family == Family::Ipv6 && overhead > 0 {
+            20
+        } else {
+            0
+        };
     let underlay = u32::from(size) + overhead;
     if let Some(&(a, b)) = pairs.iter().next() {
-        f.fix.push(ping_line(
-            ctx,
-            a,
-            b,
-            underlay,
-            family.unwrap_or(Family::Ipv4),
-        ));
+        f.fix.push(ping_line(ctx, a, b, underlay, underlay_family));
     }
     if v6 {
         f.fix.extend(packet_too_big_lines(ctx, &nodes));

@@ -54,9 +54,27 @@ fn v6_of(addr: std::net::IpAddr) -> std::net::IpAddr {
 /// same ends at [`v6_of`] its address, its id ending `/ipv6`). The model sees each probe's
 /// family in `p.to.family()`.
 fn run_dual(inv: &Inventory, model: &Model) -> (Vec<ResultRecord>, Vec<Finding>) {
+    run_dual_twinning(inv, model, &|p| p.path != PathClass::NodeConfig)
+}
+
+/// [`run_dual`] of a CNI with one IPv4 tunnel carrying both families (Cilium's): the crafted
+/// tunnel probes have no IPv6 twin.
+fn run_dual_over_ipv4_tunnel(inv: &Inventory, model: &Model) -> (Vec<ResultRecord>, Vec<Finding>) {
+    run_dual_twinning(inv, model, &|p| {
+        let tunnel =
+            p.path == PathClass::Overlay && matches!(p.to.protocol, Protocol::Udp | Protocol::Ipip);
+        p.path != PathClass::NodeConfig && !tunnel
+    })
+}
+
+fn run_dual_twinning(
+    inv: &Inventory,
+    model: &Model,
+    twin: &dyn Fn(&PlannedProbe) -> bool,
+) -> (Vec<ResultRecord>, Vec<Finding>) {
     let mut probes = Vec::new();
     for p in plan(inv, &Filter::default()).to_vec() {
-        if p.path != PathClass::NodeConfig {
+        if twin(&p) {
             let mut twin = p.clone();
             twin.id = format!("{}/ipv6", p.id);
             twin.to.address = v6_of(p.to.address);

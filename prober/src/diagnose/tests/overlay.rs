@@ -144,3 +144,24 @@ fn full_size_lost_in_both_families_is_one_mtu_finding_without_a_family() {
             .any(|l| l.contains("raise the underlay MTU"))
     );
 }
+
+#[test]
+fn the_ping_for_ipv6_pods_over_an_ipv4_tunnel_checks_the_ipv4_underlay() {
+    const V6: &[crate::model::Family] = &[crate::model::Family::Ipv6];
+    let inv = inventory(3, 1, "flannel");
+    let (_, f) = run_dual_over_ipv4_tunnel(&inv, &|p| {
+        big_to_or_from_n3(p, V6).then(|| timeout().unwrap())
+    });
+    assert_eq!(kinds(&f), [Kind::Mtu], "{f:#?}");
+    assert_eq!(f[0].family, Some(crate::model::Family::Ipv6));
+    // 1450 bytes of pod packet + 50 of VXLAN over IPv4, less ping's 28 bytes of headers: the
+    // tunnel's underlay, not an IPv6 path between the nodes that no pod packet takes.
+    let ping = f[0]
+        .fix
+        .iter()
+        .find(|l| l.contains("ping "))
+        .unwrap_or_else(|| panic!("no ping: {:#?}", f[0].fix));
+    assert!(ping.contains("ping -M do -s 1472 "), "{ping}");
+    let target = ping.rsplit(' ').next().unwrap_or_default();
+    assert!(target.parse::<std::net::Ipv4Addr>().is_ok(), "{ping}");
+}
