@@ -107,6 +107,7 @@ scenarios! {
     faults_loss_and_block => "tests/scenarios/faults/loss-and-block.yaml",
     faults_loss_only => "tests/scenarios/faults/loss-only.yaml",
     faults_loss => "tests/scenarios/faults/loss.yaml",
+    faults_ipv6_only_loss => "tests/scenarios/faults/ipv6-only-loss.yaml",
     faults_mtu => "tests/scenarios/faults/mtu.yaml",
     faults_network_reject => "tests/scenarios/faults/network-reject.yaml",
     faults_switch_reject => "tests/scenarios/faults/switch-reject.yaml",

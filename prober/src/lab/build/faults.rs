@@ -170,6 +170,11 @@ fn ipv6_route_mtu(s: &Scenario, l: &Layout, n: &LabNode, mtu: u16, rules: &mut F
     }
 }
 
+/// The `ICMPv6` types of neighbour and router discovery, which IPv6 needs to reach a neighbour
+/// at all (RFC 4861).
+const NEIGHBOUR_DISCOVERY: &str =
+    "nd-router-solicit, nd-router-advert, nd-neighbor-solicit, nd-neighbor-advert";
+
 pub(super) fn apply_faults(
     scenario: &Scenario,
     l: &Layout,
@@ -242,13 +247,23 @@ pub(super) fn apply_faults(
                     } else {
                         format!("numgen random mod 100 < {percent} ")
                     };
-                    // IPv4 only: ARP keeps working, so loss looks like loss, not like a dead
-                    // neighbour (which the kernel reports as host unreachable after 3 s).
+                    // IP alone: ARP and IPv6 neighbour discovery keep working, so loss looks
+                    // like loss, not like a dead neighbour (which the kernel reports as host
+                    // unreachable after 3 s).
+                    let mut matches = vec!["ether type ip".to_string()];
+                    if scenario.dual_stack() {
+                        matches.extend([
+                            "ether type ip6 meta l4proto != ipv6-icmp".to_string(),
+                            format!("ether type ip6 icmpv6 type != {{ {NEIGHBOUR_DISCOVERY} }}"),
+                        ]);
+                    }
                     for dir in ["iifname", "oifname"] {
-                        rules.bridge[n.zone].push(format!(
-                            "{dir} \"{}\" ether type ip {share}drop",
-                            n.switch_port()
-                        ));
+                        for m in &matches {
+                            rules.bridge[n.zone].push(format!(
+                                "{dir} \"{}\" {m} {share}drop",
+                                n.switch_port()
+                            ));
+                        }
                     }
                 }
             }

@@ -136,7 +136,8 @@ pub enum Fault {
         #[serde(default = "ipv4", skip_serializing_if = "is_ipv4")]
         family: crate::inventory::Family,
     },
-    /// A share of the node's underlay frames is dropped (both directions).
+    /// A share of the node's underlay IP packets is dropped (both directions, both families;
+    /// ARP and IPv6 neighbour discovery pass).
     Loss {
         node: String,
         percent: u8,
