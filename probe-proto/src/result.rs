@@ -376,6 +376,10 @@ pub struct ForwardingFacts {
     /// `net.ipv4.ip_forward` is 1; `None` when it could not be read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ip_forward: Option<bool>,
+    /// `net.ipv6.conf.all.forwarding` is 1 (the switch the kernel's IPv6 forwarding obeys);
+    /// `None` when it could not be read or the kernel has no IPv6.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ipv6_forward: Option<bool>,
     /// `net.bridge.bridge-nf-call-iptables` is 1; `None` when the file is absent (the
     /// `br_netfilter` module is not loaded) or could not be read.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -1,4 +1,5 @@
-//! The forwarding sysctls kubeadm's preflight checks: `ip_forward` and `br_netfilter`'s bridge one.
+//! The forwarding sysctls kubeadm's preflight checks: `ip_forward`, IPv6 forwarding and
+//! `br_netfilter`'s bridge one.
 
 use std::path::{Path, PathBuf};
 
@@ -7,7 +8,8 @@ use crate::proto::ForwardingFacts;
 /// The forwarding sysctls under `net` (`/proc/sys/net`: the agent's own network namespace, which
 /// is the node's for a host agent, the candidate's through its exec prefix; never the host root,
 /// whose `/proc` would answer for the reader's namespace anyway). A file that cannot be read is
-/// an error in `errors`; an absent `bridge/` means `br_netfilter` is not loaded.
+/// an error in `errors`; an absent `bridge/` means `br_netfilter` is not loaded, an absent `ipv6/`
+/// a kernel without IPv6.
 pub fn read(net: &Path, errors: &mut Vec<String>) -> ForwardingFacts {
     use std::io::Read as _;
     let mut flag = |path: PathBuf, absent_ok: bool| -> Option<bool> {
@@ -32,6 +34,7 @@ pub fn read(net: &Path, errors: &mut Vec<String>) -> ForwardingFacts {
     let br_netfilter = net.join("bridge").is_dir();
     ForwardingFacts {
         ip_forward: flag(net.join("ipv4/ip_forward"), false),
+        ipv6_forward: flag(net.join("ipv6/conf/all/forwarding"), true),
         bridge_nf_call_iptables: flag(net.join("bridge/bridge-nf-call-iptables"), true),
         br_netfilter,
     }
@@ -66,5 +69,22 @@ mod tests {
         let f = read(net, &mut errors);
         assert_eq!(f.ip_forward, None);
         assert_eq!(errors.len(), 1, "{errors:?}");
+    }
+
+    #[test]
+    fn ipv6_forwarding_is_read_and_a_kernel_without_ipv6_is_no_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let net = dir.path();
+        std::fs::create_dir_all(net.join("ipv4")).unwrap();
+        std::fs::write(net.join("ipv4/ip_forward"), "1\n").unwrap();
+        let mut errors = Vec::new();
+        assert_eq!(read(net, &mut errors).ipv6_forward, None);
+        assert!(errors.is_empty(), "{errors:?}");
+        std::fs::create_dir_all(net.join("ipv6/conf/all")).unwrap();
+        for (text, want) in [("0\n", Some(false)), ("1\n", Some(true))] {
+            std::fs::write(net.join("ipv6/conf/all/forwarding"), text).unwrap();
+            assert_eq!(read(net, &mut errors).ipv6_forward, want);
+        }
+        assert!(errors.is_empty(), "{errors:?}");
     }
 }

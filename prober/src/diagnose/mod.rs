@@ -108,7 +108,7 @@ pub fn preflight_candidate(
         found.extend(preflight::candidate_resolver(candidate, inv, results));
     }
     found.extend(preflight::clock_skew(candidate, results));
-    found.extend(preflight::forwarding(candidate, results));
+    found.extend(preflight::forwarding(candidate, inv, results));
     found
 }
 

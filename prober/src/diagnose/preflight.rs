@@ -1,7 +1,8 @@
 //! What trips a joining node that is not a path: a port it must serve once joined is already
 //! taken there, as kubeadm's own preflight would say (found when the stand-ins start, not from a
 //! probe); its resolv.conf naming a loopback resolver, a DNS forward loop once it is a node; and
-//! kubeadm's forwarding checks (`ip_forward`, `br_netfilter`).
+//! kubeadm's forwarding checks (`ip_forward`, IPv6 forwarding in a cluster with IPv6,
+//! `br_netfilter`).
 
 use std::net::IpAddr;
 
@@ -160,9 +161,12 @@ pub fn clock_skew(candidate: &str, results: &Results) -> Option<Finding> {
 /// candidate's own network namespace): `net.ipv4.ip_forward` 0 is an error (its pods' traffic
 /// would never leave it); `br_netfilter` not loaded or `bridge-nf-call-iptables` 0 is a warning
 /// (kube-proxy's iptables rules and bridge CNIs miss bridged traffic; eBPF dataplanes do not
-/// need it, and kubeadm refuses the join either way).
+/// need it, and kubeadm refuses the join either way). In a cluster with IPv6 (its nodes have
+/// IPv6 addresses), `net.ipv6.conf.all.forwarding` 0 is an error too: its pods' IPv6 would
+/// never leave it (kubeadm checks IPv6 forwarding for IPv6 clusters,
+/// `cmd/kubeadm/app/preflight/checks.go`).
 #[must_use]
-pub fn forwarding(candidate: &str, results: &Results) -> Vec<Finding> {
+pub fn forwarding(candidate: &str, inv: &Inventory, results: &Results) -> Vec<Finding> {
     let Some((r, f)) = results
         .iter()
         .filter(|r| r.path == PathClass::NodeConfig && r.from.node == candidate)
@@ -195,6 +199,22 @@ pub fn forwarding(candidate: &str, results: &Results) -> Vec<Finding> {
             vec![
                 format!("on {candidate}: sysctl -w net.ipv4.ip_forward=1"),
                 format!("on {candidate}, to keep it across reboots: echo net.ipv4.ip_forward=1 > /etc/sysctl.d/99-ip-forward.conf"),
+            ],
+        ));
+    }
+    let ipv6_cluster = inv
+        .nodes
+        .iter()
+        .any(|n| n.name != candidate && n.ip(crate::model::Family::Ipv6).is_some());
+    if ipv6_cluster && f.ipv6_forward == Some(false) {
+        out.push(finding(
+            MisconfigurationState::Ipv6ForwardOff,
+            Severity::Error,
+            format!("{candidate} does not forward IPv6 (net.ipv6.conf.all.forwarding is 0) and the cluster has IPv6: once joined, its pods' IPv6 traffic never leaves it, and kubeadm's preflight refuses the join of an IPv6 node"),
+            vec![
+                format!("on {candidate}: sysctl -w net.ipv6.conf.all.forwarding=1"),
+                format!("on {candidate}, to keep it across reboots: echo net.ipv6.conf.all.forwarding=1 > /etc/sysctl.d/99-ipv6-forward.conf"),
+                "before that: a host that takes its IPv6 address or default route from router advertisements needs net.ipv6.conf.IFACE.accept_ra=2 on that interface, or forwarding drops them".into(),
             ],
         ));
     }
@@ -414,20 +434,27 @@ mod tests {
 
     #[test]
     fn forwarding_off_on_the_candidate_is_a_misconfiguration() {
+        let v4 = crate::testutil::inventory(2, 1, "flannel");
         let with = |ip_forward, bridge, loaded| {
             let mut r = node_check(&["192.168.56.1"]);
             if let Some(n) = r.result.node.as_mut() {
                 n.forwarding = Some(probe_proto::ForwardingFacts {
                     ip_forward,
+                    ipv6_forward: Some(false),
                     bridge_nf_call_iptables: bridge,
                     br_netfilter: loaded,
                 });
             }
-            forwarding("new", &Results::of(&[r]))
+            // An IPv4 cluster: IPv6 forwarding off on the candidate is nothing to it.
+            forwarding(
+                "new",
+                &crate::testutil::inventory(2, 1, "flannel"),
+                &Results::of(&[r]),
+            )
         };
         assert!(with(Some(true), Some(true), true).is_empty());
         // An agent that does not read them says nothing, and neither does an unreadable file.
-        assert!(forwarding("new", &Results::of(&[node_check(&[])])).is_empty());
+        assert!(forwarding("new", &v4, &Results::of(&[node_check(&[])])).is_empty());
         assert!(with(None, Some(true), true).is_empty());
         let f = with(Some(false), Some(true), true);
         assert_eq!(f.len(), 1);
@@ -469,6 +496,50 @@ mod tests {
             f[0].fix,
             ["on new: sysctl -w net.bridge.bridge-nf-call-iptables=1"]
         );
-        assert!(forwarding("other", &Results::of(&[node_check(&[])])).is_empty());
+        assert!(forwarding("other", &v4, &Results::of(&[node_check(&[])])).is_empty());
+    }
+
+    #[test]
+    fn ipv6_forwarding_off_on_the_candidate_of_a_cluster_with_ipv6_is_a_misconfiguration() {
+        let facts = |ipv6_forward| {
+            let mut r = node_check(&["192.168.56.1"]);
+            if let Some(n) = r.result.node.as_mut() {
+                n.forwarding = Some(probe_proto::ForwardingFacts {
+                    ip_forward: Some(true),
+                    ipv6_forward,
+                    bridge_nf_call_iptables: Some(true),
+                    br_netfilter: true,
+                });
+            }
+            r
+        };
+        let dual = crate::testutil::dual_stack(2, 1, "flannel");
+        let f = forwarding("new", &dual, &Results::of(&[facts(Some(false))]));
+        assert_eq!(f.len(), 1, "{f:#?}");
+        assert_eq!(
+            (f[0].severity, f[0].facts().state().map(State::as_str)),
+            (Severity::Error, Some("ipv6-forward-off"))
+        );
+        assert_eq!(f[0].facts().nodes(), ["new"]);
+        assert!(
+            f[0].summary.contains("net.ipv6.conf.all.forwarding is 0"),
+            "{}",
+            f[0].summary
+        );
+        assert_eq!(
+            f[0].fix[0],
+            "on new: sysctl -w net.ipv6.conf.all.forwarding=1"
+        );
+        // Forwarding on, or a kernel whose IPv6 could not be read: nothing.
+        for ok in [Some(true), None] {
+            assert!(forwarding("new", &dual, &Results::of(&[facts(ok)])).is_empty());
+        }
+        // The candidate's own IPv6 address does not make the cluster one with IPv6.
+        let mut v4 = crate::testutil::inventory(2, 1, "flannel");
+        let mut new = v4.nodes[0].clone();
+        new.name = "new".into();
+        new.address6 = Some("fd00::99".parse().unwrap());
+        v4.nodes.push(new);
+        assert!(forwarding("new", &v4, &Results::of(&[facts(Some(false))])).is_empty());
     }
 }

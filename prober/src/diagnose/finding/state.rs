@@ -117,6 +117,9 @@ state_enum! {
         ClockSkew = "clock-skew",
         /// Preflight: the joining node does not forward IPv4 (`net.ipv4.ip_forward` is 0).
         IpForwardOff = "ip-forward-off",
+        /// Preflight: the joining node of a cluster with IPv6 does not forward IPv6
+        /// (`net.ipv6.conf.all.forwarding` is 0).
+        Ipv6ForwardOff = "ipv6-forward-off",
         /// Preflight: bridged traffic skips iptables on the joining node (`br_netfilter` not
         /// loaded, or `net.bridge.bridge-nf-call-iptables` is 0).
         BridgeNfOff = "bridge-nf-off",
@@ -219,6 +222,7 @@ mod tests {
             ("unreadable", MisconfigurationState::Unreadable),
             ("clock-skew", MisconfigurationState::ClockSkew),
             ("ip-forward-off", MisconfigurationState::IpForwardOff),
+            ("ipv6-forward-off", MisconfigurationState::Ipv6ForwardOff),
             ("bridge-nf-off", MisconfigurationState::BridgeNfOff),
         ]);
         round_trips(&[("unreachable", PartitionState::Unreachable)]);

@@ -259,10 +259,8 @@ pub(super) fn apply_faults(
                     }
                     for dir in ["iifname", "oifname"] {
                         for m in &matches {
-                            rules.bridge[n.zone].push(format!(
-                                "{dir} \"{}\" {m} {share}drop",
-                                n.switch_port()
-                            ));
+                            rules.bridge[n.zone]
+                                .push(format!("{dir} \"{}\" {m} {share}drop", n.switch_port()));
                         }
                     }
                 }
