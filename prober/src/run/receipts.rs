@@ -4,10 +4,10 @@
 //! attempt with silence, and TCP probes refused with a reset (which carries the receiver's address
 //! whoever forged it), are asked about, so a healthy run asks nothing.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 
-use probe_proto::{Flow, Outcome, Probe, ProbeResult, Receipt, SightingKind, TcpProbe};
+use probe_proto::{Flow, Outcome, Probe, ProbeResult, Receipt, Sighting, SightingKind, TcpProbe};
 
 use super::{Ask, Pass, Progress, Store};
 use crate::model::{AgentKind, AgentRef};
@@ -20,7 +20,7 @@ use crate::runtime::Runtime;
 const KEPT: usize = 4;
 
 /// What one failed probe asks its receiver.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Question {
     /// A SYN, by its flow.
     Tcp(Flow),
@@ -50,21 +50,43 @@ fn question(p: &PlannedRef<'_>, r: &ProbeResult) -> Option<Question> {
     }
 }
 
+/// A receiver's answer to a `seen` question, its TCP and UDP sightings indexed once by the
+/// question they answer: each failed probe looks up its own instead of reading every sighting
+/// (a receiver answers for all its failed probes at once, so a scan per probe grows with the
+/// square of the failures, and a large matrix fails most when its network is broken).
+struct Seen<'a> {
+    /// The TCP ports its sniffer watches; `None` from an older agent that does not say.
+    watched: Option<&'a [u16]>,
+    by_question: HashMap<Question, Vec<&'a Sighting>>,
+}
+
+impl<'a> Seen<'a> {
+    fn new(answer: &'a ProbeResult) -> Self {
+        let mut by_question: HashMap<Question, Vec<&Sighting>> = HashMap::new();
+        for s in answer.seen.iter().flatten() {
+            let q = match s.kind {
+                SightingKind::Tcp => s.flow.map(Question::Tcp),
+                SightingKind::Udp => Some(Question::Udp(s.nonce)),
+                // Crafted tunnel probes are the crafted pass's to read.
+                SightingKind::Vxlan => None,
+            };
+            if let Some(q) = q {
+                by_question.entry(q).or_default().push(s);
+            }
+        }
+        Self {
+            watched: answer.watched_tcp_ports.as_deref(),
+            by_question,
+        }
+    }
+}
+
 /// Decides the receipt from the receiver's answer to a `seen` question.
-fn receipt(q: Question, answer: &ProbeResult) -> Option<(Receipt, Vec<probe_proto::Sighting>)> {
+fn receipt(q: Question, answer: &Seen<'_>) -> Option<(Receipt, Vec<Sighting>)> {
     // An agent that does not report what it watches is an older one that records no TCP or UDP
     // probes at all: its silence says nothing.
-    let watched = answer.watched_tcp_ports.as_ref()?;
-    let matching: Vec<_> = answer
-        .seen
-        .iter()
-        .flatten()
-        .filter(|s| match q {
-            Question::Tcp(f) => s.kind == SightingKind::Tcp && s.flow == Some(f),
-            Question::Udp(n) => s.kind == SightingKind::Udp && s.nonce == n,
-        })
-        .cloned()
-        .collect();
+    let watched = answer.watched?;
+    let matching: &[&Sighting] = answer.by_question.get(&q).map_or(&[], Vec::as_slice);
     if let Question::Tcp(f) = q
         && !watched.contains(&f.port)
     {
@@ -77,7 +99,10 @@ fn receipt(q: Question, answer: &ProbeResult) -> Option<(Receipt, Vec<probe_prot
         (true, false) => Receipt::HostDropped,
         (false, false) => Receipt::NotArrived,
     };
-    Some((receipt, matching.into_iter().take(KEPT).collect()))
+    Some((
+        receipt,
+        matching.iter().take(KEPT).map(|s| (*s).clone()).collect(),
+    ))
 }
 
 /// The words a receipt adds to a result's detail.
@@ -140,13 +165,15 @@ pub(super) async fn collect<R: Runtime + 'static>(
         return false;
     }
     let (answers, _failed, interrupted) = pass.ask(asks, progress, cancel).await;
+    let answers: BTreeMap<&AgentRef, Seen<'_>> = answers
+        .iter()
+        .filter(|(_, a)| a.outcome == Outcome::Ok)
+        .map(|(agent, a)| (agent, Seen::new(a)))
+        .collect();
     for (i, q) in asked {
         let p = pass.planned.at(i);
         let node = p.to.node.as_deref().unwrap_or_default();
-        let Some(answer) = answers
-            .get(&receiver(node))
-            .filter(|a| a.outcome == Outcome::Ok)
-        else {
+        let Some(answer) = answers.get(&receiver(node)) else {
             continue;
         };
         let (Some(r), Some((rc, seen))) = (results.result_mut(i), receipt(q, answer)) else {
@@ -181,7 +208,6 @@ pub(super) fn receiver(node: &str) -> AgentRef {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use probe_proto::Sighting;
 
     fn flow() -> Flow {
         Flow {
@@ -215,7 +241,7 @@ mod tests {
     fn the_receivers_sightings_decide_where_it_died() {
         let tcp = Question::Tcp(flow());
         let w = Some(vec![10250]);
-        let got = |a: &ProbeResult, q| receipt(q, a).map(|(r, _)| r);
+        let got = |a: &ProbeResult, q| receipt(q, &Seen::new(a)).map(|(r, _)| r);
         assert_eq!(got(&answer(w.clone(), &[]), tcp), Some(Receipt::NotArrived));
         let syn = (SightingKind::Tcp, 0, false);
         let syn_ack = (SightingKind::Tcp, 0, true);
@@ -227,6 +253,15 @@ mod tests {
             got(&answer(w.clone(), &[syn, syn_ack]), tcp),
             Some(Receipt::Answered)
         );
+        // Another sender's SYN to the same port, answered, is not this probe's.
+        let mut other = answer(w.clone(), &[syn_ack]);
+        if let Some(s) = other.seen.as_mut() {
+            s[0].flow = Some(Flow {
+                source_port: 40001,
+                ..flow()
+            });
+        }
+        assert_eq!(got(&other, tcp), Some(Receipt::NotArrived));
         // A port the sniffer does not watch, or an agent that does not say: no receipt.
         assert_eq!(got(&answer(Some(vec![6443]), &[]), tcp), None);
         assert_eq!(got(&answer(None, &[]), tcp), None);
