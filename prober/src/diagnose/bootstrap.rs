@@ -2,6 +2,7 @@
 //! kubernetes Service, which needs that network) and a broken Service path (kube-proxy).
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::net::SocketAddr;
 
 use crate::inventory::{ApiAccess, Component, ComponentRole};
 use crate::model::{PathClass, Record};
@@ -175,7 +176,8 @@ pub(super) fn bootstrap_cycles(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
             fix = first;
             notes.insert(0, "bring the service proxy (kube-proxy) back first; the `set env` lines then keep the CNI from locking itself out again".into());
         }
-        let summary = active_summary(ctx, &names, &components, everywhere);
+        let failing: Vec<usize> = active.iter().flat_map(|n| broken[n].clone()).collect();
+        let summary = active_summary(ctx, &failing, &names, &components, everywhere);
         (
             CycleState::Active,
             Severity::Error,
@@ -200,9 +202,11 @@ pub(super) fn bootstrap_cycles(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
     ctx.emit(findings, f, &ev, &cons);
 }
 
-/// What an active cycle on `names` is, in one sentence.
+/// What an active cycle on `names` is, in one sentence; `failing` are the Service results that
+/// failed there.
 fn active_summary(
     ctx: &Ctx<'_>,
+    failing: &[usize],
     names: &[String],
     components: &[String],
     everywhere: bool,
@@ -210,7 +214,7 @@ fn active_summary(
     format!(
         "active bootstrap cycle on {}: the API server answers directly, but the kubernetes Service {} does not, and {} {} the API server through it{}",
         names_text(names),
-        ctx.inv.cluster.api.service,
+        services_text(ctx, failing),
         components.join(", "),
         if components.len() == 1 {
             "reaches"
@@ -245,6 +249,7 @@ pub(super) fn service_proxy(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
     ev.extend(direct_evidence(ctx, &nodes));
     let cons = service_consequences(ctx, &nodes, &ev);
     let names = list(ctx, &nodes.iter().copied().collect::<Vec<_>>());
+    let failing: Vec<usize> = broken.values().flatten().copied().collect();
     let mut f = Finding::new(
         ServiceProxy {
             nodes: names.clone(),
@@ -252,13 +257,43 @@ pub(super) fn service_proxy(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
         Severity::Error,
         format!(
             "the kubernetes Service {} fails on {} while the API server answers directly: the Service rules (kube-proxy) are missing or stale there",
-            ctx.inv.cluster.api.service,
+            services_text(ctx, &failing),
             names_text(&names)
         ),
     );
     for n in &names {
         f.fix.push(format!("check kube-proxy on {n}: kubectl -n kube-system get pods -l k8s-app=kube-proxy --field-selector spec.nodeName={n}"));
     }
-    f.fix.push("on the node: nft list ruleset | grep -c 10.96 (or iptables-save -t nat | grep KUBE-SERVICES); restart kube-proxy there if the rules are missing".into());
+    // The rules of the failing family: kube-proxy programs iptables and ip6tables apart, and
+    // one half can be missing while the other works.
+    for ip in services(ctx, &failing).iter().map(SocketAddr::ip) {
+        let save = if ip.is_ipv6() {
+            "ip6tables-save"
+        } else {
+            "iptables-save"
+        };
+        f.fix.push(format!("on the node: nft list ruleset | grep -c {ip} (or {save} -t nat | grep -c {ip}); restart kube-proxy there if the rules are missing"));
+    }
     ctx.emit(findings, f, &ev, &cons);
+}
+
+/// The Service addresses the results at `idx` were sent to, IPv4 first.
+fn services(ctx: &Ctx<'_>, idx: &[usize]) -> BTreeSet<SocketAddr> {
+    idx.iter()
+        .filter_map(|&i| {
+            let r = ctx.results.at(i);
+            Some(SocketAddr::new(r.to.address, r.to.port?))
+        })
+        .collect()
+}
+
+/// [`services`] as words (`10.96.0.1:443 and [fd00:10:96::1]:443`); the inventory's Service
+/// when none of them says.
+fn services_text(ctx: &Ctx<'_>, idx: &[usize]) -> String {
+    let all: Vec<String> = services(ctx, idx).iter().map(ToString::to_string).collect();
+    if all.is_empty() {
+        ctx.inv.cluster.api.service.to_string()
+    } else {
+        all.join(" and ")
+    }
 }

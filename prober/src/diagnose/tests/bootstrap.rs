@@ -120,4 +120,34 @@ fn kube_proxy_missing_over_ipv6_only_is_service_proxy_over_ipv6() {
     });
     assert_eq!(kinds(&f), [Kind::ServiceProxy], "{f:#?}");
     assert_eq!(f[0].family, Some(crate::model::Family::Ipv6));
+    // It names the IPv6 Service that fails, not the IPv4 one that works, and the rules to look
+    // for are ip6tables' for that address.
+    let v6 = match inv.cluster.api.service.ip() {
+        std::net::IpAddr::V4(_) => v6_of(inv.cluster.api.service.ip()),
+        a @ std::net::IpAddr::V6(_) => a,
+    };
+    let service = std::net::SocketAddr::new(v6, inv.cluster.api.service.port()).to_string();
+    assert!(
+        f[0].summary
+            .contains(&format!("Service {service} fails on n2")),
+        "{}",
+        f[0].summary
+    );
+    assert!(
+        !f[0].summary.contains(&inv.cluster.api.service.to_string()),
+        "{}",
+        f[0].summary
+    );
+    assert!(
+        f[0].fix
+            .iter()
+            .any(|l| l.contains(&format!("ip6tables-save -t nat | grep -c {v6}"))),
+        "{:#?}",
+        f[0].fix
+    );
+    assert!(
+        !f[0].fix.iter().any(|l| l.contains("10.96")),
+        "{:#?}",
+        f[0].fix
+    );
 }
