@@ -100,6 +100,7 @@ scenarios! {
     overlay_geneve_host => "tests/scenarios/overlay-geneve-host.yaml",
     overlay_wireguard_zones => "tests/scenarios/overlay-wireguard-zones.yaml",
     faults_dual_stack_host_drop_agent_port => "tests/scenarios/faults/dual-stack-host-drop-agent-port.yaml",
+    faults_dual_stack_kube_proxy_missing_ipv6 => "tests/scenarios/faults/dual-stack-kube-proxy-missing-ipv6.yaml",
     faults_dual_stack_loss_only => "tests/scenarios/faults/dual-stack-loss-only.yaml",
     faults_host_drop_agent_port => "tests/scenarios/faults/host-drop-agent-port.yaml",
     faults_host_drop_vxlan => "tests/scenarios/faults/host-drop-vxlan.yaml",

@@ -3,8 +3,8 @@
 
 use super::layout::{zone_router, zone_router6};
 use super::{LabNode, Layout, Pod, TUNNEL_MTU, nat};
-use crate::inventory::Cni;
 use crate::inventory::Overlay;
+use crate::inventory::{Cni, Family};
 use crate::lab::scenario::{Fault, OverlayMode, Scenario};
 use probe_proto::Vni;
 
@@ -186,12 +186,16 @@ pub(super) fn node_setup(s: &Scenario, l: &Layout, n: &LabNode) -> NsSetup {
     for peer in l.nodes.iter().filter(|p| p.name != n.name) {
         peer_entries(&mut st, l, n, peer, mode, device);
     }
-    let kube_proxy = !s
-        .faults
-        .iter()
-        .any(|f| matches!(f, Fault::KubeProxyMissing { node } if *node == n.name));
-    st.nft = nat::node_nat(l, n, kube_proxy);
-    st.nft.push_str(&nat::node_nat6(l, n, kube_proxy));
+    // kube-proxy's rules of each family, unless a fault takes them away.
+    let kube_proxy = |family| {
+        !s.faults.iter().any(|f| {
+            matches!(f, Fault::KubeProxyMissing { node, family: missing }
+                if *node == n.name && missing.is_none_or(|m| m == family))
+        })
+    };
+    st.nft = nat::node_nat(l, n, kube_proxy(Family::Ipv4));
+    st.nft
+        .push_str(&nat::node_nat6(l, n, kube_proxy(Family::Ipv6)));
     st
 }
 

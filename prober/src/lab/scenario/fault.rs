@@ -109,8 +109,13 @@ pub enum Fault {
         #[serde(default = "ipv4", skip_serializing_if = "is_ipv4")]
         family: crate::inventory::Family,
     },
+    /// The node has no kube-proxy rules: its Service IPs lead nowhere. With `family`, only that
+    /// family's (kube-proxy's `ip6tables` half never programmed while its `iptables` half is);
+    /// both when absent.
     KubeProxyMissing {
         node: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        family: Option<crate::inventory::Family>,
     },
     /// The underlay carries at most `mtu` bytes to and from the node: bigger frames vanish. With
     /// `family: ipv6`, the IPv6 path alone: the routes toward the node's IPv6 pods on the other

@@ -206,3 +206,31 @@ fn others_means_every_node_not_in_from() {
         Some(&["n1", "n2", "n4", "n5", "n6"].map(String::from)[..])
     );
 }
+
+#[test]
+fn kube_proxy_missing_takes_one_family_only_in_a_lab_that_has_it() {
+    let s = Scenario::parse(
+        "ipFamilies: [ipv4, ipv6]\nfaults: [{kind: kube-proxy-missing, node: n2, family: ipv6}]",
+    )
+    .unwrap();
+    assert!(matches!(
+        &s.faults[0],
+        Fault::KubeProxyMissing {
+            family: Some(crate::inventory::Family::Ipv6),
+            ..
+        }
+    ));
+    // Without `family`, both halves are missing, as before.
+    let s = Scenario::parse("faults: [{kind: kube-proxy-missing, node: n2}]").unwrap();
+    assert!(matches!(
+        &s.faults[0],
+        Fault::KubeProxyMissing { family: None, .. }
+    ));
+    let e = Scenario::parse("faults: [{kind: kube-proxy-missing, node: n2, family: ipv6}]")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("faults[0].family") && e.contains("ipFamilies"),
+        "{e}"
+    );
+}

@@ -323,8 +323,13 @@ impl Scenario {
                         });
                     }
                 }
-                Fault::KubeProxyMissing { node }
-                | Fault::CniTokenExpired { node }
+                Fault::KubeProxyMissing { node, family } => {
+                    known(node, field("node"))?;
+                    if let Some(f) = family {
+                        self.has_family(*f, &field("family"))?;
+                    }
+                }
+                Fault::CniTokenExpired { node }
                 | Fault::CniTokenStale { node }
                 | Fault::CniKubeconfigInsecure { node }
                 | Fault::MultusTokenStale { node }
