@@ -384,6 +384,9 @@ pub struct ForwardingFacts {
     /// `br_netfilter` module is not loaded) or could not be read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bridge_nf_call_iptables: Option<bool>,
+    /// `net.bridge.bridge-nf-call-ip6tables` is 1, as the IPv4 one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bridge_nf_call_ip6tables: Option<bool>,
     /// `/proc/sys/net/bridge` exists: `br_netfilter` is loaded.
     #[serde(default)]
     pub br_netfilter: bool,

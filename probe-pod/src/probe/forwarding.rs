@@ -36,6 +36,7 @@ pub fn read(net: &Path, errors: &mut Vec<String>) -> ForwardingFacts {
         ip_forward: flag(net.join("ipv4/ip_forward"), false),
         ipv6_forward: flag(net.join("ipv6/conf/all/forwarding"), true),
         bridge_nf_call_iptables: flag(net.join("bridge/bridge-nf-call-iptables"), true),
+        bridge_nf_call_ip6tables: flag(net.join("bridge/bridge-nf-call-ip6tables"), true),
         br_netfilter,
     }
 }
@@ -59,12 +60,14 @@ mod tests {
         assert!(errors.is_empty(), "{errors:?}");
         std::fs::create_dir_all(net.join("bridge")).unwrap();
         std::fs::write(net.join("bridge/bridge-nf-call-iptables"), "1\n").unwrap();
+        std::fs::write(net.join("bridge/bridge-nf-call-ip6tables"), "0\n").unwrap();
         std::fs::write(net.join("ipv4/ip_forward"), "1\n").unwrap();
         let f = read(net, &mut errors);
         assert_eq!(
             (f.ip_forward, f.bridge_nf_call_iptables, f.br_netfilter),
             (Some(true), Some(true), true)
         );
+        assert_eq!(f.bridge_nf_call_ip6tables, Some(false));
         std::fs::remove_file(net.join("ipv4/ip_forward")).unwrap();
         let f = read(net, &mut errors);
         assert_eq!(f.ip_forward, None);

@@ -218,21 +218,7 @@ pub fn forwarding(candidate: &str, inv: &Inventory, results: &Results) -> Vec<Fi
             ],
         ));
     }
-    let why = if !f.br_netfilter {
-        Some("the br_netfilter module is not loaded (no /proc/sys/net/bridge)")
-    } else if f.bridge_nf_call_iptables == Some(false) {
-        Some("net.bridge.bridge-nf-call-iptables is 0")
-    } else {
-        None
-    };
-    if let Some(why) = why {
-        let mut fix = Vec::new();
-        if !f.br_netfilter {
-            fix.push(format!("on {candidate}: modprobe br_netfilter && echo br_netfilter > /etc/modules-load.d/br_netfilter.conf"));
-        }
-        fix.push(format!(
-            "on {candidate}: sysctl -w net.bridge.bridge-nf-call-iptables=1"
-        ));
+    if let Some((why, fix)) = bridge_nf(candidate, &f, ipv6_cluster) {
         out.push(finding(
             MisconfigurationState::BridgeNfOff,
             Severity::Warning,
@@ -241,6 +227,49 @@ pub fn forwarding(candidate: &str, inv: &Inventory, results: &Results) -> Vec<Fi
         ));
     }
     out
+}
+
+/// Why bridged traffic skips the candidate's iptables, and the fix: `br_netfilter` not loaded,
+/// or its switch off for IPv4 or, in a cluster with IPv6, for IPv6 (`ip6tables`).
+fn bridge_nf(
+    candidate: &str,
+    f: &probe_proto::ForwardingFacts,
+    ipv6_cluster: bool,
+) -> Option<(String, Vec<String>)> {
+    let mut tables = vec!["iptables"];
+    if ipv6_cluster {
+        tables.push("ip6tables");
+    }
+    let set = |t: &str| format!("on {candidate}: sysctl -w net.bridge.bridge-nf-call-{t}=1");
+    if !f.br_netfilter {
+        let mut fix = vec![format!(
+            "on {candidate}: modprobe br_netfilter && echo br_netfilter > /etc/modules-load.d/br_netfilter.conf"
+        )];
+        fix.extend(tables.iter().map(|t| set(t)));
+        return Some((
+            "the br_netfilter module is not loaded (no /proc/sys/net/bridge)".into(),
+            fix,
+        ));
+    }
+    let off: Vec<&str> = tables
+        .into_iter()
+        .filter(|&t| {
+            let flag = if t == "iptables" {
+                f.bridge_nf_call_iptables
+            } else {
+                f.bridge_nf_call_ip6tables
+            };
+            flag == Some(false)
+        })
+        .collect();
+    if off.is_empty() {
+        return None;
+    }
+    let why: Vec<String> = off
+        .iter()
+        .map(|t| format!("net.bridge.bridge-nf-call-{t} is 0"))
+        .collect();
+    Some((why.join(", "), off.iter().map(|t| set(t)).collect()))
 }
 
 #[cfg(test)]
@@ -442,6 +471,8 @@ mod tests {
                     ip_forward,
                     ipv6_forward: Some(false),
                     bridge_nf_call_iptables: bridge,
+                    // An IPv4 cluster: its IPv6 twin is nothing to it.
+                    bridge_nf_call_ip6tables: Some(false),
                     br_netfilter: loaded,
                 });
             }
@@ -508,6 +539,7 @@ mod tests {
                     ip_forward: Some(true),
                     ipv6_forward,
                     bridge_nf_call_iptables: Some(true),
+                    bridge_nf_call_ip6tables: Some(true),
                     br_netfilter: true,
                 });
             }
@@ -541,5 +573,59 @@ mod tests {
         new.address6 = Some("fd00::99".parse().unwrap());
         v4.nodes.push(new);
         assert!(forwarding("new", &v4, &Results::of(&[facts(Some(false))])).is_empty());
+    }
+
+    #[test]
+    fn bridged_ipv6_skipping_ip6tables_in_a_cluster_with_ipv6_is_a_warning() {
+        let mut r = node_check(&["192.168.56.1"]);
+        if let Some(n) = r.result.node.as_mut() {
+            n.forwarding = Some(probe_proto::ForwardingFacts {
+                ip_forward: Some(true),
+                ipv6_forward: Some(true),
+                bridge_nf_call_iptables: Some(true),
+                bridge_nf_call_ip6tables: Some(false),
+                br_netfilter: true,
+            });
+        }
+        let results = [r];
+        let dual = crate::testutil::dual_stack(2, 1, "flannel");
+        let f = forwarding("new", &dual, &Results::of(&results));
+        assert_eq!(f.len(), 1, "{f:#?}");
+        assert_eq!(
+            (f[0].severity, f[0].facts().state().map(State::as_str)),
+            (Severity::Warning, Some("bridge-nf-off"))
+        );
+        assert!(
+            f[0].summary
+                .contains("net.bridge.bridge-nf-call-ip6tables is 0"),
+            "{}",
+            f[0].summary
+        );
+        assert_eq!(
+            f[0].fix,
+            ["on new: sysctl -w net.bridge.bridge-nf-call-ip6tables=1"]
+        );
+        // Without br_netfilter, both switches are to be set once it loads.
+        let mut results = results;
+        if let Some(fw) = results[0]
+            .result
+            .node
+            .as_mut()
+            .and_then(|n| n.forwarding.as_mut())
+        {
+            fw.br_netfilter = false;
+        }
+        let f = forwarding("new", &dual, &Results::of(&results));
+        assert_eq!(f.len(), 1, "{f:#?}");
+        assert!(
+            f[0].fix
+                .iter()
+                .any(|l| l.ends_with("bridge-nf-call-ip6tables=1"))
+        );
+        assert!(
+            f[0].fix
+                .iter()
+                .any(|l| l.ends_with("bridge-nf-call-iptables=1"))
+        );
     }
 }
