@@ -75,6 +75,9 @@ pub enum InvalidScenario {
         "ipFamilies: [ipv6] runs the overlay over an IPv6 underlay, which the lab builds for VXLAN only, not overlay.mode {0}"
     )]
     Ipv6UnderlayMode(&'static str),
+    /// `overlay.ipv6Tunnel` where the lab cannot build it: what it needs, and what it got.
+    #[error("overlay.ipv6Tunnel: the IPv6 twin of the VXLAN device needs {0}")]
+    Ipv6Tunnel(String),
     #[error("{field}: expected at least one ICMP type (2 is ICMPv6 Packet Too Big)")]
     NoIcmpType { field: String },
     #[error("{field}: {family} is not one of the lab's ipFamilies")]
