@@ -82,6 +82,8 @@ scenarios! {
     dual_stack_api_port_blocked => "tests/scenarios/dual-stack-api-port-blocked.yaml",
     dual_stack_healthy => "tests/scenarios/dual-stack-healthy.yaml",
     dual_stack_ipv6_gap => "tests/scenarios/dual-stack-ipv6-gap.yaml",
+    dual_stack_two_tunnels_healthy => "tests/scenarios/dual-stack-two-tunnels-healthy.yaml",
+    dual_stack_vxlan_8472_ipv6_only => "tests/scenarios/dual-stack-vxlan-8472-ipv6-only.yaml",
     flannel_8472 => "tests/scenarios/flannel-8472.yaml",
     healthy => "tests/scenarios/healthy.yaml",
     ipv6_only_clusterip_broken => "tests/scenarios/ipv6-only-clusterip-broken.yaml",

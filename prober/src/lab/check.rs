@@ -37,7 +37,7 @@ pub enum CheckError {
     #[error("target {to:?}: expected NODE/host, NODE/pod or NODE/vtep")]
     TargetShape { to: String },
     #[error(
-        "target {to:?}: no IPv6 address for a {probe:?} probe (family: ipv6 needs a lab with IPv6 and a node, pod, Service, DNS pod or API server target; a vtep one needs the IPv6 underlay of ipFamilies: [ipv6])"
+        "target {to:?}: no IPv6 address for a {probe:?} probe (family: ipv6 needs a lab with IPv6 and a node, pod, Service, DNS pod or API server target; a vtep one needs the IPv6 underlay of ipFamilies: [ipv6] or overlay.ipv6Tunnel)"
     )]
     NoIpv6 { to: String, probe: ReachProbe },
     #[error("target {to:?}: unknown node")]
@@ -145,8 +145,8 @@ fn resolve_target6(
         "dns-pod" => l.dns_pod.address6,
         _ => match (v4.node, to.split_once('/').map(|(_, w)| w)) {
             (Some(i), Some("pod")) => l.nodes[i].pods[0].address6,
-            // A VTEP over the IPv6 underlay alone.
-            (Some(i), Some("vtep")) => l.ipv6_underlay().then(|| l.nodes[i].vtep6()),
+            // A VTEP over the IPv6 underlay alone: an IPv6-only lab's, or the IPv6 twin's.
+            (Some(i), Some("vtep")) => l.vtep6_of(&l.nodes[i]).map(|(a, _)| a),
             (Some(i), _) => l.nodes[i].address6,
             (None, _) => None,
         },
@@ -225,10 +225,15 @@ fn spec(lab: &Lab, id: &str, r: &Reach, from_node: usize, nonce: u32) -> Result<
                 probe: "vxlan",
             })?;
             let (src, dst) = (&l.nodes[from_node], &l.nodes[n]);
+            // Over IPv6, to the MAC of the device that listens there (an IPv6 twin has its own).
+            let mac = match (r.family, l.vtep6_of(dst)) {
+                (Some(Family::Ipv6), Some((_, mac))) => mac,
+                _ => dst.mac,
+            };
             json!({"id": id, "kind": "vxlan", "address": addr, "nonce": nonce,
                 "port": lab.scenario.overlay().port().map_or(0, probe_proto::Port::get),
                 "vni": super::build::vni(&lab.scenario),
-                "innerSource": src.vtep.to_string(), "innerDestination": dst.vtep.to_string(), "destinationMac": dst.mac.to_string()})
+                "innerSource": src.vtep.to_string(), "innerDestination": dst.vtep.to_string(), "destinationMac": mac.to_string()})
         }
     })
 }
@@ -663,12 +668,22 @@ mod tests {
             at(dual, "n2/pod", ReachProbe::Mtu).map(|t| t.0),
             Ok("fd00:10:244:2::2".to_string())
         );
-        // A VTEP has an IPv6 address over the IPv6 underlay alone.
+        // A VTEP has an IPv6 address over the IPv6 underlay alone (an IPv6-only lab's or a twin's).
         let e = at(dual, "n2/vtep", ReachProbe::Vtep).unwrap_err();
         assert!(e.contains("n2/vtep") && e.contains("IPv6"), "{e}");
         assert_eq!(
             at("ipFamilies: [ipv6]", "n2/vtep", ReachProbe::Vtep).map(|t| t.0),
             Ok("fd00:10:244:2::".to_string())
+        );
+        assert_eq!(
+            at(
+                "ipFamilies: [ipv4, ipv6]\noverlay: {mode: vxlan, ipv6Tunnel: true}",
+                "n2/vtep",
+                ReachProbe::Vtep
+            )
+            .map(|t| t.0),
+            Ok("fd00:10:244:2::".to_string()),
+            "the IPv6 twin's VTEP"
         );
         assert_eq!(
             at("ipFamilies: [ipv6]", "n2/host", ReachProbe::Vxlan).map(|t| t.0),

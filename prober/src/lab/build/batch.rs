@@ -1,12 +1,15 @@
 //! The `ip -batch` and `bridge -batch` lines of each namespace: the router's and switches' links,
-//! and each node's overlay device (kernel VXLAN or a TUN device for the lab's tunnel), pod bridge, pods, and what flanneld programs for its peers.
+//! and each node's overlay device (kernel VXLAN, with its IPv6 twin where asked, or a TUN device
+//! for the lab's tunnel), pod bridge, pods, and what flanneld programs for its peers.
+
+use std::net::{IpAddr, Ipv6Addr};
 
 use super::layout::{zone_router, zone_router6};
-use super::{LabNode, Layout, Pod, TUNNEL_MTU, nat};
+use super::{LabNode, Layout, OVERLAY_MTU, OVERLAY_MTU6, Pod, TUNNEL_MTU, nat};
 use crate::inventory::Overlay;
-use crate::inventory::{Cni, Family};
+use crate::inventory::{Cidr, Cni, Family};
 use crate::lab::scenario::{Fault, OverlayMode, Scenario};
-use probe_proto::Vni;
+use probe_proto::{MacAddr, Port, Vni};
 
 /// What to run in one namespace, phase by phase.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -125,7 +128,13 @@ pub(super) fn node_setup(s: &Scenario, l: &Layout, n: &LabNode) -> NsSetup {
     // The IPv6-only cluster's underlay: the node's link has its IPv6 address alone, and the
     // overlay runs over it.
     let six_underlay = n.address6.filter(|_| s.ipv6_underlay());
+    // The pods' MTU: the smaller device's beside an IPv6 twin, whose own is always 1430.
     let mtu = s.overlay_mtu();
+    let device_mtu = if six_underlay.is_some() {
+        OVERLAY_MTU6
+    } else {
+        OVERLAY_MTU
+    };
     let c = &mut st.config;
     c.push("link set eth0 up".into());
     if six_underlay.is_none() {
@@ -140,13 +149,11 @@ pub(super) fn node_setup(s: &Scenario, l: &Layout, n: &LabNode) -> NsSetup {
     let mode = s.overlay().mode();
     match s.overlay() {
         Overlay::Vxlan { port, vni, .. } => {
-            let local = six_underlay.map_or_else(|| n.address.to_string(), |a| a.to_string());
-            c.push(format!(
-                "link add {device} address {} type vxlan id {} local {local} dev eth0 dstport {port} nolearning",
-                n.mac,
-                vni.get(),
-            ));
-            c.push(format!("link set {device} mtu {mtu}"));
+            let local = six_underlay.map_or(IpAddr::V4(n.address), IpAddr::V6);
+            vxlan_device(c, device, n.mac, local, (port, vni), device_mtu);
+            if let Some(a6) = n.address6.filter(|_| s.ipv6_tunnel()) {
+                ipv6_twin(c, s, n, a6, (port, vni));
+            }
         }
         // This kernel may have no ipip or geneve device: a TUN device whose packets the lab's
         // tunnel process (`probe-pod tunnel`) carries as real IP protocol 4 or UDP 6081 packets.
@@ -184,7 +191,7 @@ pub(super) fn node_setup(s: &Scenario, l: &Layout, n: &LabNode) -> NsSetup {
             .push(format!("link set {} master cni0 mtu {mtu} up", p.host_if));
     }
     for peer in l.nodes.iter().filter(|p| p.name != n.name) {
-        peer_entries(&mut st, l, n, peer, mode, device);
+        peer_entries(&mut st, l, n, peer, mode, (device, overlay_device6(s)));
     }
     // kube-proxy's rules of each family, unless a fault takes them away.
     let kube_proxy = |family| {
@@ -199,16 +206,44 @@ pub(super) fn node_setup(s: &Scenario, l: &Layout, n: &LabNode) -> NsSetup {
     st
 }
 
+/// A kernel VXLAN device as flanneld creates it: its MAC, VNI and port over `local`'s family's
+/// underlay, learning nothing (its fdb entries are static), at the MTU its outer header leaves.
+fn vxlan_device(
+    c: &mut Vec<String>,
+    device: &str,
+    mac: MacAddr,
+    local: IpAddr,
+    (port, vni): (Port, Vni),
+    mtu: u16,
+) {
+    c.push(format!(
+        "link add {device} address {mac} type vxlan id {} local {local} dev eth0 dstport {port} nolearning",
+        vni.get(),
+    ));
+    c.push(format!("link set {device} mtu {mtu}"));
+}
+
+/// The IPv6 twin of the VXLAN device (`overlay.ipv6Tunnel`): the same VNI and port over the
+/// IPv6 underlay (the kernel opens an IPv6 socket of its own for it), its own MAC, the node's
+/// `vtep6` on it.
+fn ipv6_twin(c: &mut Vec<String>, s: &Scenario, n: &LabNode, local: Ipv6Addr, vxlan: (Port, Vni)) {
+    let device = overlay_device6(s);
+    vxlan_device(c, device, n.mac6(), local.into(), vxlan, OVERLAY_MTU6);
+    c.push(format!("addr add {}/128 dev {device} nodad", n.vtep6()));
+    c.push(format!("link set {device} up"));
+}
+
 /// What the node programs for one peer: a route through the tunnel device (by its inner
-/// destination for the lab's tunnel process); for VXLAN what flanneld programs, a route, a
-/// permanent neighbour and an fdb entry per family.
+/// destination for the lab's tunnel process); for VXLAN what flanneld programs per family, on the
+/// IPv4 device (`devices.0`) or, for the pods' IPv6 beside an IPv6 twin, on the twin
+/// (`devices.1`).
 fn peer_entries(
     st: &mut NsSetup,
     l: &Layout,
     n: &LabNode,
     peer: &LabNode,
     mode: OverlayMode,
-    device: &str,
+    (device, device6): (&str, &str),
 ) {
     if mode != OverlayMode::Vxlan {
         // The tunnel process picks the peer by the inner destination.
@@ -216,34 +251,48 @@ fn peer_entries(
             .push(format!("route add {} dev {device}", peer.pod_cidr));
         return;
     }
-    st.config.push(format!(
-        "route add {} via {} dev {device} onlink",
-        peer.pod_cidr, peer.vtep
-    ));
-    st.config.push(format!(
-        "neigh add {} lladdr {} dev {device} nud permanent",
-        peer.vtep, peer.mac
-    ));
     // Over the IPv6 underlay the fdb entry is the peer's IPv6 address, and the IPv4 pods
     // (outside the inventory) ride it too.
     let dst = match peer.address6.filter(|_| l.ipv6_underlay()) {
-        Some(a6) => a6.to_string(),
-        None => peer.address.to_string(),
+        Some(a6) => IpAddr::V6(a6),
+        None => IpAddr::V4(peer.address),
     };
-    st.fdb
-        .push(format!("fdb append {} dev {device} dst {dst}", peer.mac));
-    if n.address6.is_some() {
-        // The peer's IPv6 range through the same device, to a next hop whose neighbour entry is
-        // the peer's VTEP MAC.
-        let hop = l.vtep6_next_hop(peer);
-        st.config.push(format!(
-            "route add {} via {hop} dev {device} onlink",
-            peer.pod_cidr6()
-        ));
-        st.config.push(format!(
-            "neigh add {hop} lladdr {} dev {device} nud permanent",
-            peer.mac
-        ));
+    let v4 = (peer.pod_cidr, IpAddr::V4(peer.vtep), peer.mac);
+    flanneld(st, device, v4, Some(dst));
+    if n.address6.is_none() {
+        return;
+    }
+    let hop = IpAddr::V6(l.vtep6_next_hop(peer));
+    match peer.address6.filter(|_| l.ipv6_tunnel) {
+        // The twin: the peer's twin MAC, sent to its IPv6 address.
+        Some(a6) => flanneld(
+            st,
+            device6,
+            (peer.pod_cidr6(), hop, peer.mac6()),
+            Some(IpAddr::V6(a6)),
+        ),
+        // The same device: its fdb entry above already sends the peer's VTEP MAC there.
+        None => flanneld(st, device, (peer.pod_cidr6(), hop, peer.mac), None),
+    }
+}
+
+/// What flanneld programs for one peer's pod range on one device: a route via the peer's VTEP
+/// (onlink: no subnet holds it), a permanent neighbour entry with the VTEP's MAC, and where
+/// `underlay` is given the fdb entry that sends frames for that MAC to it.
+fn flanneld(
+    st: &mut NsSetup,
+    device: &str,
+    (range, hop, mac): (Cidr, IpAddr, MacAddr),
+    underlay: Option<IpAddr>,
+) {
+    st.config
+        .push(format!("route add {range} via {hop} dev {device} onlink"));
+    st.config.push(format!(
+        "neigh add {hop} lladdr {mac} dev {device} nud permanent"
+    ));
+    if let Some(dst) = underlay {
+        st.fdb
+            .push(format!("fdb append {mac} dev {device} dst {dst}"));
     }
 }
 
@@ -251,6 +300,17 @@ fn peer_entries(
 #[must_use]
 pub fn vni(s: &Scenario) -> u32 {
     s.overlay().vni().map_or(0, Vni::get)
+}
+
+/// The device that carries the pods' IPv6: the IPv6 twin (`overlay.ipv6Tunnel`) as the CNI
+/// names it, flannel's `flannel-v6.1` or Calico's `vxlan-v6.calico`; else the overlay device.
+#[must_use]
+pub fn overlay_device6(s: &Scenario) -> &'static str {
+    match (s.ipv6_tunnel(), s.cni) {
+        (true, Cni::Calico) => "vxlan-v6.calico",
+        (true, _) => "flannel-v6.1",
+        (false, _) => overlay_device(s),
+    }
 }
 
 /// The overlay device's name, as the CNI the scenario names calls it.

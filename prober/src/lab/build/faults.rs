@@ -154,9 +154,10 @@ fn icmp_filter(l: &Layout, nodes: &[String], types: &[u8], family: Family, rules
 }
 
 /// The IPv6 path to and from `n` carries at most `mtu` bytes: each other node's route toward
-/// `n`'s IPv6 pods, and `n`'s own toward theirs, get that MTU (the routes `node_setup` adds).
+/// `n`'s IPv6 pods, and `n`'s own toward theirs, get that MTU (the routes `node_setup` adds, on
+/// the device that carries the pods' IPv6).
 fn ipv6_route_mtu(s: &Scenario, l: &Layout, n: &LabNode, mtu: u16, rules: &mut FaultRules) {
-    let device = super::overlay_device(s);
+    let device = super::overlay_device6(s);
     let mut change = |on: &LabNode, toward: &LabNode| {
         rules.routes.entry(on.ns.clone()).or_default().push(format!(
             "route change {} via {} dev {device} onlink mtu {mtu}",

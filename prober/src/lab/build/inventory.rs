@@ -136,9 +136,9 @@ fn wired(s: &Scenario, l: &Layout) -> crate::inventory::Inventory {
                     address: n.vtep,
                     mac: Some(n.mac),
                 }),
-                vtep6: (s.ipv6_underlay() && s.overlay.is_none_or(|o| o.vteps_known)).then_some(Vtep {
-                    address: n.vtep6(),
-                    mac: Some(n.mac),
+                vtep6: l.vtep6_of(n).filter(|_| s.overlay.is_none_or(|o| o.vteps_known)).map(|(address, mac)| Vtep {
+                    address,
+                    mac: Some(mac),
                 }),
                 zone: Some(l.zones[n.zone].clone()),
                 serves: None,

@@ -86,6 +86,13 @@ impl LabNode {
         pod6(self.index, 0)
     }
 
+    /// The MAC of the node's IPv6 VXLAN device (`overlay.ipv6Tunnel`): a device of its own, so
+    /// a MAC of its own, as flannel and Calico give theirs.
+    #[must_use]
+    pub fn mac6(&self) -> MacAddr {
+        MacAddr([0x02, 0x00, 0xfd, 0xf4, self.index, 0x00])
+    }
+
     /// The pods' IPv6 gateway: the bridge's `::1`.
     #[must_use]
     pub fn bridge6(&self) -> Ipv6Addr {
@@ -121,6 +128,9 @@ pub struct Layout {
     pub candidate: Option<LabNode>,
     /// The families the cluster's addresses are in (`ipFamilies`): what the inventory holds.
     pub families: Vec<Family>,
+    /// Whether the pods' IPv6 rides a VXLAN device of its own over the IPv6 underlay
+    /// (`overlay.ipv6Tunnel`), beside the IPv4 one.
+    pub ipv6_tunnel: bool,
 }
 
 /// `fd00:10:244:<index>::<host>`: the IPv6 twin of `10.244.<index>.<host>`.
@@ -166,10 +176,18 @@ impl Layout {
     /// holds (only a neighbour entry with the peer's VTEP MAC).
     #[must_use]
     pub fn vtep6_next_hop(&self, peer: &LabNode) -> Ipv6Addr {
-        if self.ipv6_underlay() {
-            peer.vtep6()
+        self.vtep6_of(peer)
+            .map_or_else(|| peer.vtep6_hop(), |(a, _)| a)
+    }
+
+    /// `n`'s tunnel endpoint over the IPv6 underlay and its device's MAC, where the lab builds
+    /// one: `flannel.1`'s in an IPv6-only lab, the IPv6 twin's beside an IPv4 one.
+    #[must_use]
+    pub fn vtep6_of(&self, n: &LabNode) -> Option<(Ipv6Addr, MacAddr)> {
+        if self.ipv6_tunnel {
+            Some((n.vtep6(), n.mac6()))
         } else {
-            peer.vtep6_hop()
+            self.ipv6_underlay().then(|| (n.vtep6(), n.mac))
         }
     }
 
@@ -295,6 +313,7 @@ pub fn layout(s: &Scenario, prefix: &str, state_dir: &Path) -> Layout {
     let candidate = super::candidate::layout(s, prefix, state_dir, &zones);
     Layout {
         families: s.ip_families.clone(),
+        ipv6_tunnel: s.ipv6_tunnel(),
         candidate,
         prefix: prefix.to_string(),
         state_dir: state_dir.to_path_buf(),

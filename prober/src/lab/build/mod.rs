@@ -16,7 +16,7 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 
 use crate::lab::scenario::Scenario;
 
-pub use batch::{NsSetup, overlay_device, vni};
+pub use batch::{NsSetup, overlay_device, overlay_device6, vni};
 pub use hostfiles::{HostFiles, Tokens, host_files};
 pub use inventory::inventory;
 pub use layout::{LabNode, Layout, Pod, layout};

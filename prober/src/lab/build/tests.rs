@@ -796,3 +796,5 @@ fn ipv6_path_mtu_and_icmp_filter_faults() {
         assert!(e.contains(field), "{yaml}: {e}");
     }
 }
+
+mod ipv6_tunnel;

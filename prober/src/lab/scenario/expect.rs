@@ -54,7 +54,8 @@ pub struct Reach {
     #[serde(default)]
     pub with_cni_token: bool,
     /// The family of the target's address (`ipv6`: a dual-stack or IPv6-only lab's IPv6 one; a
-    /// `vtep`'s over the IPv6 underlay of an IPv6-only lab alone). `ipv4` when absent.
+    /// `vtep`'s over the IPv6 underlay of an IPv6-only lab or an `overlay.ipv6Tunnel` alone).
+    /// `ipv4` when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub family: Option<crate::inventory::Family>,
 }

@@ -1,9 +1,10 @@
 //! Lab scenarios (YAML): the cluster to build, the faults to inject, and what must be observed.
 //!
 //! `schema` is the cluster's shape, `fault` what is broken in it, `expect` what must be seen,
-//! `validate` what the types cannot check.
+//! `validate` what the types cannot check (`families`: what the IP families allow).
 
 mod expect;
+mod families;
 mod fault;
 mod schema;
 mod validate;

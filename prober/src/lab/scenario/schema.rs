@@ -31,7 +31,8 @@ pub struct Scenario {
     pub routers: usize,
     /// The IP families of the lab's cluster: `[ipv4]` when absent; `[ipv4, ipv6]` builds it
     /// dual-stack (IPv6 on every link, pod and Service beside IPv4, the IPv4 underlay carrying
-    /// the overlay's IPv6 pods too); `[ipv6]` is an IPv6-only cluster on an IPv6-only underlay:
+    /// the overlay's IPv6 pods too, or with `overlay.ipv6Tunnel` a second VXLAN device over the
+    /// IPv6 underlay); `[ipv6]` is an IPv6-only cluster on an IPv6-only underlay:
     /// the nodes' links have IPv6 addresses alone, flannel's VXLAN device runs over IPv6
     /// (`vtep6`, its fdb entries the peers' IPv6 addresses), and its inventory, and so every
     /// probe of the matrix, has IPv6 addresses only.
@@ -135,11 +136,20 @@ impl Scenario {
         !self.ip_families.contains(&crate::inventory::Family::Ipv4)
     }
 
-    /// The overlay's MTU: 1450 over the IPv4 underlay, 1430 over the IPv6 one (its outer header
-    /// is 20 bytes longer), on 1500-byte links.
+    /// Whether the pods' IPv6 has a VXLAN device of its own over the IPv6 underlay
+    /// (`overlay.ipv6Tunnel`).
+    #[must_use]
+    pub fn ipv6_tunnel(&self) -> bool {
+        self.overlay.is_some_and(|o| o.ipv6_tunnel)
+    }
+
+    /// The overlay's MTU, the pods' too: 1450 over the IPv4 underlay, 1430 over the IPv6 one
+    /// (its outer header is 20 bytes longer), on 1500-byte links. Beside an IPv6 tunnel it is
+    /// the smaller of the two devices', as Calico sets it, so a full-size packet of either
+    /// family fits its tunnel.
     #[must_use]
     pub fn overlay_mtu(&self) -> u16 {
-        if self.ipv6_underlay() {
+        if self.ipv6_underlay() || self.ipv6_tunnel() {
             OVERLAY_MTU6
         } else {
             OVERLAY_MTU
@@ -196,6 +206,12 @@ pub struct LabOverlay {
     /// that does not say it: each pod agent then probes at its own interface's MTU.
     #[serde(default = "yes", skip_serializing_if = "is_yes")]
     pub mtu_known: bool,
+    /// Whether the pods' IPv6 rides a VXLAN device of its own over the IPv6 underlay, beside the
+    /// IPv4 one (default: no, the IPv4 device carries both families): flannel's `flannel-v6.1`,
+    /// Calico's `vxlan-v6.calico`, as they run dual-stack, each node's `vtep6` on it. For a
+    /// dual-stack VXLAN lab alone.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ipv6_tunnel: bool,
 }
 
 fn yes() -> bool {

@@ -75,6 +75,9 @@ pub enum InvalidScenario {
         "ipFamilies: [ipv6] runs the overlay over an IPv6 underlay, which the lab builds for VXLAN only, not overlay.mode {0}"
     )]
     Ipv6UnderlayMode(&'static str),
+    /// `overlay.ipv6Tunnel` where the lab cannot build it: what it needs, and what it got.
+    #[error("overlay.ipv6Tunnel: the IPv6 twin of the VXLAN device needs {0}")]
+    Ipv6Tunnel(String),
     #[error("{field}: expected at least one ICMP type (2 is ICMPv6 Packet Too Big)")]
     NoIcmpType { field: String },
     #[error("{field}: {family} is not one of the lab's ipFamilies")]
@@ -204,26 +207,6 @@ impl Scenario {
     }
 
     /// Every name that becomes a namespace, a directory or a command argument.
-    fn validate_families(&self) -> Result<(), InvalidScenario> {
-        use crate::inventory::Family;
-        let f = &self.ip_families;
-        if *f != [Family::Ipv4] && *f != [Family::Ipv4, Family::Ipv6] && *f != [Family::Ipv6] {
-            let names: Vec<&str> = f.iter().map(|f| f.as_str()).collect();
-            return Err(InvalidScenario::Families(format!("[{}]", names.join(", "))));
-        }
-        if self.dual_stack() && self.routers != 1 {
-            return Err(InvalidScenario::FamiliesWith("routers: 2"));
-        }
-        if self.dual_stack() && self.candidate.is_some() {
-            return Err(InvalidScenario::FamiliesWith("candidate"));
-        }
-        let mode = self.overlay().mode();
-        if self.ipv6_underlay() && mode != crate::inventory::OverlayMode::Vxlan {
-            return Err(InvalidScenario::Ipv6UnderlayMode(mode.as_str()));
-        }
-        Ok(())
-    }
-
     fn validate_names(&self) -> Result<(), InvalidScenario> {
         plain_name("name", &self.name, MAX_NAME)?;
         for (z, zone) in self.zones.iter().enumerate() {
