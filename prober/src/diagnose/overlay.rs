@@ -85,6 +85,10 @@ pub(super) fn overlay_and_mtu(
         host_ok,
         carried,
     } = seen(ctx);
+    // In a run that loses packets, a full-size packet lost one way while one got through the
+    // other way between the same pods is the loss's: a path too small for the overlay's packets
+    // drops them both ways (the encapsulated packet is the same size over the same links).
+    let lossy = ctx.lossy_ends().is_some();
     let mut mtu: Vec<usize> = Vec::new();
     let mut underlay: Vec<usize> = Vec::new();
     let mut overlay: Vec<usize> = Vec::new();
@@ -108,7 +112,9 @@ pub(super) fn overlay_and_mtu(
             && r.result.outcome == Outcome::Timeout
             && small_ok.contains(&(a, b, family))
         {
-            mtu.push(i);
+            if !(lossy && big_ok.contains(&(b, a, family))) {
+                mtu.push(i);
+            }
         } else if is_underlay_mtu(&r) {
             // Too big for the path: silence (a black hole) or an ICMP "fragmentation needed";
             // it counts only where smaller packets between the same hosts get through.

@@ -90,3 +90,33 @@ fn an_unanswered_query_where_the_same_server_answers_is_loss_not_dns() {
     assert_every_failure_explained(&results, &f);
     assert_eq!(kinds(&f), [Kind::Loss], "{f:#?}");
 }
+
+#[test]
+fn a_full_size_packet_lost_one_way_under_loss_is_loss_not_mtu() {
+    // A lossy run (dual-stack lab, 3 % on every uplink): n3's pod lost its full-size probe to
+    // n4's pod on all three tries while n4's got through to n3's. The loss's, not an MTU hole.
+    let inv = inventory(4, 1, "flannel");
+    let results = tweaked(&inv, &|i, r| {
+        let big = r.path == PathClass::Overlay && r.to.agent == Some(AgentKind::Pod);
+        if big && r.from.node == "n3" && r.to.node.as_deref() == Some("n4") {
+            intermittent(r, 3, 0);
+        } else if i % 7 == 0 {
+            intermittent(r, 2, 1);
+        }
+    });
+    let f = diagnose(&inv, &Results::of(&results), &[]);
+    assert_every_failure_explained(&results, &f);
+    assert_eq!(kinds(&f), [Kind::Loss], "{f:#?}");
+    // Lost both ways, it is the path's size after all.
+    let results = tweaked(&inv, &|i, r| {
+        let big = r.path == PathClass::Overlay && r.to.agent == Some(AgentKind::Pod);
+        let pair = [r.from.node.as_str(), r.to.node.as_deref().unwrap_or("")];
+        if big && pair.contains(&"n3") && pair.contains(&"n4") {
+            intermittent(r, 3, 0);
+        } else if i % 7 == 0 {
+            intermittent(r, 2, 1);
+        }
+    });
+    let f = diagnose(&inv, &Results::of(&results), &[]);
+    assert!(kinds(&f).contains(&Kind::Mtu), "{f:#?}");
+}
