@@ -250,6 +250,7 @@ pub(super) fn service_proxy(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
     let cons = service_consequences(ctx, &nodes, &ev);
     let names = list(ctx, &nodes.iter().copied().collect::<Vec<_>>());
     let failing: Vec<usize> = broken.values().flatten().copied().collect();
+    let services = services(ctx, &failing);
     let mut f = Finding::new(
         ServiceProxy {
             nodes: names.clone(),
@@ -257,7 +258,7 @@ pub(super) fn service_proxy(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
         Severity::Error,
         format!(
             "the kubernetes Service {} fails on {} while the API server answers directly: the Service rules (kube-proxy) are missing or stale there",
-            services_text(ctx, &failing),
+            services_words(ctx, &services),
             names_text(&names)
         ),
     );
@@ -266,7 +267,7 @@ pub(super) fn service_proxy(ctx: &mut Ctx<'_>, findings: &mut Vec<Finding>) {
     }
     // The rules of the failing family: kube-proxy programs iptables and ip6tables apart, and
     // one half can be missing while the other works.
-    for ip in services(ctx, &failing).iter().map(SocketAddr::ip) {
+    for ip in services.iter().map(SocketAddr::ip) {
         let save = if ip.is_ipv6() {
             "ip6tables-save"
         } else {
@@ -287,10 +288,15 @@ fn services(ctx: &Ctx<'_>, idx: &[usize]) -> BTreeSet<SocketAddr> {
         .collect()
 }
 
-/// [`services`] as words (`10.96.0.1:443 and [fd00:10:96::1]:443`); the inventory's Service
-/// when none of them says.
+/// [`services`] of the results at `idx` as words.
 fn services_text(ctx: &Ctx<'_>, idx: &[usize]) -> String {
-    let all: Vec<String> = services(ctx, idx).iter().map(ToString::to_string).collect();
+    services_words(ctx, &services(ctx, idx))
+}
+
+/// Service addresses as words (`10.96.0.1:443 and [fd00:10:96::1]:443`); the inventory's
+/// Service when there are none.
+fn services_words(ctx: &Ctx<'_>, services: &BTreeSet<SocketAddr>) -> String {
+    let all: Vec<String> = services.iter().map(ToString::to_string).collect();
     if all.is_empty() {
         ctx.inv.cluster.api.service.to_string()
     } else {
