@@ -236,31 +236,27 @@ fn bridge_nf(
     f: &probe_proto::ForwardingFacts,
     ipv6_cluster: bool,
 ) -> Option<(String, Vec<String>)> {
-    let mut tables = vec!["iptables"];
-    if ipv6_cluster {
-        tables.push("ip6tables");
-    }
+    // Each table's switch; the IPv6 one only where the cluster has IPv6.
+    let tables = [
+        ("iptables", f.bridge_nf_call_iptables),
+        ("ip6tables", f.bridge_nf_call_ip6tables),
+    ];
+    let tables = &tables[..if ipv6_cluster { 2 } else { 1 }];
     let set = |t: &str| format!("on {candidate}: sysctl -w net.bridge.bridge-nf-call-{t}=1");
     if !f.br_netfilter {
         let mut fix = vec![format!(
             "on {candidate}: modprobe br_netfilter && echo br_netfilter > /etc/modules-load.d/br_netfilter.conf"
         )];
-        fix.extend(tables.iter().map(|t| set(t)));
+        fix.extend(tables.iter().map(|(t, _)| set(t)));
         return Some((
             "the br_netfilter module is not loaded (no /proc/sys/net/bridge)".into(),
             fix,
         ));
     }
     let off: Vec<&str> = tables
-        .into_iter()
-        .filter(|&t| {
-            let flag = if t == "iptables" {
-                f.bridge_nf_call_iptables
-            } else {
-                f.bridge_nf_call_ip6tables
-            };
-            flag == Some(false)
-        })
+        .iter()
+        .filter(|(_, on)| *on == Some(false))
+        .map(|(t, _)| *t)
         .collect();
     if off.is_empty() {
         return None;
