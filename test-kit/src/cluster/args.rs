@@ -78,6 +78,8 @@ impl Args<'_> {
             "--authorization-mode=Node,RBAC".into(),
             "--enable-admission-plugins=NodeRestriction".into(),
             "--allow-privileged=true".into(),
+            // kubeadm's: the kubelet is reached at its node's address, not its name.
+            "--kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname".into(),
             format!("--service-cluster-ip-range={}", c.service_cidrs.join(",")),
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
             format!("--service-account-key-file={}", self.keys.sa_pub.display()),
