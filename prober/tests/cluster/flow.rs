@@ -81,6 +81,12 @@ fn discovery_and_the_matrix_on_the_real_control_plane_find_the_8472_gap_and_leav
         text(&out)
     );
     nothing_left(&k);
+    // Namespaces the cluster does not have are no permission problem: no warning about them.
+    assert!(
+        !text(&out).contains("not allowed to"),
+        "warned about namespaces that do not exist:\n{}",
+        text(&out)
+    );
     let refused = refused(&k, since);
     assert!(
         refused.is_empty(),

@@ -151,6 +151,15 @@ where
     }
 }
 
+/// Whether the cluster has no namespace `ns` (deploy/base grants `get` on the namespaces
+/// discovery reads). Refused or unknown: not known to be absent.
+async fn namespace_absent(client: &Client, ns: &str) -> bool {
+    let got = Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
+        .get(ns)
+        .await;
+    matches!(list::found(got), Ok(Found::Absent))
+}
+
 /// A `ConfigMap`'s data, tolerating 404 and 403.
 async fn configmap(
     client: &Client,
@@ -234,6 +243,7 @@ async fn read_rest(client: &Client, raw: &mut Raw) -> Result<(), DiscoverError> 
         raw.dns_slices = slices(client, "kube-system", &name).await?;
     }
     for ns in WORKLOAD_NAMESPACES {
+        let refused_before = raw.forbidden.len();
         let lp = ListParams::default();
         let ds = tolerant(
             Api::<DaemonSet>::namespaced(client.clone(), ns),
@@ -251,6 +261,11 @@ async fn read_rest(client: &Client, raw: &mut Raw) -> Result<(), DiscoverError> 
         )
         .await?;
         raw.deployments.extend(deploy);
+        // RBAC answers before the namespace is looked up: a namespace this cluster does not
+        // have is refused (403), not absent (404). Only one that exists is worth a warning.
+        if raw.forbidden.len() > refused_before && namespace_absent(client, ns).await {
+            raw.forbidden.truncate(refused_before);
+        }
     }
     if let Some(name) = components::corefile_configmap(&raw.deployments) {
         raw.corefile = configmap(client, raw, "kube-system", &name)
