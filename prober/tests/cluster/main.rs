@@ -16,6 +16,7 @@ mod common;
 
 mod concurrent;
 mod deploy;
+mod faults;
 mod flow;
 mod kit;
 mod nodes;
