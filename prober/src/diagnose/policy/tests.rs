@@ -665,3 +665,56 @@ fn a_calico_rule_of_one_ip_version_judges_that_familys_flows_only() {
         );
     }
 }
+
+// --- Hostile input: a policy read from the API or an inventory is bounded, never a crash ---
+
+/// A Calico policy selecting with `sel` and allowing ingress from `sel`.
+fn calico_selecting(sel: &str) -> PolicyObject {
+    let yaml = format!(
+        "apiVersion: projectcalico.org/v3
+kind: GlobalNetworkPolicy
+metadata: {{name: hostile}}
+spec:
+  selector: \"{sel}\"
+  types: [Ingress]
+  ingress: [{{action: Allow, source: {{selector: \"{sel}\"}}}}]
+"
+    );
+    obj(&yaml)
+}
+
+#[test]
+fn hostile_calico_selectors_are_noted_and_never_overflow_the_stack() {
+    // The issue's three shapes: 40,000 `!`, 20,000 nested parentheses, 100,000 `&&` terms.
+    for sel in [
+        format!("{}all()", "!".repeat(40_000)),
+        format!("{}all(){}", "(".repeat(20_000), ")".repeat(20_000)),
+        vec!["all()"; 100_000].join(" && "),
+    ] {
+        let p = Policies::new(&[calico_selecting(&sel)], Agents::deployed());
+        let selecting = p.selecting();
+        assert_eq!(selecting.len(), 1, "{:?}", p.notes);
+        let Tri::Unknown(why) = &selecting[0].1 else {
+            panic!("{:?}", selecting[0].1);
+        };
+        // The note says why without quoting kilobytes of selector.
+        assert!(why.len() < 400, "{} bytes: {}", why.len(), &why[..400]);
+        assert!(matches!(
+            p.verdict(&tcp_in(agent("n1", 1))),
+            Verdict::Unknown(_)
+        ));
+        drop(p);
+    }
+}
+
+#[test]
+fn a_long_flat_calico_selector_within_bounds_still_evaluates() {
+    let long = vec!["has(app.kubernetes.io/name)"; 300].join(" && ");
+    let nested = format!("{}all(){}", "(".repeat(30), ")".repeat(30));
+    let negated = format!("{}all()", "!".repeat(30));
+    for (sel, want) in [(long, Tri::Yes), (nested, Tri::Yes), (negated, Tri::Yes)] {
+        let p = Policies::new(&[calico_selecting(&sel)], Agents::deployed());
+        assert!(p.notes.is_empty(), "{:?}", p.notes);
+        assert_eq!(p.selecting()[0].1, want, "{sel}");
+    }
+}
