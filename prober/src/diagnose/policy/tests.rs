@@ -718,3 +718,56 @@ fn a_long_flat_calico_selector_within_bounds_still_evaluates() {
         assert_eq!(p.selecting()[0].1, want, "{sel}");
     }
 }
+
+#[test]
+fn oversized_label_selectors_are_noted_not_evaluated() {
+    let many = (0..5_000)
+        .map(|i| format!("{{key: k{i}, operator: DoesNotExist}}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let values = (0..5_000)
+        .map(|i| format!("v{i}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let k8s = format!(
+        "apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {{name: huge, namespace: prober-system}}
+spec: {{podSelector: {{matchExpressions: [{many}]}}, policyTypes: [Ingress]}}
+"
+    );
+    let anp = format!(
+        "apiVersion: policy.networking.k8s.io/v1alpha1
+kind: AdminNetworkPolicy
+metadata: {{name: huge}}
+spec:
+  priority: 10
+  subject: {{namespaces: {{matchExpressions: [{{key: a, operator: NotIn, values: [{values}]}}]}}}}
+  ingress: [{{action: Deny, from: [{{namespaces: {{}}}}]}}]
+"
+    );
+    let cilium = format!(
+        "apiVersion: cilium.io/v2
+kind: CiliumNetworkPolicy
+metadata: {{name: huge, namespace: prober-system}}
+spec:
+  endpointSelector: {{matchLabels: {{{}}}}}
+  ingress: [{{fromEntities: [cluster]}}]
+",
+        (0..5_000)
+            .map(|i| format!("k{i}: v"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    for yaml in [k8s, anp, cilium] {
+        let p = Policies::new(&[obj(&yaml)], Agents::deployed());
+        // Kept, with its selection "cannot evaluate", as an unreadable selector is.
+        let selecting = p.selecting();
+        assert_eq!(selecting.len(), 1, "{yaml:.120}: {:?}", p.notes);
+        let Tri::Unknown(why) = &selecting[0].1 else {
+            panic!("{yaml:.120}: {:?}", selecting[0].1);
+        };
+        assert!(why.contains("more than"), "{why}");
+        assert!(why.len() < 400, "{why}");
+    }
+}
