@@ -25,7 +25,7 @@ pub async fn recall(enabled: bool, client: &kube::Client, namespace: &str) -> Op
         Ok(r) => Previous::Found(r),
         Err(RememberError::Encode(e)) => {
             eprintln!(
-                "{}: --remember: {e}; this run replaces it",
+                "{}: --remember: warning: {e}; read as no memory, and this run replaces it",
                 super::command("matrix")
             );
             Previous::Found(None)
