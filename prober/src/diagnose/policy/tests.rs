@@ -771,3 +771,38 @@ spec:
         assert!(why.len() < 400, "{why}");
     }
 }
+
+#[test]
+fn an_anp_priority_out_of_range_is_named_not_called_missing() {
+    let anp = |priority: &str| {
+        format!(
+            "apiVersion: policy.networking.k8s.io/v1alpha1
+kind: AdminNetworkPolicy
+metadata: {{name: odd}}
+spec:
+  {priority}
+  subject: {{namespaces: {{}}}}
+  ingress: [{{action: Deny, from: [{{namespaces: {{}}}}]}}]
+"
+        )
+    };
+    for (field, want) in [
+        (
+            "priority: 1e40",
+            "spec.priority 1e+40 is not an integer from 0 to 1000",
+        ),
+        (
+            "priority: -1",
+            "spec.priority -1 is not an integer from 0 to 1000",
+        ),
+        (
+            "priority: 2.5",
+            "spec.priority 2.5 is not an integer from 0 to 1000",
+        ),
+        ("", "spec.priority missing"),
+    ] {
+        let p = Policies::new(&[obj(&anp(field))], Agents::deployed());
+        assert_eq!(p.notes.len(), 1, "{field}");
+        assert!(p.notes[0].ends_with(want), "{field}: {}", p.notes[0]);
+    }
+}
