@@ -46,8 +46,13 @@ pub enum ReportError {
     Schema(String),
     #[error("no \"schema\" field: not a prober report (expected {SCHEMA:?})")]
     NoSchema,
-    #[error("not a valid {SCHEMA} report: {0}")]
-    Shape(#[source] serde_json::Error),
+    /// `field`: where serde was (`results[0].to.port`), so that the message names it.
+    #[error("not a valid {SCHEMA} report: {}{source}", if field.is_empty() || field == "." { String::new() } else { format!("{field}: ") })]
+    Shape {
+        field: String,
+        #[source]
+        source: serde_json::Error,
+    },
 }
 
 /// Exit codes (docs/design.md, "Contracts").
@@ -284,7 +289,13 @@ impl Report {
             Some(other) => return Err(ReportError::Schema(other.to_string())),
             None => return Err(ReportError::NoSchema),
         }
-        let mut report: Report = serde_json::from_value(v).map_err(ReportError::Shape)?;
+        let mut report: Report = serde_path_to_error::deserialize(v).map_err(|e| {
+            let field = e.path().to_string();
+            ReportError::Shape {
+                field,
+                source: e.into_inner(),
+            }
+        })?;
         // Reports written before results carried `unknown` said so in the detail.
         let legacy = |r: &crate::model::Record<'_>| {
             r.unknown.is_none() && r.result.detail.starts_with("unknown:")
@@ -338,6 +349,16 @@ impl Report {
 #[cfg(test)]
 mod tests {
     use super::{Severity, failing, fixture};
+
+    #[test]
+    fn a_value_out_of_range_names_its_field() {
+        let text = r#"{"schema":"prober.report/v1","results":[{"id":"a","path":"pod-to-pod","from":{"node":"n1","agent":"pod"},"to":{"address":"10.0.0.1","port":70000,"protocol":"tcp"},"outcome":"ok","detail":""}],"findings":[],"agents":[],"summary":{"total":1,"ok":1,"failed":0,"unknown":0,"nodes":1,"agents":1,"agentsMissing":0,"durationMillis":1,"interrupted":false,"byPath":{},"exitCode":0}}"#;
+        let e = super::Report::from_json(text).unwrap_err().to_string();
+        assert!(
+            e.contains("results[0].to.port: invalid value: integer `70000`, expected u16"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn a_saved_reports_exit_code_is_its_content_not_its_word() {
