@@ -64,7 +64,9 @@ fn main() -> ExitCode {
     match runtime.block_on(cli::dispatch(cli)) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("{name}: {}", cli::with_causes(&e));
+            // An error may quote its input (a field path, a value serde did not expect).
+            let said = cli::with_causes(&e);
+            eprintln!("{name}: {}", prober::report::safe::message(&said));
             ExitCode::from(e.exit_code())
         }
     }

@@ -240,7 +240,9 @@ fn check_layout(rootfs: &Path, spec: &Value) {
         .map(|a| a.as_str().unwrap())
         .collect();
     assert_eq!(entry, ["/usr/local/bin/probe-pod", "serve"], "{spec}");
-    assert_eq!(spec["process"]["user"]["uid"], 0, "{spec}");
+    // Not root by default: only the host agent needs it, and its DaemonSet asks for it.
+    assert_eq!(spec["process"]["user"]["uid"], 65534, "{spec}");
+    assert_eq!(spec["process"]["user"]["gid"], 65534, "{spec}");
     let path = spec["process"]["env"]
         .as_array()
         .unwrap()

@@ -1,6 +1,8 @@
 //! Property tests over every parser the coordinator exposes to files a person or another program
-//! writes: inventories, scenarios and saved reports. Whatever the input, they return a value or a
-//! clear error; they never panic. Mutations of valid documents reach deeper than random text.
+//! writes: inventories, scenarios, saved reports, the agents' result lines, the network policies
+//! discovery reads (their selector languages) and the scheduled mode's memory. Whatever the
+//! input, they return a value or a clear error; they never panic, and never overflow the stack.
+//! Mutations of valid documents reach deeper than random text.
 
 // A test: it reads fixtures and the clock freely (clippy.toml bans them in shipped code).
 #![allow(clippy::disallowed_methods)]
@@ -238,12 +240,135 @@ proptest! {
     }
 }
 
+/// A Calico selector's words, joined at random: operators, terms, and unbalanced runs.
+fn selector_text() -> impl Strategy<Value = String> {
+    let word = prop_oneof![
+        Just("!"),
+        Just("("),
+        Just(")"),
+        Just(" && "),
+        Just(" || "),
+        Just("all()"),
+        Just("has(app.kubernetes.io/name)"),
+        Just("app.kubernetes.io/name == 'prober'"),
+        Just("role != \"x\""),
+        Just("projectcalico.org/namespace in {'prober-system', 'b'}"),
+        Just("k not in {}"),
+        Just("global()"),
+        Just("'"),
+        Just("{"),
+        Just(","),
+    ];
+    (
+        proptest::collection::vec(word, 0..60),
+        0usize..100_000,
+        prop_oneof![Just("!"), Just("("), Just("all() && ")],
+    )
+        .prop_map(|(words, deep, run)| format!("{}{}", run.repeat(deep % 200_000), words.concat()))
+}
+
+/// A policy object of `kind` with `spec`, as discovery stores it.
+fn policy(
+    api_version: &str,
+    kind: &str,
+    spec: &serde_json::Value,
+) -> prober::inventory::PolicyObject {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": api_version, "kind": kind,
+        "metadata": {"name": "fuzzed", "namespace": "prober-system"}, "spec": &spec,
+    }))
+    .unwrap()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(cases(64)))]
+
+    /// Whatever a policy's selectors say (Calico's expressions, Kubernetes' label selectors),
+    /// compiling and judging a flow returns a verdict: no panic, no stack overflow, and a
+    /// selector it cannot read is "cannot evaluate".
+    #[test]
+    fn policy_selectors_never_panic(
+        calico in selector_text(),
+        keys in proptest::collection::vec("[a-z./-]{0,12}", 0..400),
+        op in prop_oneof![Just("In"), Just("NotIn"), Just("Exists"), Just("DoesNotExist"), Just("Bogus")],
+        values in proptest::collection::vec(".{0,8}", 0..1_500),
+    ) {
+        use prober::diagnose::policy::{Agents, Dir, Flow, Peer, Policies};
+        let exprs: Vec<serde_json::Value> = keys
+            .iter()
+            .map(|k| serde_json::json!({"key": k, "operator": op, "values": values}))
+            .collect();
+        let label_selector = serde_json::json!({"matchExpressions": exprs});
+        let objects = [
+            policy("projectcalico.org/v3", "GlobalNetworkPolicy", &serde_json::json!({
+                "selector": calico, "types": ["Ingress"],
+                "ingress": [{"action": "Allow", "source": {"selector": calico}}],
+            })),
+            policy("networking.k8s.io/v1", "NetworkPolicy", &serde_json::json!({
+                "podSelector": label_selector, "policyTypes": ["Ingress"],
+                "ingress": [{"from": [{"podSelector": label_selector}]}],
+            })),
+            policy("cilium.io/v2", "CiliumNetworkPolicy", &serde_json::json!({
+                "endpointSelector": label_selector,
+                "ingress": [{"fromEndpoints": [label_selector]}],
+            })),
+            policy("policy.networking.k8s.io/v1alpha1", "AdminNetworkPolicy", &serde_json::json!({
+                "priority": 10, "subject": {"namespaces": label_selector},
+                "ingress": [{"action": "Deny", "from": [{"namespaces": label_selector}]}],
+            })),
+        ];
+        let policies = Policies::new(&objects, Agents::deployed());
+        let flow = Flow {
+            dir: Dir::Ingress,
+            node: "n2".into(),
+            ip: "10.244.2.2".parse().unwrap(),
+            peer: Peer::Agent { node: "n1".into(), ip: "10.244.1.2".parse().unwrap() },
+            protocol: prober::model::Protocol::Tcp,
+            port: Some(9917),
+        };
+        let _ = policies.verdict(&flow);
+        for note in &policies.notes {
+            prop_assert!(note.len() < 4096, "a note of {} bytes", note.len());
+        }
+    }
+
+    /// Whatever bytes the memory's `ConfigMap` holds (gzip or not, JSON or not, a bomb), reading
+    /// it returns a memory or an error, within the bounds.
+    #[test]
+    fn remembered_memories_never_panic(
+        raw in proptest::collection::vec(any::<u8>(), 0..512),
+        json in "(.|\n){0,300}",
+        zeros in 0usize..3_000_000,
+        at in any::<usize>(), c in any_char(), cut in any::<bool>(),
+    ) {
+        use prober::report::remembered::Remembered;
+        use std::io::Write as _;
+        let gzip = |text: &[u8]| {
+            let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            gz.write_all(text).unwrap();
+            gz.finish().unwrap()
+        };
+        let _ = Remembered::decode(&raw);
+        let _ = Remembered::decode(&gzip(json.as_bytes()));
+        let _ = Remembered::decode(&gzip(mutate(MEMORY, at, c, cut).as_bytes()));
+        // The issue's bomb, at every size: a list of zeros in `dropped`.
+        let bomb = MEMORY.replace("\"dropped\":[]", &format!("\"dropped\":[{}0]", "0,".repeat(zeros)));
+        prop_assert!(Remembered::decode(&gzip(bomb.as_bytes())).is_err());
+    }
+}
+
+/// A valid remembered memory's JSON, with an empty `dropped` for the bomb to fill.
+const MEMORY: &str = r#"{"schema":"prober.remembered/v1","finished":0,"counts":{"total":0,"ok":0,"failed":0,"unknown":0},"nodes":0,"exitCode":0,"byPath":{},"findings":[],"omitted":{"results":0,"resultIds":0,"findings":0},"dropped":[]}"#;
+
 #[test]
 fn the_valid_documents_parse() {
     // The mutations above start from documents that parse: otherwise they test nothing.
     let inv: Inventory = from_yaml(INVENTORY).unwrap();
     inv.validate().unwrap();
     Scenario::parse(&read("tests/scenarios/flannel-8472.yaml")).unwrap();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    std::io::Write::write_all(&mut gz, MEMORY.as_bytes()).unwrap();
+    prober::report::remembered::Remembered::decode(&gz.finish().unwrap()).unwrap();
     let report = Report::from_json(REPORT).unwrap();
     assert!(
         report.results.at(0).is_unknown(),

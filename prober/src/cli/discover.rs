@@ -1,6 +1,6 @@
 //! `prober discover`: what the prober believes about a cluster, as an inventory.
 
-use super::out::{out, outln};
+use super::out::{errln, out, outln};
 use clap::ValueEnum;
 
 use super::CliError;
@@ -25,12 +25,12 @@ pub struct Args {
 /// what it had to guess.
 pub fn warn_discovered(command: &str, found: &prober::runtime::kube::Discovered) {
     for what in &found.forbidden {
-        eprintln!(
+        errln!(
             "{command}: warning: not allowed to {what}; the inventory leaves it out (grant it as deploy/base/rbac.yaml describes)"
         );
     }
     for what in &found.warnings {
-        eprintln!("{command}: warning: {what}");
+        errln!("{command}: warning: {what}");
     }
 }
 

@@ -2,6 +2,7 @@
 //! Job's log collector keeps. Plain HTTP/1.1 over a TCP stream under one deadline: a Pushgateway
 //! is inside the cluster or on a monitoring host, and the push is one request.
 
+use super::out::errln;
 use std::time::Duration;
 
 use prober::report::remembered::Changes;
@@ -215,7 +216,7 @@ impl ExportArgs {
             let body = prober::report::prometheus::render(report, finished);
             let r = push(url, &body, self.pushgateway_timeout).await;
             if let Err(e) = &r {
-                eprintln!("{command}: --pushgateway: {e}");
+                errln!("{command}: --pushgateway: {e}");
                 if code == EXIT_OK {
                     code = EXIT_USAGE;
                 }
@@ -223,7 +224,7 @@ impl ExportArgs {
             pushed = Some(r.is_ok());
         }
         if self.log_format == LogFormat::Json {
-            eprintln!(
+            errln!(
                 "{}",
                 log_line(command, report, finished, changes, pushed, code)
             );

@@ -1,6 +1,6 @@
 //! `prober lab`: build, run, list and remove network-namespace labs.
 
-use super::out::{out, outln};
+use super::out::{errln, out, outln};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -261,11 +261,13 @@ async fn run_scenario(args: &RunArgs) -> Result<u8, CliError> {
             out!("{text}")
         }
     };
-    say(&fit(&format!(
+    // The description is the file's own text: shown, never obeyed (a clear-screen, a title,
+    // SGR 8 hiding everything after it).
+    say(&fit(&prober::report::safe::message(&format!(
         "scenario {}: {}",
         s.name,
         s.description.trim()
-    )))?;
+    ))))?;
     let inv = lab::build::inventory(&s, &lab.layout);
     let agent_bin = lab.agent_bin.display().to_string();
     let mut probe = ProbeArgs::with_agent(agent_bin.clone(), args.save.clone());
@@ -282,7 +284,7 @@ async fn run_scenario(args: &RunArgs) -> Result<u8, CliError> {
     };
     match &matrix {
         Ok(r) => out!("{}", args.out.render(r))?,
-        Err(e) => eprintln!("prober lab run: matrix: {e}"),
+        Err(e) => errln!("prober lab run: matrix: {e}"),
     }
     if signals::stopped() {
         // Interrupted: the partial report is out; no expectation can be judged on it.
@@ -297,7 +299,7 @@ async fn run_scenario(args: &RunArgs) -> Result<u8, CliError> {
         return Ok(prober::report::EXIT_INTERRUPTED);
     }
     say("\nexpectations:\n")?;
-    eprintln!("checking the scenario's reachability expectations...");
+    errln!("checking the scenario's reachability expectations...");
     let checked = check::run(&lab).await;
     let (report, reach_ok) = check::render(&checked);
     say(&fit(&report))?;
@@ -339,10 +341,10 @@ async fn run_scenario(args: &RunArgs) -> Result<u8, CliError> {
 /// Takes the lab down, saying so: teardown takes seconds.
 fn tear_down(lab: Lab) {
     let name = name_of(&lab.layout);
-    eprintln!("tearing down lab {name}...");
+    errln!("tearing down lab {name}...");
     match lab.down() {
-        Ok(_) => eprintln!("lab {name} is down"),
-        Err(e) => eprintln!("prober lab: teardown: {e}"),
+        Ok(_) => errln!("lab {name} is down"),
+        Err(e) => errln!("prober lab: teardown: {e}"),
     }
 }
 

@@ -1,5 +1,6 @@
 //! `prober matrix`: plan the full path matrix, run it on the agents, diagnose, report.
 
+use super::out::errln;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -160,7 +161,7 @@ pub async fn run_matrix<R: Runtime + 'static>(
     if args.sample != Some(SampleSize::Auto) && !narrowed {
         let verdict = super::memory::check(inv.nodes.len(), fixed, budget);
         if let Some(warning) = verdict.map_err(CliError::Usage)? {
-            eprintln!("{}: warning: {warning}", super::program());
+            errln!("{}: warning: {warning}", super::program());
         }
     }
     let mut filter = args.filter.filter();
@@ -200,7 +201,7 @@ pub async fn run_matrix<R: Runtime + 'static>(
         prober::run::run_owned(planned, runtime, &cfg, progress, signals::interrupted()).await;
     let longest = probe_proto::stall::longest();
     if longest >= std::time::Duration::from_millis(200) {
-        eprintln!(
+        errln!(
             "{}: warning: this coordinator was kept from running for up to {} ms at once during the run (a loaded machine): its own waits ran late; each agent measured its own delay, and no probe counts as failed for it",
             super::program(),
             longest.as_millis()
@@ -242,7 +243,7 @@ async fn kube_matrix(args: &Args) -> Result<(Report, u64, Option<Changes>), CliE
         &client,
         &session,
         &mut inv,
-        &mut |n| eprintln!("{command}: {n}"),
+        &mut |n| errln!("{command}: {n}"),
         &progress,
         || interrupts.wait(),
         async |inv: &Inventory, agents: deploy::session::Agents| {

@@ -49,8 +49,9 @@ pub enum Command {
     /// Same exit codes as `matrix`.
     Preflight(Box<preflight::Args>),
     /// Re-render a saved JSON report (`matrix -o json` or `--save`) in any output format.
-    /// Exit: the saved run's own code (0, 1, 3 or 130, its `summary.exitCode`); 2 when the file
-    /// is not a readable report, or when `--pushgateway` fails on an otherwise clean report.
+    /// Exit: the saved run's own code (0, 1, 3 or 130), computed again from its results and
+    /// findings, not taken from its `summary.exitCode`; 2 when the file is not a readable
+    /// report, or when `--pushgateway` fails on an otherwise clean report.
     Report(report::Args),
     /// Compare two saved JSON reports: new, resolved and persisting findings.
     /// Exit 1 when a new finding is an error, else 0.

@@ -42,7 +42,16 @@ macro_rules! outln {
     };
 }
 
-pub(crate) use {out, outln};
+/// `eprintln!` through the one sanitiser (`report::safe::message`): a warning or an error of
+/// ours may quote a file, a peer or the API server, and no escape sequence of theirs may reach
+/// the terminal.
+macro_rules! errln {
+    ($($arg:tt)*) => {
+        eprintln!("{}", prober::report::safe::message(&format!($($arg)*)))
+    };
+}
+
+pub(crate) use {errln, out, outln};
 
 #[cfg(test)]
 mod tests {

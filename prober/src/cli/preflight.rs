@@ -2,7 +2,7 @@
 //! on the candidate take the ports it will serve; the existing nodes' host agents and the
 //! candidate probe each other; the report leads with a checklist.
 
-use super::out::out;
+use super::out::{errln, out};
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -172,7 +172,7 @@ async fn kube_preflight(args: &Args) -> Result<Report, CliError> {
     standins.stop().await;
     let ran = ran?;
     for n in &ran.notes {
-        eprintln!("{command}: {n}");
+        errln!("{command}: {n}");
     }
     finish(ran.out, &ran.inventory, &candidate, &conflicts, &args.probe)
 }

@@ -2,6 +2,7 @@
 //! and after it remembers this run and emits an Event per change. None of it fails the run: a
 //! problem is said on stderr and the report stands.
 
+use super::out::errln;
 use prober::report::Report;
 use prober::report::remembered::{self, Changes, RememberError, Remembered};
 
@@ -24,14 +25,14 @@ pub async fn recall(enabled: bool, client: &kube::Client, namespace: &str) -> Op
     Some(match remembered::recall(client, namespace).await {
         Ok(r) => Previous::Found(r),
         Err(RememberError::Encode(e)) => {
-            eprintln!(
-                "{}: --remember: {e}; this run replaces it",
+            errln!(
+                "{}: --remember: warning: {e}; read as no memory, and this run replaces it",
                 super::command("matrix")
             );
             Previous::Found(None)
         }
         Err(e) => {
-            eprintln!(
+            errln!(
                 "{}: --remember: {e}; this run is not remembered",
                 super::command("matrix")
             );
@@ -66,7 +67,7 @@ pub async fn remember(
             // The run is remembered all the same: the Events are the announcement, not the
             // memory, and a refused one must not make every later run repeat it.
             if let Some(e) = &c.events_error {
-                eprintln!(
+                errln!(
                     "{}: --remember: warning: {e}; {} of the changes were announced as Events, \
                      and this run is remembered",
                     super::command("matrix"),
@@ -76,7 +77,7 @@ pub async fn remember(
             Some(c)
         }
         Err(e) => {
-            eprintln!("{}: --remember: {e}", super::command("matrix"));
+            errln!("{}: --remember: {e}", super::command("matrix"));
             None
         }
     }

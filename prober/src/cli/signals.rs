@@ -1,6 +1,7 @@
 //! Signals. A matrix stops on SIGINT or SIGTERM (what Kubernetes sends a Job's pod at its
 //! deadline) with what it gathered; a lab being built is torn down before the process exits.
 
+use super::out::errln;
 use std::path::PathBuf;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,8 +25,8 @@ pub async fn interrupted() {
         return std::future::pending().await;
     };
     tokio::select! {
-        _ = term.recv() => eprintln!("{}: SIGTERM: stopping with what was gathered", super::running()),
-        _ = int.recv() => eprintln!("{}: interrupted: stopping with what was gathered", super::running()),
+        _ = term.recv() => errln!("{}: SIGTERM: stopping with what was gathered", super::running()),
+        _ = int.recv() => errln!("{}: interrupted: stopping with what was gathered", super::running()),
         () = handed_over_stop() => {}
     }
 }
@@ -78,8 +79,8 @@ impl Interrupts {
         ) {
             tokio::spawn(async move {
                 tokio::select! {
-                    _ = term.recv() => eprintln!("{}: SIGTERM: stopping with what was gathered", super::running()),
-                    _ = int.recv() => eprintln!("{}: interrupted: stopping with what was gathered", super::running()),
+                    _ = term.recv() => errln!("{}: SIGTERM: stopping with what was gathered", super::running()),
+                    _ = int.recv() => errln!("{}: interrupted: stopping with what was gathered", super::running()),
                 }
                 let _ = tx.send(true);
                 // Keep the handlers (and the sender) for the rest of the run: a second signal
@@ -134,7 +135,7 @@ pub fn install_lab_teardown() {
         let sig = loop {
             let Ok(sig) = set.wait() else { return };
             if HANDED_OVER.load(Ordering::SeqCst) && !STOPPED.swap(true, Ordering::SeqCst) {
-                eprintln!(
+                errln!(
                     "{}: {sig}: stopping with what was gathered, then tearing the lab down",
                     super::running()
                 );
@@ -145,9 +146,9 @@ pub fn install_lab_teardown() {
         };
         let held = lab::LAB_LOCK.lock();
         if let Some((prefix, state)) = CURRENT.lock().ok().and_then(|c| c.clone()) {
-            eprintln!("{}: {sig}: tearing the lab down", super::running());
+            errln!("{}: {sig}: tearing the lab down", super::running());
             if let Err(e) = lab::teardown_locked(&prefix, &state) {
-                eprintln!("{}: teardown: {e}", super::running());
+                errln!("{}: teardown: {e}", super::running());
             }
         }
         // Exit while still holding the lock: released earlier, the build thread could start one

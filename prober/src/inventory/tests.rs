@@ -298,3 +298,41 @@ fn bad_family_fields_are_refused_naming_them() {
         assert!(e.starts_with(&format!("{field}:")), "{field}: {e}");
     }
 }
+
+#[test]
+fn a_node_address_no_peer_can_reach_it_at_is_refused_naming_the_field() {
+    type Case = (&'static str, &'static str, fn(&mut Inventory));
+    let cases: [Case; 7] = [
+        ("nodes[0].address6", "IPv4-mapped", |i| {
+            i.nodes[0].address6 = Some("::ffff:192.168.56.10".parse().unwrap());
+        }),
+        ("nodes[1].address6", "loopback", |i| {
+            i.nodes[1].address6 = Some("::1".parse().unwrap());
+        }),
+        ("nodes[1].address", "loopback", |i| {
+            i.nodes[1].address = "127.0.0.1".parse().unwrap();
+        }),
+        ("nodes[0].address6", "link-local", |i| {
+            i.nodes[0].address6 = Some("fe80::1".parse().unwrap());
+        }),
+        ("nodes[0].agents.host.address", "loopback", |i| {
+            i.nodes[0].agents.host.as_mut().unwrap().address = "127.0.0.2".parse().unwrap();
+        }),
+        ("nodes[2].address", "also nodes[0]", |i| {
+            i.nodes[2].address = i.nodes[0].address;
+        }),
+        ("nodes[1].address6", "also nodes[0]", |i| {
+            i.nodes[0].address6 = Some("fd00:56::a".parse().unwrap());
+            i.nodes[1].address6 = Some("fd00:56::a".parse().unwrap());
+        }),
+    ];
+    for (field, says, break_it) in cases {
+        let mut inv = inventory(3, 1, "flannel");
+        break_it(&mut inv);
+        let e = inv.validate().unwrap_err().to_string();
+        assert!(
+            e.starts_with(&format!("{field}:")) && e.contains(says),
+            "{field}: {e}"
+        );
+    }
+}

@@ -128,12 +128,37 @@ fn addresses(
         ));
     }
     if let Some(a) = v4 {
-        target(&format!("{at}.address"), a.into())?;
+        own(&format!("{at}.address"), a.into())?;
     }
     if let Some(a) = v6 {
-        target(&format!("{at}.address6"), a.into())?;
+        own(&format!("{at}.address6"), a.into())?;
     }
     Ok(())
+}
+
+/// A node's or an agent's own address: a usable target that other nodes reach it at, in the
+/// family of its field.
+fn own(field: &str, ip: std::net::IpAddr) -> Result<(), InvalidInventory> {
+    use std::net::IpAddr;
+    target(field, ip)?;
+    let why = match ip {
+        IpAddr::V6(v6) if v6.to_ipv4_mapped().is_some() => Some(
+            "is an IPv4-mapped address: it is IPv4 (give it as `address`), and this node's IPv6 \
+             would never be probed",
+        ),
+        ip if ip.is_loopback() => {
+            Some("is a loopback address: every agent reaches itself there, never this node")
+        }
+        IpAddr::V6(v6) if v6.is_unicast_link_local() => Some(
+            "is link-local: reaching it needs a zone (the interface), which an inventory \
+             address cannot carry",
+        ),
+        _ => None,
+    };
+    match why {
+        Some(why) => Err(bad(field, format!("{ip} {why}"))),
+        None => Ok(()),
+    }
 }
 
 /// A list of a Service's `ClusterIP`s (`services`), whose first, if any, is `service`: one
@@ -206,6 +231,8 @@ impl Inventory {
     /// Checks cross-field rules; the error names the offending field.
     pub fn validate(&self) -> Result<(), InvalidInventory> {
         let mut names = HashSet::new();
+        let mut seen: std::collections::HashMap<std::net::IpAddr, usize> =
+            std::collections::HashMap::new();
         for (index, n) in self.nodes.iter().enumerate() {
             if n.name.is_empty() {
                 return Err(InvalidInventory::EmptyName { index });
@@ -227,6 +254,20 @@ impl Inventory {
                 });
             }
             addresses(&format!("nodes[{index}]"), "node", n.ipv4(), n.address6)?;
+            // Two nodes at one address: every path to one reaches the other (or neither).
+            let ips = [
+                ("address", n.ipv4().map(std::net::IpAddr::from)),
+                ("address6", n.address6.map(std::net::IpAddr::from)),
+            ];
+            for (key, ip) in ips {
+                let Some(ip) = ip else { continue };
+                if let Some(other) = seen.insert(ip, index) {
+                    return Err(bad(
+                        format!("nodes[{index}].{key}"),
+                        format!("{ip} is also nodes[{other}]'s address"),
+                    ));
+                }
+            }
             if let Some(v) = &n.vtep {
                 target(&format!("nodes[{index}].vtep.address"), v.address.into())?;
             }

@@ -222,6 +222,7 @@ impl Lab {
         let started = Instant::now();
         let say = |m: &str| {
             if opts.verbose {
+                let m = crate::report::safe::message(m);
                 eprintln!("lab: {m} ({:.1} s)", started.elapsed().as_secs_f64());
             }
         };

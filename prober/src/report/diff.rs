@@ -3,7 +3,7 @@
 //! its node list, result ids, summary wording or evidence, which change from run to run for the
 //! same fault: a gap that now also blocks a fourth node is the same gap, persisting.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::fmt::Write as _;
 
 use serde::Serialize;
@@ -144,38 +144,128 @@ pub fn key(f: &Finding) -> String {
     out
 }
 
-/// Whether `old` and `new`, of one cause, are the same finding: the packets died in the same
-/// place (a run without receipts says no place, and matches either), and anchored findings
-/// share a node.
-fn same(old: &Finding, new: &Finding) -> bool {
-    let (p, q) = (places(old), places(new));
-    let (a, b) = (anchors(old), anchors(new));
-    (p.is_empty() || q.is_empty() || p == q) && (a.is_empty() || b.is_empty() || !a.is_disjoint(&b))
+#[cfg(test)]
+thread_local! {
+    /// Pairs of findings weighed against each other by this thread's diffs: what a diff costs,
+    /// counted rather than timed.
+    pub(super) static WEIGHED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
-/// Compares two diagnoses. Findings of one cause pair up one to one, those sharing the most
-/// nodes first, then in order, so two unexplained findings yesterday and one today leave one
-/// resolved.
+/// What matching needs of a finding, computed once per finding rather than once per pair.
+struct Seen<'a> {
+    cause: String,
+    places: BTreeSet<&'static str>,
+    anchors: BTreeSet<&'a str>,
+    nodes: BTreeSet<&'a str>,
+}
+
+impl<'a> Seen<'a> {
+    fn of(f: &'a Finding) -> Self {
+        Self {
+            cause: cause(f),
+            places: places(f),
+            anchors: anchors(f),
+            nodes: nodes(f),
+        }
+    }
+
+    /// Whether `self` (old) and `new`, of one cause, are the same finding: the packets died in
+    /// the same place (a run without receipts says no place, and matches either), and anchored
+    /// findings share a node.
+    fn same(&self, new: &Self) -> bool {
+        #[cfg(test)]
+        WEIGHED.with(|w| w.set(w.get() + 1));
+        let (p, q) = (&self.places, &new.places);
+        let (a, b) = (&self.anchors, &new.anchors);
+        self.cause == new.cause
+            && (p.is_empty() || q.is_empty() || p == q)
+            && (a.is_empty() || b.is_empty() || !a.is_disjoint(b))
+    }
+}
+
+/// A finding's cause, places and nodes: the same finding when all three are equal.
+type Identity<'s, 'a> = (&'s str, &'s BTreeSet<&'static str>, &'s BTreeSet<&'a str>);
+
+/// Compares two diagnoses. A finding identical in cause, place and nodes pairs with its twin
+/// first (in order, when there are several); the others of one cause pair up one to one, those
+/// sharing the most nodes first, then in order, so two unexplained findings yesterday and one
+/// today leave one resolved. Candidates come from indexes (by identity, by node, by cause), so
+/// thousands of findings of one cause are not each weighed against each.
 #[must_use]
 pub fn diff(old: &[Finding], new: &[Finding]) -> Diff {
-    let old_causes: Vec<String> = old.iter().map(cause).collect();
-    let new_causes: Vec<String> = new.iter().map(cause).collect();
-    // Every candidate pair, most shared nodes first, then in order.
+    let olds: Vec<Seen<'_>> = old.iter().map(Seen::of).collect();
+    let news: Vec<Seen<'_>> = new.iter().map(Seen::of).collect();
+    let mut old_of: Vec<Option<usize>> = vec![None; new.len()];
+    let mut taken = vec![false; old.len()];
+    // 1. Twins, by identity.
+    let mut twins: HashMap<Identity<'_, '_>, VecDeque<usize>> = HashMap::new();
+    for (i, o) in olds.iter().enumerate() {
+        twins
+            .entry((o.cause.as_str(), &o.places, &o.nodes))
+            .or_default()
+            .push_back(i);
+    }
+    for (j, n) in news.iter().enumerate() {
+        if let Some(i) = twins
+            .get_mut(&(n.cause.as_str(), &n.places, &n.nodes))
+            .and_then(VecDeque::pop_front)
+        {
+            taken[i] = true;
+            old_of[j] = Some(i);
+        }
+    }
+    // 2. Findings sharing nodes, through an index of the old ones' causes and nodes: most shared
+    // first, then in order.
+    let mut by_node: HashMap<(&str, &str), Vec<usize>> = HashMap::new();
+    for (i, o) in olds.iter().enumerate().filter(|(i, _)| !taken[*i]) {
+        for n in &o.nodes {
+            by_node.entry((&o.cause, n)).or_default().push(i);
+        }
+    }
     let mut pairs: Vec<(usize, usize, usize)> = Vec::new();
-    for (j, n) in new.iter().enumerate() {
-        let names = nodes(n);
-        for (i, o) in old.iter().enumerate() {
-            if old_causes[i] == new_causes[j] && same(o, n) {
-                let shared = nodes(o).intersection(&names).count();
-                pairs.push((shared, i, j));
+    for (j, n) in news
+        .iter()
+        .enumerate()
+        .filter(|(j, _)| old_of[*j].is_none())
+    {
+        let mut shared: BTreeMap<usize, usize> = BTreeMap::new();
+        for node in &n.nodes {
+            for &i in by_node.get(&(&n.cause, node)).into_iter().flatten() {
+                *shared.entry(i).or_default() += 1;
+            }
+        }
+        for (i, count) in shared {
+            if olds[i].same(n) {
+                pairs.push((count, i, j));
             }
         }
     }
     pairs.sort_by(|a, b| b.0.cmp(&a.0).then((a.1, a.2).cmp(&(b.1, b.2))));
-    let mut old_of: Vec<Option<usize>> = vec![None; new.len()];
-    let mut taken = vec![false; old.len()];
     for (_, i, j) in pairs {
         if !taken[i] && old_of[j].is_none() {
+            taken[i] = true;
+            old_of[j] = Some(i);
+        }
+    }
+    // 3. Of one cause but sharing no node: in order, each old one with the first new one left
+    // that is the same finding.
+    let mut left_by_cause: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (j, n) in news
+        .iter()
+        .enumerate()
+        .filter(|(j, _)| old_of[*j].is_none())
+    {
+        left_by_cause.entry(&n.cause).or_default().push(j);
+    }
+    for (i, o) in olds.iter().enumerate() {
+        let Some(left) = left_by_cause
+            .get_mut(o.cause.as_str())
+            .filter(|_| !taken[i])
+        else {
+            continue;
+        };
+        if let Some(at) = left.iter().position(|&j| o.same(&news[j])) {
+            let j = left.remove(at);
             taken[i] = true;
             old_of[j] = Some(i);
         }
@@ -184,7 +274,7 @@ pub fn diff(old: &[Finding], new: &[Finding]) -> Diff {
     for (j, f) in new.iter().enumerate() {
         match old_of[j] {
             Some(i) => {
-                let (was, is) = (nodes(&old[i]), nodes(f));
+                let (was, is) = (&olds[i].nodes, &news[j].nodes);
                 let in_order = |set: std::collections::btree_set::Difference<'_, &str>| {
                     let mut v: Vec<String> = set.map(ToString::to_string).collect();
                     v.sort_by_key(|n| natural(n));
@@ -192,8 +282,8 @@ pub fn diff(old: &[Finding], new: &[Finding]) -> Diff {
                 };
                 out.persisting.push(Persisting {
                     finding: f.clone(),
-                    now_also: in_order(is.difference(&was)),
-                    no_longer: in_order(was.difference(&is)),
+                    now_also: in_order(is.difference(was)),
+                    no_longer: in_order(was.difference(is)),
                 });
             }
             None => out.new.push(f.clone()),

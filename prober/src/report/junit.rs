@@ -11,7 +11,11 @@ use std::fmt::Write as _;
 use super::Report;
 use crate::model::Record;
 
-/// Text for XML (and HTML) content and attribute values.
+/// Text for XML (and HTML) content and attribute values. What XML 1.0 forbids even as a
+/// character reference is dropped: the C0 controls but tab and line feed (carriage return too,
+/// which a parser would fold away), and U+FFFE and U+FFFF; one such character in a policy's
+/// name made the whole file unreadable to a CI system. (Lone surrogates cannot occur: a Rust
+/// string is UTF-8.)
 pub(super) fn escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
@@ -21,7 +25,8 @@ pub(super) fn escape(s: &str) -> String {
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&apos;"),
-            c if (c as u32) < 0x20 && c != '\n' && c != '\t' => {}
+            '\n' | '\t' => out.push(c),
+            c if (c as u32) < 0x20 || matches!(c, '\u{fffe}' | '\u{ffff}') => {}
             c => out.push(c),
         }
     }
@@ -159,10 +164,33 @@ mod tests {
     #[test]
     fn escapes_xml() {
         assert_eq!(
-            super::escape("a<b>&\"'\u{1}"),
-            "a&lt;b&gt;&amp;&quot;&apos;"
+            super::escape("a<b>&\"'\u{1}\u{fffe}\u{ffff}\u{fffd}"),
+            "a&lt;b&gt;&amp;&quot;&apos;\u{fffd}"
         );
     }
+    #[test]
+    fn names_with_characters_xml_forbids_still_make_xml() {
+        let mut r = super::super::fixture::flannel_gap_report();
+        // U+FFFE and U+FFFF, C0 controls, and the tab, line feed and carriage return XML keeps.
+        let hostile = "deny-\u{fffe}\u{ffff}\u{1}\u{1b}[2J\u{b}\u{c}\u{7f}\t\r\n-all";
+        r.findings[0].summary = format!("policy {hostile} denies");
+        r.findings[0].fix = vec![hostile.to_string()];
+        let xml = super::render(&r);
+        let doc = roxmltree::Document::parse(&xml).unwrap_or_else(|e| panic!("{e}"));
+        let case = doc
+            .descendants()
+            .find(|n| n.attribute("name").is_some_and(|a| a.contains("deny-")))
+            .expect("the finding's case");
+        // What XML allows is kept (a parser turns tab and line feed in an attribute to spaces).
+        assert!(
+            case.attribute("name")
+                .unwrap()
+                .contains("deny-[2J\u{7f}  -all"),
+            "{:?}",
+            case.attribute("name")
+        );
+    }
+
     #[test]
     fn one_case_per_probe_and_per_finding_counted_as_the_report_counts() {
         let mut r = super::super::fixture::flannel_gap_report();

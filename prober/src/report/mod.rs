@@ -46,8 +46,13 @@ pub enum ReportError {
     Schema(String),
     #[error("no \"schema\" field: not a prober report (expected {SCHEMA:?})")]
     NoSchema,
-    #[error("not a valid {SCHEMA} report: {0}")]
-    Shape(#[source] serde_json::Error),
+    /// `field`: where serde was (`results[0].to.port`), so that the message names it.
+    #[error("not a valid {SCHEMA} report: {}{source}", if field.is_empty() || field == "." { String::new() } else { format!("{field}: ") })]
+    Shape {
+        field: String,
+        #[source]
+        source: serde_json::Error,
+    },
 }
 
 /// Exit codes (docs/design.md, "Contracts").
@@ -172,6 +177,22 @@ impl Tally {
 /// How many failed results count as failures for the exit code: all but those that findings
 /// explain and every one of those findings is a warning (a refused optional port whose servers are
 /// unknown, an intermittent loss). A failure no finding explains, or one an error explains, counts.
+/// A run's exit code from what it found: interrupted, failures (or an error finding), partial
+/// (agents missing, results unknown), or none of these.
+fn exit_code(interrupted: bool, results: &Results, findings: &[Finding], partial: bool) -> u8 {
+    if interrupted {
+        EXIT_INTERRUPTED
+    } else if failing(results, findings) > 0
+        || findings.iter().any(|f| f.severity == Severity::Error)
+    {
+        EXIT_FAILURES
+    } else if partial {
+        EXIT_PARTIAL
+    } else {
+        EXIT_OK
+    }
+}
+
 fn failing(results: &Results, findings: &[Finding]) -> usize {
     use std::collections::BTreeMap;
     // Per cited result id: whether some finding citing it is an error.
@@ -233,17 +254,12 @@ impl Report {
             .collect();
         let counts = all.counts;
         let agents_missing = run.agents.iter().filter(|a| !a.ran).count();
-        let exit_code = if run.interrupted {
-            EXIT_INTERRUPTED
-        } else if failing(&run.results, &findings) > 0
-            || findings.iter().any(|f| f.severity == Severity::Error)
-        {
-            EXIT_FAILURES
-        } else if agents_missing > 0 || counts.unknown > 0 {
-            EXIT_PARTIAL
-        } else {
-            EXIT_OK
-        };
+        let exit_code = exit_code(
+            run.interrupted,
+            &run.results,
+            &findings,
+            agents_missing > 0 || counts.unknown > 0,
+        );
         let summary = Summary {
             counts,
             nodes,
@@ -273,7 +289,13 @@ impl Report {
             Some(other) => return Err(ReportError::Schema(other.to_string())),
             None => return Err(ReportError::NoSchema),
         }
-        let mut report: Report = serde_json::from_value(v).map_err(ReportError::Shape)?;
+        let mut report: Report = serde_path_to_error::deserialize(v).map_err(|e| {
+            let field = e.path().to_string();
+            ReportError::Shape {
+                field,
+                source: e.into_inner(),
+            }
+        })?;
         // Reports written before results carried `unknown` said so in the detail.
         let legacy = |r: &crate::model::Record<'_>| {
             r.unknown.is_none() && r.result.detail.starts_with("unknown:")
@@ -291,6 +313,16 @@ impl Report {
                 })
                 .collect();
         }
+        // The file's `exitCode` is only its word (255 from a hand-edited file, 0 beside error
+        // findings): the code is the content's, as the run would have computed it.
+        let partial =
+            report.agents.iter().any(|a| !a.ran) || report.results.iter().any(|r| r.is_unknown());
+        report.summary.exit_code = exit_code(
+            report.summary.interrupted,
+            &report.results,
+            &report.findings,
+            partial,
+        );
         Ok(report)
     }
 
@@ -317,6 +349,32 @@ impl Report {
 #[cfg(test)]
 mod tests {
     use super::{Severity, failing, fixture};
+
+    #[test]
+    fn a_value_out_of_range_names_its_field() {
+        let text = r#"{"schema":"prober.report/v1","results":[{"id":"a","path":"pod-to-pod","from":{"node":"n1","agent":"pod"},"to":{"address":"10.0.0.1","port":70000,"protocol":"tcp"},"outcome":"ok","detail":""}],"findings":[],"agents":[],"summary":{"total":1,"ok":1,"failed":0,"unknown":0,"nodes":1,"agents":1,"agentsMissing":0,"durationMillis":1,"interrupted":false,"byPath":{},"exitCode":0}}"#;
+        let e = super::Report::from_json(text).unwrap_err().to_string();
+        assert!(
+            e.contains("results[0].to.port: invalid value: integer `70000`, expected u16"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_saved_reports_exit_code_is_its_content_not_its_word() {
+        let healthy = r#"{"schema":"prober.report/v1","results":[{"id":"a","path":"pod-to-pod","from":{"node":"n1","agent":"pod"},"to":{"address":"10.0.0.1","port":9917,"protocol":"tcp"},"outcome":"ok","detail":""}],"findings":[],"agents":[],"summary":{"total":1,"ok":1,"failed":0,"unknown":0,"nodes":1,"agents":1,"agentsMissing":0,"durationMillis":1,"interrupted":false,"byPath":{},"exitCode":255}}"#;
+        let r = super::Report::from_json(healthy).unwrap();
+        assert_eq!(r.summary.exit_code, super::EXIT_OK);
+        // An error finding says 0: it is 1.
+        let mut report = fixture::flannel_gap_report();
+        report.summary.exit_code = 0;
+        let back = super::Report::from_json(&report.to_json()).unwrap();
+        assert_eq!(back.summary.exit_code, super::EXIT_FAILURES);
+        // An interrupted run stays interrupted.
+        report.summary.interrupted = true;
+        let back = super::Report::from_json(&report.to_json()).unwrap();
+        assert_eq!(back.summary.exit_code, super::EXIT_INTERRUPTED);
+    }
 
     #[test]
     fn failures_explained_by_warnings_alone_do_not_count() {

@@ -21,8 +21,17 @@ pub const SCHEMA: &str = "prober.remembered/v1";
 /// The most compressed bytes kept: a quarter of the 1 MiB object limit, so base64 and the
 /// `ConfigMap`'s own fields leave a wide margin.
 pub const BUDGET: usize = 256 * 1024;
-/// Decompressed, a remembered report is never larger than this; more is not ours.
-const MAX_INFLATED: u64 = 64 * 1024 * 1024;
+/// The most bytes of JSON a remembered report inflates to. The `ConfigMap`'s 1 MiB bounds only
+/// the compressed bytes, and gzip inflates JSON a thousandfold (64 MiB of zeros is 65 KB), so
+/// the bound is the encoder's: [`Remembered::encode`] never writes more, and
+/// [`Remembered::decode`] reads no further. A real memory at the full [`BUDGET`] inflates about
+/// five- to fifteenfold (1-4 MiB), well within it.
+pub const MAX_INFLATED: usize = 8 * 1024 * 1024;
+/// The most JSON values (each number, string, list and object, at any depth) a remembered
+/// report holds, which bounds every collection decoded from it: an 8 MiB list of `""` would
+/// otherwise be millions of `String`s. The encoder holds to it too; a memory at the full
+/// [`BUDGET`] has under 100,000 (a node name each, mostly).
+pub const MAX_VALUES: usize = 400_000;
 
 /// A remembered run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -72,8 +81,31 @@ fn is_zero(n: &usize) -> bool {
     *n == 0
 }
 
+/// Which bound a remembered report went past.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bound {
+    /// More compressed bytes than the memory's `ConfigMap` is ever written with.
+    Compressed,
+    /// More than [`MAX_INFLATED`] bytes of JSON.
+    Inflated,
+    /// More than [`MAX_VALUES`] values.
+    Values,
+}
+
+impl std::fmt::Display for Bound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Compressed => write!(f, "more than {} bytes compressed", memory::MAX_BYTES),
+            Self::Inflated => write!(f, "more than {MAX_INFLATED} bytes of JSON"),
+            Self::Values => write!(f, "more than {MAX_VALUES} values"),
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum RememberedError {
+    #[error("the remembered report is larger than any prober writes: {bound}")]
+    TooLarge { bound: Bound },
     #[error("cannot compress the remembered report: {0}")]
     Compress(#[source] std::io::Error),
     #[error("the remembered report is not gzip: {0}")]
@@ -90,9 +122,103 @@ fn gzip(json: &[u8]) -> Result<Vec<u8>, RememberedError> {
     enc.finish().map_err(RememberedError::Compress)
 }
 
-fn compressed(r: &Remembered) -> Result<Vec<u8>, RememberedError> {
+/// Gzip-compressed JSON of `r`, or the bound it goes past: what `decode` would refuse is never
+/// written.
+fn compressed(r: &Remembered) -> Result<Result<Vec<u8>, Bound>, RememberedError> {
     let json = serde_json::to_vec(r).map_err(RememberedError::Shape)?;
-    gzip(&json)
+    if json.len() > MAX_INFLATED {
+        return Ok(Err(Bound::Inflated));
+    }
+    match values(&json) {
+        Ok(_) => gzip(&json).map(Ok),
+        Err(Counted::TooMany) => Ok(Err(Bound::Values)),
+        Err(Counted::Json(e)) => Err(RememberedError::Shape(e)),
+    }
+}
+
+/// Whether `r` compresses within `budget` and every bound.
+fn fits(r: &Remembered, budget: usize) -> Result<bool, RememberedError> {
+    Ok(compressed(r)?.is_ok_and(|gz| gz.len() <= budget))
+}
+
+/// Why counting stopped.
+enum Counted {
+    TooMany,
+    Json(serde_json::Error),
+}
+
+/// The number of JSON values in `json`, walked without building any of them (strings are
+/// skipped in place, the depth is `serde_json`'s 128), stopping past [`MAX_VALUES`].
+fn values(json: &[u8]) -> Result<usize, Counted> {
+    use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+
+    #[derive(Clone, Copy)]
+    struct Count<'a>(&'a std::cell::Cell<usize>);
+
+    impl Count<'_> {
+        fn tick<E: serde::de::Error>(self) -> Result<(), E> {
+            let n = self.0.get() + 1;
+            self.0.set(n);
+            if n > MAX_VALUES {
+                Err(E::custom("too many values"))
+            } else {
+                Ok(())
+            }
+        }
+    }
+
+    impl<'de> DeserializeSeed<'de> for Count<'_> {
+        type Value = ();
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+            d.deserialize_any(self)
+        }
+    }
+
+    impl<'de> Visitor<'de> for Count<'_> {
+        type Value = ();
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("JSON")
+        }
+        fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<(), E> {
+            self.tick()
+        }
+        fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<(), E> {
+            self.tick()
+        }
+        fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<(), E> {
+            self.tick()
+        }
+        fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<(), E> {
+            self.tick()
+        }
+        fn visit_str<E: serde::de::Error>(self, _: &str) -> Result<(), E> {
+            self.tick()
+        }
+        fn visit_unit<E: serde::de::Error>(self) -> Result<(), E> {
+            self.tick()
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+            self.tick()?;
+            while seq.next_element_seed(self)?.is_some() {}
+            Ok(())
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            self.tick()?;
+            while map.next_key_seed(self)?.is_some() {
+                map.next_value_seed(self)?;
+            }
+            Ok(())
+        }
+    }
+
+    let n = std::cell::Cell::new(0);
+    let mut de = serde_json::Deserializer::from_slice(json);
+    let walked = Count(&n).deserialize(&mut de).and_then(|()| de.end());
+    match walked {
+        Ok(()) => Ok(n.get()),
+        Err(_) if n.get() > MAX_VALUES => Err(Counted::TooMany),
+        Err(e) => Err(Counted::Json(e)),
+    }
 }
 
 impl Remembered {
@@ -139,8 +265,9 @@ impl Remembered {
     /// needed and keeping the keys of those dropped (as many as fit); the kept form is returned
     /// with it.
     pub fn encode(mut self, budget: usize) -> Result<(Vec<u8>, Self), RememberedError> {
-        let whole = compressed(&self)?;
-        if whole.len() <= budget {
+        if let Ok(whole) = compressed(&self)?
+            && whole.len() <= budget
+        {
             return Ok((whole, self));
         }
         let all = std::mem::take(&mut self.findings);
@@ -169,36 +296,54 @@ impl Remembered {
             Ok::<usize, RememberedError>(lo)
         };
         // Whole findings, with the keys of all the others beside them.
-        let n = largest(all.len(), &|n| {
-            Ok(compressed(&form(n, all.len() - n, &self))?.len() <= budget)
-        })?;
+        let n = largest(all.len(), &|n| fits(&form(n, all.len() - n, &self), budget))?;
         // When even the keys alone do not fit: as many keys as do.
         let k = if n == 0 {
-            largest(all.len(), &|k| {
-                Ok(compressed(&form(0, k, &self))?.len() <= budget)
-            })?
+            largest(all.len(), &|k| fits(&form(0, k, &self), budget))?
         } else {
             all.len() - n
         };
         let kept = form(n, k, &self);
         // Without findings it is a few kilobytes: the per-path summaries of a dozen classes.
-        let gz = compressed(&kept)?;
+        let gz = compressed(&kept)?.map_err(|bound| RememberedError::TooLarge { bound })?;
         Ok((gz, kept))
     }
 
-    /// Reads what [`Remembered::encode`] wrote.
+    /// Reads what [`Remembered::encode`] wrote, refusing anything past the bounds it writes
+    /// within before building anything from it: a memory is read before it is replaced, so one
+    /// that cannot be decoded within the `CronJob`'s memory would fail every run after it.
     pub fn decode(gz: &[u8]) -> Result<Self, RememberedError> {
+        /// The schema alone (every other field skipped in place): another schema is refused as
+        /// such, not as a shape error of ours.
+        #[derive(Deserialize)]
+        struct Head {
+            #[serde(default)]
+            schema: Option<String>,
+        }
+        let too_large = |bound| RememberedError::TooLarge { bound };
+        if gz.len() > memory::MAX_BYTES {
+            return Err(too_large(Bound::Compressed));
+        }
         let mut json = Vec::new();
         GzDecoder::new(gz)
-            .take(MAX_INFLATED)
+            .take(MAX_INFLATED as u64 + 1)
             .read_to_end(&mut json)
             .map_err(RememberedError::Decompress)?;
-        let v: serde_json::Value = serde_json::from_slice(&json).map_err(RememberedError::Shape)?;
-        match v.get("schema").and_then(|s| s.as_str()) {
-            Some(SCHEMA) => {}
-            other => return Err(RememberedError::Schema(other.unwrap_or("").to_string())),
+        if json.len() > MAX_INFLATED {
+            return Err(too_large(Bound::Inflated));
         }
-        serde_json::from_value(v).map_err(RememberedError::Shape)
+        match values(&json) {
+            Ok(_) => {}
+            Err(Counted::TooMany) => return Err(too_large(Bound::Values)),
+            Err(Counted::Json(e)) => return Err(RememberedError::Shape(e)),
+        }
+        let head: Head = serde_json::from_slice(&json).map_err(RememberedError::Shape)?;
+        if head.schema.as_deref() != Some(SCHEMA) {
+            // Quoted in a message: a few characters are enough to tell what it is.
+            let schema: String = head.schema.unwrap_or_default().chars().take(64).collect();
+            return Err(RememberedError::Schema(schema));
+        }
+        serde_json::from_slice(&json).map_err(RememberedError::Shape)
     }
 
     /// A few readable lines for the `ConfigMap`'s `data`.
@@ -492,5 +637,77 @@ mod tests {
             Remembered::decode(&other),
             Err(RememberedError::Schema(_))
         ));
+    }
+
+    /// `{"schema": ..., "dropped": [<item>, <item>, ...]}`, `n` items, otherwise valid.
+    fn with_dropped(item: &str, n: usize) -> Vec<u8> {
+        let (gz, _) = Remembered::of(&report(0), 0).encode(BUDGET).unwrap();
+        let mut json = Vec::new();
+        GzDecoder::new(&gz[..]).read_to_end(&mut json).unwrap();
+        let head = String::from_utf8(json).unwrap();
+        let head = head.strip_suffix('}').unwrap();
+        let mut text = format!("{head},\"dropped\":[");
+        text.reserve(n * (item.len() + 1));
+        for i in 0..n {
+            if i > 0 {
+                text.push(',');
+            }
+            text.push_str(item);
+        }
+        text.push_str("]}");
+        gzip(text.as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn a_memory_past_the_bounds_is_refused_before_it_is_built() {
+        // 2.5 million empty keys: 7.5 MB of JSON, millions of Strings.
+        let many = with_dropped("\"\"", 2_500_000);
+        assert!(matches!(
+            Remembered::decode(&many),
+            Err(RememberedError::TooLarge {
+                bound: Bound::Values
+            })
+        ));
+        // One key of 9 MiB.
+        let long = with_dropped(&format!("\"{}\"", "k".repeat(9 << 20)), 1);
+        assert!(matches!(
+            Remembered::decode(&long),
+            Err(RememberedError::TooLarge {
+                bound: Bound::Inflated
+            })
+        ));
+        // Within the bounds, the same shape reads.
+        assert_eq!(
+            Remembered::decode(&with_dropped("\"k\"", 1000))
+                .unwrap()
+                .dropped
+                .len(),
+            1000
+        );
+    }
+
+    #[test]
+    fn the_encoder_never_writes_what_the_decoder_refuses() {
+        // Findings that compress to nothing: the budget alone would keep 450,000 values.
+        let mut rep = report(0);
+        let nodes: Vec<String> = (0..40).map(|j| format!("node-{j}")).collect();
+        for i in 0..10_000 {
+            let detail = NotListening {
+                protocol: crate::model::Protocol::Tcp,
+                port: 10250,
+                from: Vec::new(),
+                to: Vec::new(),
+                nodes: nodes.clone(),
+            };
+            rep.findings.push(Finding::new(
+                detail,
+                Severity::Error,
+                format!("finding {}", i % 2),
+            ));
+        }
+        let (gz, kept) = Remembered::of(&rep, 0).encode(BUDGET).unwrap();
+        assert!(kept.omitted.findings > 0, "{:?}", kept.omitted);
+        assert_eq!(kept.findings.len() + kept.omitted.findings, 10_000);
+        assert_eq!(Remembered::decode(&gz).unwrap(), kept);
     }
 }

@@ -1,6 +1,7 @@
 //! The one way outside text (node names, agents' messages, file names found on a node, a saved
-//! report's strings) reaches a terminal: control characters, bidi controls and line breaks are
-//! shown escaped, never obeyed, and names are cut to a length a cell can show.
+//! report's strings, errors and notes quoting an input file) reaches a terminal: control
+//! characters, bidi controls and line breaks are shown escaped, never obeyed, and names are cut
+//! to a length a cell can show.
 
 use std::borrow::Cow;
 use std::fmt::Write as _;
@@ -9,6 +10,8 @@ use std::fmt::Write as _;
 pub const NAME_SHOWN: usize = 64;
 /// The most characters of one message (a probe's detail, a finding's summary) a table shows.
 pub const TEXT_SHOWN: usize = 2000;
+/// The most characters of one line of stderr (an error with its causes, a warning).
+pub const MESSAGE_SHOWN: usize = 8000;
 
 /// Characters a terminal acts on instead of showing: C0 and C1 controls (escape sequences, line
 /// breaks, tabs), the bidi embeddings, overrides and isolates that reorder what follows, the
@@ -30,10 +33,24 @@ fn acted_on(c: char) -> bool {
 /// characters (the cut said with `...(N more)`). Borrowed when nothing needed changing.
 #[must_use]
 pub fn shown(s: &str, max: usize) -> Cow<'_, str> {
+    escaped(s, max, |_| false)
+}
+
+/// A whole message of ours that may quote input (an error and its causes, a warning, a note),
+/// for stderr or stdout: as [`shown`], but its own line breaks and tabs kept (a parser's error
+/// shows the lines around the position), cut at [`MESSAGE_SHOWN`].
+#[must_use]
+pub fn message(s: &str) -> Cow<'_, str> {
+    escaped(s, MESSAGE_SHOWN, |c| matches!(c, '\n' | '\t'))
+}
+
+/// `s` with the characters a terminal acts on, but those `kept`, escaped; cut at `max`.
+fn escaped(s: &str, max: usize, kept: fn(char) -> bool) -> Cow<'_, str> {
+    let escape = |c: char| acted_on(c) && !kept(c);
     let mut chars = 0;
     let clean = s.chars().all(|c| {
         chars += 1;
-        !acted_on(c)
+        !escape(c)
     });
     if clean && chars <= max {
         return Cow::Borrowed(s);
@@ -45,7 +62,7 @@ pub fn shown(s: &str, max: usize) -> Cow<'_, str> {
             let _ = write!(out, "...({} more)", total - max);
             break;
         }
-        if acted_on(c) {
+        if escape(c) {
             let _ = write!(out, "\\u{{{:x}}}", u32::from(c));
         } else {
             out.push(c);
@@ -82,6 +99,17 @@ mod tests {
         );
         // Printable text of any script stays as it is.
         assert_eq!(text("nœud-é 節点"), "nœud-é 節点");
+    }
+
+    #[test]
+    fn a_message_keeps_its_lines_and_shows_every_other_control() {
+        assert!(matches!(message("a\n\tb"), Cow::Borrowed("a\n\tb")));
+        assert_eq!(
+            message("unknown variant `\x1b[2J\x1b]0;t\x07`\r\n"),
+            "unknown variant `\\u{1b}[2J\\u{1b}]0;t\\u{7}`\\u{d}\n"
+        );
+        let long = message(&"x".repeat(MESSAGE_SHOWN + 5)).into_owned();
+        assert!(long.ends_with("...(5 more)"), "{long:.20}");
     }
 
     #[test]

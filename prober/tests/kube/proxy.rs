@@ -1,4 +1,5 @@
-//! `HTTPS_PROXY`: the proxy is used for real, and a refusing proxy is said.
+//! `HTTPS_PROXY`: the proxy is used for real, and a refusing proxy is said; a proxy URL's
+//! user and password are never printed, whatever its shape.
 
 /// An HTTP/1 request's head (up to its blank line), byte by byte so nothing after it is taken.
 async fn read_head(s: &mut tokio::net::TcpStream) -> String {
@@ -86,4 +87,78 @@ async fn https_proxy_is_used_for_real_and_a_refusing_proxy_is_said() {
         words.contains("not reached: the proxy") && words.contains("NO_PROXY"),
         "{words}"
     );
+}
+
+/// `prober discover` with a kubeconfig whose `proxy-url` is `proxy` (none: the field left out)
+/// and `HTTPS_PROXY` set to `env`: what it prints, stdout and stderr, and its exit code.
+fn discover_through(proxy: Option<&str>, env: Option<&str>) -> (String, Option<i32>) {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    let proxy_line = proxy.map_or(String::new(), |p| format!(", proxy-url: {p:?}"));
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1
+kind: Config
+clusters:
+- name: c
+  cluster: {{server: \"https://127.0.0.1:1\", insecure-skip-tls-verify: true{proxy_line}}}
+users:
+- name: u
+  user: {{token: not-a-secret}}
+contexts:
+- name: x
+  context: {{cluster: c, user: u}}
+current-context: x
+"
+        ),
+    )
+    .unwrap();
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_prober"));
+    cmd.args(["discover", "--kubeconfig"])
+        .arg(&kubeconfig)
+        .env_remove("https_proxy")
+        .env_remove("NO_PROXY")
+        .env_remove("no_proxy");
+    match env {
+        Some(e) => cmd.env("HTTPS_PROXY", e),
+        None => cmd.env_remove("HTTPS_PROXY"),
+    };
+    let out = cmd.output().unwrap();
+    let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.push_str(&String::from_utf8_lossy(&out.stderr));
+    (text, out.status.code())
+}
+
+#[test]
+fn no_shape_of_proxy_url_prints_its_user_or_password() {
+    // Each shape from the issue, and the plain ones: kube's own message, a scheme-less URL, a
+    // password holding '/' or '#', a user alone, and the same from HTTPS_PROXY.
+    let shapes = [
+        "ftp://user:SECRET9@127.0.0.1:9",
+        "user:SECRET8@127.0.0.1:9",
+        "http://user:SEC/RET7@127.0.0.1:9",
+        "http://user:pa#SECRET5@127.0.0.1:9",
+        "http://user:12#SECRET6@127.0.0.1:9",
+        "http://user:pa?SECRET3@127.0.0.1:9",
+        "http://user:SECRET4@127.0.0.1:9",
+        "socks5://user:SECRET2@127.0.0.1:9",
+        "https://SECRET1@127.0.0.1:9",
+        "http://us%40er:p%2FSECRET0@127.0.0.1:9",
+    ];
+    for shape in shapes {
+        for (proxy, env) in [(Some(shape), None), (None, Some(shape))] {
+            let (text, code) = discover_through(proxy, env);
+            assert_eq!(code, Some(2), "{shape}: {text}");
+            for secret in ["SEC", "user:", "us%40er", "p%2F"] {
+                assert!(
+                    !text.contains(secret),
+                    "{shape} (proxy-url: {}) printed {secret:?}: {text}",
+                    proxy.is_some()
+                );
+            }
+            // Still says which proxy, by its address, when the address can be read.
+            assert!(text.contains("proxy"), "{shape}: {text}");
+        }
+    }
 }

@@ -255,3 +255,70 @@ fn a_matrix_too_large_for_memory_is_refused_before_it_is_planned() {
     );
     eprintln!("refused in {:?}", started.elapsed());
 }
+
+/// Asserts that `out` printed no ESC, BEL or other control a terminal would obey (line breaks
+/// and tabs aside), and that it did print `shown` (the escaped form).
+fn obeys_nothing(what: &str, out: &std::process::Output, shown: &str) {
+    let all = text(out);
+    let raw: Vec<char> = all
+        .chars()
+        .filter(|c| c.is_control() && !matches!(c, '\n' | '\t'))
+        .collect();
+    assert!(raw.is_empty(), "{what} printed {raw:?} raw:\n{all}");
+    assert!(all.contains(shown), "{what}: wanted {shown:?} in\n{all}");
+}
+
+#[test]
+fn no_escape_sequence_from_a_file_reaches_the_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    // A saved report whose agent is not one: serde quotes the unknown variant.
+    let report = REPORT_WITH_AGENT.replace("AGENT", "\\u001b[2J\\u001b]0;owned\\u0007pod");
+    let file = dir.path().join("report.json");
+    std::fs::write(&file, report).unwrap();
+    let out = Command::new(prober())
+        .arg("report")
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    obeys_nothing("report", &out, "\\u{1b}[2J");
+    // An inventory with an unknown key: the error names the field path.
+    let inventory = "cluster:\n  cni: flannel\n  \"\\e[31mbogus\": 1\nnodes: []\n";
+    let file = dir.path().join("inventory.yaml");
+    std::fs::write(&file, inventory).unwrap();
+    let out = Command::new(prober())
+        .args(["matrix", "--inventory"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    obeys_nothing("inventory", &out, "\\u{1b}[31mbogus");
+}
+
+/// A valid saved report but for `results[0].from.agent`, which is `AGENT`.
+const REPORT_WITH_AGENT: &str = r#"{"schema":"prober.report/v1","results":[{"id":"a","path":"pod-to-pod","from":{"node":"n1","agent":"AGENT"},"to":{"address":"10.0.0.1","port":9917,"protocol":"tcp"},"outcome":"ok","detail":""}],"findings":[],"agents":[],"summary":{"total":1,"ok":1,"failed":0,"unknown":0,"nodes":1,"agents":1,"agentsMissing":0,"durationMillis":1,"interrupted":false,"byPath":{},"exitCode":0}}"#;
+
+#[test]
+fn a_scenario_description_is_shown_not_obeyed() {
+    if !require_root() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("described.yaml");
+    // Clear the screen, set the window title, and hide everything after (SGR 8).
+    std::fs::write(
+        &scenario,
+        "name: described\ndescription: \"two nodes\\e[2J\\e]0;owned\\a\\e[8m\"\nnodes: 2\n",
+    )
+    .unwrap();
+    let name = crate::common::lab_name("desc");
+    let out = Command::new(prober())
+        .args(["lab", "run", "--name", &name, "--scenario"])
+        .arg(&scenario)
+        .arg("--state-dir")
+        .arg(dir.path())
+        .env("PROBER_AGENT_BIN", crate::common::agent())
+        .output()
+        .unwrap();
+    obeys_nothing("lab run", &out, "two nodes\\u{1b}[2J");
+}

@@ -19,10 +19,17 @@ pub(super) fn compile(o: &PolicyObject, agents: &Agents) -> Result<Compiled, Str
     let id = policy_ref(o);
     let spec = &o.spec;
     let family = if o.kind == "AdminNetworkPolicy" {
-        let priority = spec
-            .get("priority")
-            .and_then(Value::as_i64)
-            .ok_or_else(|| format!("{id}: spec.priority missing"))?;
+        // The API's range; a number outside it (1e40, -1, 2.5) is named as it is, not as
+        // missing.
+        let priority = match spec.get("priority").filter(|v| !v.is_null()) {
+            None => return Err(format!("{id}: spec.priority missing")),
+            Some(v) => v
+                .as_i64()
+                .filter(|p| (0..=1000).contains(p))
+                .ok_or_else(|| {
+                    format!("{id}: spec.priority {v} is not an integer from 0 to 1000")
+                })?,
+        };
         Family::Anp { priority }
     } else {
         Family::Banp

@@ -46,7 +46,7 @@ pub(super) fn namespace_labels(e: &Endpoint<'_>) -> BTreeMap<String, String> {
 fn selector(v: Option<&Value>) -> Result<Option<Expr>, String> {
     match v.and_then(Value::as_str) {
         None => Ok(None),
-        Some(s) => Expr::parse(s).map(Some),
+        Some(s) => Expr::parse(s).map(Some).map_err(|e| e.to_string()),
     }
 }
 

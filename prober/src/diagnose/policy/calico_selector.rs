@@ -5,6 +5,36 @@
 
 use std::collections::BTreeMap;
 
+/// The longest selector read. Calico's own are a line or two; a set of a few hundred namespace
+/// names still fits. Longer ones come from a generator gone wrong or from someone probing the
+/// prober, and are a note, not an evaluation (the policy's verdict is "cannot evaluate").
+pub(in crate::diagnose) const MAX_BYTES: usize = 16 * 1024;
+/// The deepest nesting of `!` and parentheses read. Parsing and matching recurse once per
+/// level, so this bounds the stack whatever the input; `&&` and `||` chains are flat lists and
+/// cost no depth.
+pub(in crate::diagnose) const MAX_DEPTH: usize = 64;
+/// How much of a selector a message quotes.
+const QUOTED: usize = 60;
+
+/// Why a selector is not evaluated.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(in crate::diagnose) enum SelectorError {
+    #[error("selector {quoted}: {bytes} bytes, more than the {MAX_BYTES} prober evaluates")]
+    TooLong { quoted: String, bytes: usize },
+    #[error("selector {quoted}: nested deeper than the {MAX_DEPTH} levels prober evaluates")]
+    TooDeep { quoted: String },
+    #[error("selector {quoted}: {why}")]
+    Unreadable { quoted: String, why: String },
+}
+
+/// The start of `text`, quoted, for a message: a selector can be kilobytes long.
+fn quoted(text: &str) -> String {
+    match text.char_indices().nth(QUOTED) {
+        None => format!("{text:?}"),
+        Some((cut, _)) => format!("{:?}... ({} bytes)", &text[..cut], text.len()),
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(in crate::diagnose) enum Expr {
     All,
@@ -14,24 +44,54 @@ pub(in crate::diagnose) enum Expr {
     In(String, Vec<String>),
     NotIn(String, Vec<String>),
     Not(Box<Expr>),
-    And(Box<Expr>, Box<Expr>),
-    Or(Box<Expr>, Box<Expr>),
+    /// Every one holds: a chain of `&&` is one list, not a nesting per term.
+    And(Vec<Expr>),
+    /// Some one holds.
+    Or(Vec<Expr>),
 }
 
 impl Expr {
-    /// Parses `text`; an empty selector is `all()`.
-    pub(in crate::diagnose) fn parse(text: &str) -> Result<Self, String> {
-        let tokens = lex(text)?;
+    /// Parses `text`; an empty selector is `all()`. Longer than [`MAX_BYTES`] or nested deeper
+    /// than [`MAX_DEPTH`] is refused, so that neither parsing, matching nor dropping the
+    /// expression can exhaust the stack.
+    pub(in crate::diagnose) fn parse(text: &str) -> Result<Self, SelectorError> {
+        if text.len() > MAX_BYTES {
+            return Err(SelectorError::TooLong {
+                quoted: quoted(text),
+                bytes: text.len(),
+            });
+        }
+        // `why` quotes a token, which can be as long as the selector: cut it too.
+        let unreadable = |why: String| SelectorError::Unreadable {
+            quoted: quoted(text),
+            why: match why.char_indices().nth(2 * QUOTED) {
+                Some((cut, _)) => format!("{}...", &why[..cut]),
+                None => why,
+            },
+        };
+        let tokens = lex(text).map_err(unreadable)?;
         if tokens.is_empty() {
             return Ok(Self::All);
         }
-        let mut p = Parser { t: &tokens, i: 0 };
-        let e = p.or()?;
+        let mut p = Parser {
+            t: &tokens,
+            i: 0,
+            depth: 0,
+        };
+        let e = match p.or() {
+            Ok(e) => e,
+            Err(Refusal::TooDeep) => {
+                return Err(SelectorError::TooDeep {
+                    quoted: quoted(text),
+                });
+            }
+            Err(Refusal::Unreadable(why)) => return Err(unreadable(why)),
+        };
         if p.i != tokens.len() {
-            return Err(format!(
-                "selector {text:?}: cannot evaluate from {:?}",
+            return Err(unreadable(format!(
+                "cannot evaluate from {:?}",
                 tokens[p.i]
-            ));
+            )));
         }
         Ok(e)
     }
@@ -40,6 +100,7 @@ impl Expr {
         matches!(self, Self::All)
     }
 
+    /// Recurses once per `!` or parenthesis: at most [`MAX_DEPTH`] deep.
     pub(in crate::diagnose) fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
         match self {
             Self::All => true,
@@ -49,9 +110,21 @@ impl Expr {
             Self::In(k, vs) => labels.get(k).is_some_and(|v| vs.contains(v)),
             Self::NotIn(k, vs) => labels.get(k).is_none_or(|v| !vs.contains(v)),
             Self::Not(e) => !e.matches(labels),
-            Self::And(a, b) => a.matches(labels) && b.matches(labels),
-            Self::Or(a, b) => a.matches(labels) || b.matches(labels),
+            Self::And(all) => all.iter().all(|e| e.matches(labels)),
+            Self::Or(any) => any.iter().any(|e| e.matches(labels)),
         }
+    }
+}
+
+/// Why the parser stopped.
+enum Refusal {
+    TooDeep,
+    Unreadable(String),
+}
+
+impl From<String> for Refusal {
+    fn from(why: String) -> Self {
+        Self::Unreadable(why)
     }
 }
 
@@ -94,7 +167,7 @@ fn lex(text: &str) -> Result<Vec<Tok>, String> {
                 let end = chars[i + 1..]
                     .iter()
                     .position(|&d| d == c)
-                    .ok_or_else(|| format!("selector {text:?}: unterminated string"))?;
+                    .ok_or_else(|| "unterminated string".to_string())?;
                 out.push(Tok::Str(chars[i + 1..i + 1 + end].iter().collect()));
                 i += end + 2;
             }
@@ -108,9 +181,7 @@ fn lex(text: &str) -> Result<Vec<Tok>, String> {
                 out.push(Tok::Word(chars[start..i].iter().collect()));
             }
             other => {
-                return Err(format!(
-                    "selector {text:?}: cannot evaluate the character {other:?}"
-                ));
+                return Err(format!("cannot evaluate the character {other:?}"));
             }
         }
     }
@@ -120,6 +191,8 @@ fn lex(text: &str) -> Result<Vec<Tok>, String> {
 struct Parser<'a> {
     t: &'a [Tok],
     i: usize,
+    /// The `!` and parentheses open around the current token.
+    depth: usize,
 }
 
 impl Parser<'_> {
@@ -140,40 +213,66 @@ impl Parser<'_> {
         if self.eat(tok) {
             Ok(())
         } else {
-            Err(format!(
-                "selector: expected {tok:?}, found {:?}",
-                self.peek()
-            ))
+            Err(format!("expected {tok:?}, found {:?}", self.peek()))
         }
     }
 
-    fn or(&mut self) -> Result<Expr, String> {
-        let mut e = self.and()?;
+    fn or(&mut self) -> Result<Expr, Refusal> {
+        let mut any = vec![self.and()?];
         while self.eat(&Tok::OrOr) {
-            e = Expr::Or(Box::new(e), Box::new(self.and()?));
+            any.push(self.and()?);
         }
-        Ok(e)
+        Ok(if any.len() == 1 {
+            any.swap_remove(0)
+        } else {
+            Expr::Or(any)
+        })
     }
 
-    fn and(&mut self) -> Result<Expr, String> {
-        let mut e = self.unary()?;
+    fn and(&mut self) -> Result<Expr, Refusal> {
+        let mut all = vec![self.unary()?];
         while self.eat(&Tok::AndAnd) {
-            e = Expr::And(Box::new(e), Box::new(self.unary()?));
+            all.push(self.unary()?);
         }
-        Ok(e)
+        Ok(if all.len() == 1 {
+            all.swap_remove(0)
+        } else {
+            Expr::And(all)
+        })
     }
 
-    fn unary(&mut self) -> Result<Expr, String> {
+    /// One level deeper, refused past [`MAX_DEPTH`]: the recursion below is per level.
+    fn nested(
+        &mut self,
+        f: impl FnOnce(&mut Self) -> Result<Expr, Refusal>,
+    ) -> Result<Expr, Refusal> {
+        if self.depth >= MAX_DEPTH {
+            return Err(Refusal::TooDeep);
+        }
+        self.depth += 1;
+        let e = f(self);
+        self.depth -= 1;
+        e
+    }
+
+    fn unary(&mut self) -> Result<Expr, Refusal> {
         if self.eat(&Tok::Bang) {
-            return Ok(Expr::Not(Box::new(self.unary()?)));
+            return self.nested(|p| Ok(Expr::Not(Box::new(p.unary()?))));
         }
         if self.eat(&Tok::LParen) {
-            let e = self.or()?;
-            self.expect(&Tok::RParen)?;
-            return Ok(e);
+            return self.nested(|p| {
+                let e = p.or()?;
+                p.expect(&Tok::RParen)?;
+                Ok(e)
+            });
         }
+        Ok(self.term()?)
+    }
+
+    /// A term without operators: `all()`, `has(k)`, `k == 'v'`, `k in {...}`, ...
+    fn term(&mut self) -> Result<Expr, String> {
         let Some(Tok::Word(word)) = self.peek().cloned() else {
-            return Err(format!("selector: cannot evaluate from {:?}", self.peek()));
+            return Err(format!("cannot evaluate from {:?}", self.peek()));
         };
         self.i += 1;
         match word.as_str() {
@@ -183,7 +282,7 @@ impl Parser<'_> {
             }
             "has" if self.eat(&Tok::LParen) => {
                 let Some(Tok::Word(key)) = self.peek().cloned() else {
-                    return Err("selector: has() without a label".into());
+                    return Err("has() without a label".into());
                 };
                 self.i += 1;
                 self.expect(&Tok::RParen)?;
@@ -212,12 +311,10 @@ impl Parser<'_> {
                         self.i += 1;
                         Ok(Expr::NotIn(key, self.set()?))
                     }
-                    other => Err(format!("selector: cannot evaluate `not` before {other:?}")),
+                    other => Err(format!("cannot evaluate `not` before {other:?}")),
                 }
             }
-            other => Err(format!(
-                "selector: cannot evaluate {key:?} followed by {other:?}"
-            )),
+            other => Err(format!("cannot evaluate {key:?} followed by {other:?}")),
         }
     }
 
@@ -227,9 +324,7 @@ impl Parser<'_> {
                 self.i += 1;
                 Ok(s)
             }
-            other => Err(format!(
-                "selector: expected a quoted value, found {other:?}"
-            )),
+            other => Err(format!("expected a quoted value, found {other:?}")),
         }
     }
 

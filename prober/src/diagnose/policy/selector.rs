@@ -5,6 +5,13 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+/// The most requirements (`matchLabels` entries and `matchExpressions` together) one selector
+/// may have to be evaluated, and the most values one expression may list. Each flow of a run is
+/// matched against every requirement: a selector of thousands is a generator gone wrong or a
+/// denial of service, and is a note rather than minutes of work.
+pub(in crate::diagnose) const MAX_REQUIREMENTS: usize = 256;
+pub(in crate::diagnose) const MAX_VALUES: usize = 1024;
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Op {
     In(Vec<String>),
@@ -30,6 +37,18 @@ impl LabelSelector {
         let obj = v
             .as_object()
             .ok_or_else(|| format!("{field}: not a label selector"))?;
+        let len = |name: &str| match obj.get(name) {
+            Some(Value::Object(m)) => m.len(),
+            Some(Value::Array(a)) => a.len(),
+            _ => 0,
+        };
+        let requirements = len("matchLabels") + len("matchExpressions");
+        if requirements > MAX_REQUIREMENTS {
+            return Err(format!(
+                "{field}: {requirements} requirements, more than the {MAX_REQUIREMENTS} prober \
+                 evaluates"
+            ));
+        }
         if let Some(ml) = obj.get("matchLabels").filter(|m| !m.is_null()) {
             let ml = ml
                 .as_object()
@@ -49,6 +68,15 @@ impl LabelSelector {
             .enumerate()
         {
             let at = format!("{field}.matchExpressions[{i}]");
+            let listed = e
+                .get("values")
+                .and_then(Value::as_array)
+                .map_or(0, Vec::len);
+            if listed > MAX_VALUES {
+                return Err(format!(
+                    "{at}.values: {listed} values, more than the {MAX_VALUES} prober evaluates"
+                ));
+            }
             let key = e
                 .get("key")
                 .and_then(Value::as_str)

@@ -665,3 +665,144 @@ fn a_calico_rule_of_one_ip_version_judges_that_familys_flows_only() {
         );
     }
 }
+
+// --- Hostile input: a policy read from the API or an inventory is bounded, never a crash ---
+
+/// A Calico policy selecting with `sel` and allowing ingress from `sel`.
+fn calico_selecting(sel: &str) -> PolicyObject {
+    let yaml = format!(
+        "apiVersion: projectcalico.org/v3
+kind: GlobalNetworkPolicy
+metadata: {{name: hostile}}
+spec:
+  selector: \"{sel}\"
+  types: [Ingress]
+  ingress: [{{action: Allow, source: {{selector: \"{sel}\"}}}}]
+"
+    );
+    obj(&yaml)
+}
+
+#[test]
+fn hostile_calico_selectors_are_noted_and_never_overflow_the_stack() {
+    // The issue's three shapes: 40,000 `!`, 20,000 nested parentheses, 100,000 `&&` terms.
+    for sel in [
+        format!("{}all()", "!".repeat(40_000)),
+        format!("{}all(){}", "(".repeat(20_000), ")".repeat(20_000)),
+        vec!["all()"; 100_000].join(" && "),
+    ] {
+        let p = Policies::new(&[calico_selecting(&sel)], Agents::deployed());
+        let selecting = p.selecting();
+        assert_eq!(selecting.len(), 1, "{:?}", p.notes);
+        let Tri::Unknown(why) = &selecting[0].1 else {
+            panic!("{:?}", selecting[0].1);
+        };
+        // The note says why without quoting kilobytes of selector.
+        assert!(why.len() < 400, "{} bytes: {}", why.len(), &why[..400]);
+        assert!(matches!(
+            p.verdict(&tcp_in(agent("n1", 1))),
+            Verdict::Unknown(_)
+        ));
+        drop(p);
+    }
+}
+
+#[test]
+fn a_long_flat_calico_selector_within_bounds_still_evaluates() {
+    let long = vec!["has(app.kubernetes.io/name)"; 300].join(" && ");
+    let nested = format!("{}all(){}", "(".repeat(30), ")".repeat(30));
+    let negated = format!("{}all()", "!".repeat(30));
+    for (sel, want) in [(long, Tri::Yes), (nested, Tri::Yes), (negated, Tri::Yes)] {
+        let p = Policies::new(&[calico_selecting(&sel)], Agents::deployed());
+        assert!(p.notes.is_empty(), "{:?}", p.notes);
+        assert_eq!(p.selecting()[0].1, want, "{sel}");
+    }
+}
+
+#[test]
+fn oversized_label_selectors_are_noted_not_evaluated() {
+    let many = (0..5_000)
+        .map(|i| format!("{{key: k{i}, operator: DoesNotExist}}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let values = (0..5_000)
+        .map(|i| format!("v{i}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let k8s = format!(
+        "apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {{name: huge, namespace: prober-system}}
+spec: {{podSelector: {{matchExpressions: [{many}]}}, policyTypes: [Ingress]}}
+"
+    );
+    let anp = format!(
+        "apiVersion: policy.networking.k8s.io/v1alpha1
+kind: AdminNetworkPolicy
+metadata: {{name: huge}}
+spec:
+  priority: 10
+  subject: {{namespaces: {{matchExpressions: [{{key: a, operator: NotIn, values: [{values}]}}]}}}}
+  ingress: [{{action: Deny, from: [{{namespaces: {{}}}}]}}]
+"
+    );
+    let cilium = format!(
+        "apiVersion: cilium.io/v2
+kind: CiliumNetworkPolicy
+metadata: {{name: huge, namespace: prober-system}}
+spec:
+  endpointSelector: {{matchLabels: {{{}}}}}
+  ingress: [{{fromEntities: [cluster]}}]
+",
+        (0..5_000)
+            .map(|i| format!("k{i}: v"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    for yaml in [k8s, anp, cilium] {
+        let p = Policies::new(&[obj(&yaml)], Agents::deployed());
+        // Kept, with its selection "cannot evaluate", as an unreadable selector is.
+        let selecting = p.selecting();
+        assert_eq!(selecting.len(), 1, "{yaml:.120}: {:?}", p.notes);
+        let Tri::Unknown(why) = &selecting[0].1 else {
+            panic!("{yaml:.120}: {:?}", selecting[0].1);
+        };
+        assert!(why.contains("more than"), "{why}");
+        assert!(why.len() < 400, "{why}");
+    }
+}
+
+#[test]
+fn an_anp_priority_out_of_range_is_named_not_called_missing() {
+    let anp = |priority: &str| {
+        format!(
+            "apiVersion: policy.networking.k8s.io/v1alpha1
+kind: AdminNetworkPolicy
+metadata: {{name: odd}}
+spec:
+  {priority}
+  subject: {{namespaces: {{}}}}
+  ingress: [{{action: Deny, from: [{{namespaces: {{}}}}]}}]
+"
+        )
+    };
+    for (field, want) in [
+        (
+            "priority: 1e40",
+            "spec.priority 1e+40 is not an integer from 0 to 1000",
+        ),
+        (
+            "priority: -1",
+            "spec.priority -1 is not an integer from 0 to 1000",
+        ),
+        (
+            "priority: 2.5",
+            "spec.priority 2.5 is not an integer from 0 to 1000",
+        ),
+        ("", "spec.priority missing"),
+    ] {
+        let p = Policies::new(&[obj(&anp(field))], Agents::deployed());
+        assert_eq!(p.notes.len(), 1, "{field}");
+        assert!(p.notes[0].ends_with(want), "{field}: {}", p.notes[0]);
+    }
+}

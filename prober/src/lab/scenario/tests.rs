@@ -234,3 +234,62 @@ fn kube_proxy_missing_takes_one_family_only_in_a_lab_that_has_it() {
         "{e}"
     );
 }
+
+#[test]
+fn what_would_do_nothing_or_fail_after_the_build_is_refused_at_parse() {
+    for (text, field) in [
+        (
+            "faults: [{kind: firewall, action: drop, protocol: udp, port: 8472, to: [n2], family: ipv6}]",
+            "faults[0].family",
+        ),
+        (
+            "candidate: {name: new, occupied: [10250, 0]}",
+            "candidate.occupied[1]",
+        ),
+        (
+            "expect: {reachability: [{from: n1/pod, to: \"n9/pod; id\", probe: tcp, outcome: ok}]}",
+            "expect.reachability[0].to",
+        ),
+        (
+            "expect: {reachability: [{from: n1/pod, to: n2/pods, probe: tcp, outcome: ok}]}",
+            "expect.reachability[0].to",
+        ),
+        (
+            "expect: {reachability: [{from: n1/pod, to: kubernetes, probe: tcp, outcome: ok}]}",
+            "expect.reachability[0].to",
+        ),
+    ] {
+        let e = Scenario::parse(text).unwrap_err().to_string();
+        assert!(e.starts_with(&format!("{field}:")), "{text}: {e}");
+    }
+    // What the checks resolve still parses, and a firewall of the lab's own family.
+    for text in [
+        "expect: {reachability: [{from: n1/pod, to: n2/vtep, probe: vtep, outcome: ok}, \
+         {from: n1/host, to: upstream-dns, probe: dns, outcome: ok}]}",
+        "ipFamilies: [ipv4, ipv6]\nfaults: [{kind: firewall, action: drop, protocol: udp, port: 8472, to: [n2], \
+         family: ipv6}]",
+    ] {
+        Scenario::parse(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+    }
+}
+
+#[test]
+#[allow(clippy::disallowed_methods)] // a test reading the repository's own files
+fn every_shipped_scenario_validates() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/scenarios");
+    let mut dirs = vec![root];
+    let mut seen = 0;
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "yaml") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                Scenario::parse(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                seen += 1;
+            }
+        }
+    }
+    assert!(seen > 20, "{seen} scenarios");
+}

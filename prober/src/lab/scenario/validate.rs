@@ -36,6 +36,13 @@ pub enum InvalidScenario {
     NoSide { field: String },
     #[error("{field}: {value:?} must be NODE/host or NODE/pod")]
     Source { field: String, value: String },
+    #[error(
+        "{field}: {value:?} must be NODE/host, NODE/pod, NODE/vtep, service/kubernetes, \
+         service/kube-dns, dns-pod, upstream-dns, apiserver or localhost"
+    )]
+    Target { field: String, value: String },
+    #[error("{field}: port 0 is not a port")]
+    PortZero { field: String },
     #[error("{field}: an empty pattern matches every finding; name at least one field")]
     EmptyPattern { field: String },
     /// A name that becomes a namespace, a file or a command argument: only what cannot change
@@ -251,6 +258,24 @@ impl Scenario {
                 value: z.clone(),
             });
         }
+        if let Some(i) = c.occupied.iter().position(|&p| p == 0) {
+            return Err(InvalidScenario::PortZero {
+                field: format!("candidate.occupied[{i}]"),
+            });
+        }
+        Ok(())
+    }
+
+    /// A fault's `family` that defaults to ipv4 when absent (so an IPv6-only lab's faults need
+    /// not say it): `ipv6` must be one the lab has, or the fault builds and blocks nothing.
+    fn has_ipv6_if(
+        &self,
+        family: crate::inventory::Family,
+        field: &str,
+    ) -> Result<(), InvalidScenario> {
+        if family == crate::inventory::Family::Ipv6 {
+            self.has_family(family, field)?;
+        }
         Ok(())
     }
 
@@ -282,8 +307,10 @@ impl Scenario {
                     protocol,
                     port,
                     place,
+                    family,
                     ..
                 } => {
+                    self.has_ipv6_if(*family, &field("family"))?;
                     if *place == super::Place::SecondRouter && self.routers != 2 {
                         return Err(InvalidScenario::NoSecondRouter {
                             field: field("place"),
@@ -320,9 +347,7 @@ impl Scenario {
                 Fault::Mtu { node, mtu, family } => {
                     known(node, field("node"))?;
                     // Without `family` it is the link's, whatever the families over it.
-                    if *family == crate::inventory::Family::Ipv6 {
-                        self.has_family(*family, &field("family"))?;
-                    }
+                    self.has_ipv6_if(*family, &field("family"))?;
                     if !(576..=9000).contains(mtu) {
                         return Err(InvalidScenario::OutOfRange {
                             field: field("mtu"),
@@ -389,6 +414,26 @@ impl Scenario {
                 });
             };
             known(&node.to_string(), field)?;
+            // What `lab::check` resolves, said now rather than after the lab is built.
+            let field = format!("expect.reachability[{i}].to");
+            let fixed = [
+                "service/kubernetes",
+                "service/kube-dns",
+                "dns-pod",
+                "upstream-dns",
+                "apiserver",
+                "localhost",
+            ];
+            if !fixed.contains(&r.to.as_str()) {
+                let target = InvalidScenario::Target {
+                    field: field.clone(),
+                    value: r.to.clone(),
+                };
+                match r.to.split_once('/') {
+                    Some((node, "host" | "pod" | "vtep")) => known(&node.to_string(), field)?,
+                    _ => return Err(target),
+                }
+            }
         }
         let patterns = [
             ("findings", &self.expect.findings),

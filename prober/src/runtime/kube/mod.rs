@@ -244,6 +244,13 @@ pub enum ConnectError {
         source_name: String,
         message: String,
     },
+    /// Said by scheme, host and port alone: the URL may hold a password.
+    #[error("cannot use the proxy {proxy} (from {source_name}): {reason}")]
+    Proxy {
+        proxy: String,
+        source_name: String,
+        reason: proxy::ProxyError,
+    },
     #[error("cannot reach the cluster at {server} (from {source_name}): {message}")]
     Unreachable {
         server: String,
@@ -288,9 +295,7 @@ pub async fn client(
         let source_name = path.display().to_string();
         let err = config_err(&source_name);
         let mut kc = read_kubeconfig(path).map_err(|e| err(&e))?;
-        Box::pin(credentials(&mut kc, context, &source_name))
-            .await
-            .map_err(|e| err(&e))?;
+        prepare(&mut kc, context, &source_name).await?;
         (
             Config::from_custom_kubeconfig(kc, &options)
                 .await
@@ -305,9 +310,7 @@ pub async fn client(
         match found {
             Ok(Some((mut kc, source_name))) => {
                 let err = config_err(&source_name);
-                Box::pin(credentials(&mut kc, context, &source_name))
-                    .await
-                    .map_err(|e| err(&e))?;
+                prepare(&mut kc, context, &source_name).await?;
                 match Config::from_custom_kubeconfig(kc, &options).await {
                     Ok(config) => (config, source_name),
                     // As `Config::infer`: a kubeconfig that cannot be used falls back to the
@@ -366,9 +369,42 @@ pub async fn client(
     let client = kube::Client::try_from(config).map_err(|e| ConnectError::Unreachable {
         server: server.clone(),
         source_name: source_name.clone(),
-        message: e.to_string(),
+        // kube's own words for these quote the proxy URL whole, password and all.
+        message: match e {
+            kube::Error::ProxyProtocolUnsupported { .. } => {
+                "the proxy's scheme is not one prober can use (http, https, socks5)".into()
+            }
+            kube::Error::ProxyProtocolDisabled {
+                protocol_feature, ..
+            } => format!("the proxy needs kube's {protocol_feature} feature, not in this build"),
+            e => e.to_string(),
+        },
     })?;
     Ok((client, server, source_name))
+}
+
+/// The kubeconfig made ready for kube: its proxy checked, then its credentials read
+/// ([`credentials`]). The proxy is refused when prober cannot use it or cannot show it without
+/// its credentials: checked on the URL as written, since kube's parsed form drops a `#...` and
+/// with it what shows that the address was cut inside a password.
+async fn prepare(
+    kc: &mut Kubeconfig,
+    context: Option<&str>,
+    source_name: &str,
+) -> Result<(), ConnectError> {
+    if let Some((url, var)) = proxy::configured(kc, context, |k| std::env::var(k).ok()) {
+        proxy::check(&url).map_err(|reason| ConnectError::Proxy {
+            proxy: proxy::shown(&url),
+            source_name: var.map_or_else(|| source_name.to_string(), str::to_string),
+            reason,
+        })?;
+    }
+    Box::pin(credentials(kc, context, source_name))
+        .await
+        .map_err(|e| ConnectError::Config {
+            source_name: source_name.to_string(),
+            message: e.to_string(),
+        })
 }
 
 /// The client's own timeouts: a connect timeout, and no read timeout. A watch that sees no
