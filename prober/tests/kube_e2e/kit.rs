@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use crate::common::{agent, lab_name, prober, require_root, root, text};
 use prober::lab::scenario::Scenario;
 use prober::lab::{Lab, Options};
-use serde_json::{Value, json};
+use serde_json::Value;
 use test_kit::standin::{Config, NodeSpec, StandIn, seed};
 
 /// The image the runs name: the stand-in's kubelet runs the agent cargo built for any image.
@@ -79,7 +79,6 @@ pub(crate) fn cluster_of(inv: &prober::inventory::Inventory) -> seed::Cluster {
 pub(crate) struct KubeLab {
     pub(crate) standin: StandIn,
     pub(crate) lab: Lab,
-    pub(crate) scenario: Scenario,
     _dir: tempfile::TempDir,
 }
 
@@ -138,7 +137,6 @@ impl KubeLab {
         Some(Self {
             standin,
             lab,
-            scenario: s,
             _dir: dir,
         })
     }
@@ -226,11 +224,6 @@ pub(crate) fn matrix_cmd(k: &KubeLab, wait: &str, namespace: Option<&str>) -> Co
     prober_cmd(&args, k.kubeconfig())
 }
 
-/// `matrix_cmd` in prober-system, run to its end.
-pub(crate) fn matrix_through(k: &KubeLab, wait: &str) -> Output {
-    matrix_cmd(k, wait, None).output().unwrap()
-}
-
 /// Fails unless every agent of the run that printed `out` ran.
 pub(crate) fn no_agent_missing(out: &Output) {
     let r = report(out);
@@ -257,44 +250,6 @@ pub(crate) fn nothing_left(k: &KubeLab) {
 pub(crate) fn report(out: &Output) -> Value {
     serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("no JSON report ({e}):\n{}", text(out)))
-}
-
-/// The findings in a comparable form: kind and the fields that say what and where. Those only
-/// about the host agents' node files are left out: the stand-in's kubelet mounts no hostPath
-/// volumes (the agent finds no `/host`), while the lab's own agents read the host roots.
-pub(crate) fn findings(r: &Value) -> Vec<String> {
-    let node_files_only = |f: &Value| {
-        f["evidence"].as_array().is_some_and(|e| {
-            !e.is_empty()
-                && e.iter()
-                    .all(|id| id.as_str().is_some_and(|id| id.starts_with("node-config:")))
-        })
-    };
-    let mut v: Vec<String> = r["findings"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|f| !node_files_only(f))
-        .map(|f| {
-            json!({"kind": f["kind"], "protocol": f["protocol"], "port": f["port"],
-                   "from": f["from"], "to": f["to"], "direction": f["direction"],
-                   "nodes": f["nodes"], "state": f["state"]})
-            .to_string()
-        })
-        .collect();
-    v.sort();
-    v
-}
-
-/// The failed results of a report.
-pub(crate) fn failed(r: &Value) -> Value {
-    let failed: Vec<&Value> = r["results"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|x| x["outcome"] != "ok")
-        .collect();
-    json!(failed)
 }
 
 /// Waits until `done` holds, or panics with `what` after `secs`.
