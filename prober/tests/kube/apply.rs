@@ -577,6 +577,8 @@ async fn a_run_not_allowed_to_create_its_allow_policy_goes_on_and_says_so() {
         ),
         "{notes:?}"
     );
+    // One sentence, as an operator reads it: no run of spaces from a wrapped literal.
+    assert!(!notes.iter().any(|n| n.contains("  ")), "{notes:?}");
 }
 
 #[tokio::test]

@@ -387,7 +387,9 @@ async fn allow_policy(
         }
         Err(e) if api_code(&e) == Some(403) && !being_terminated(&e) => {
             note(format!(
-                "not allowed to create the agents' NetworkPolicy {ns}/{name}: a policy that                  selects the pod agents (a namespace default-deny) may drop the probes; grant                  networkpolicies create and delete in {ns} as deploy/base/rbac.yaml does"
+                "not allowed to create the agents' NetworkPolicy {ns}/{name}: a policy that \
+                 selects the pod agents (a namespace default-deny) may drop the probes; grant \
+                 networkpolicies create and delete in {ns} as deploy/base/rbac.yaml does"
             ));
             Ok(())
         }
