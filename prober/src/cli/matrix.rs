@@ -228,7 +228,7 @@ async fn kube_matrix(args: &Args) -> Result<(Report, u64, Option<Changes>), CliE
     // Before anything is created: a Ctrl-C from here on is caught and cleans up.
     let interrupts = signals::Interrupts::install();
     let command = super::command("matrix");
-    let found = args.kube.discover(&command).await?;
+    let found = args.kube.discover(&command, &args.agents.namespace).await?;
     let (client, mut inv) = (found.client, found.inventory);
     let session = args.agents.session("2h", signals::GRACE);
     let previous = super::remember::recall(args.memory.remember, &client, &session.namespace).await;
