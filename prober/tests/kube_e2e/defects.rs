@@ -4,13 +4,13 @@
 //! real control plane shows only under load or failure (a slow delete, an ended watch, etcd
 //! compaction). Each test names the harness calls it makes, to be re-pointed at the real API.
 
-use std::process::Command;
-use std::time::Duration;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use test_kit::standin::{Config, StandIn, Stub, seed, stub};
 
-use super::kit::{IMAGE, no_agent_missing, prober_cmd};
+use super::kit::{IMAGE, no_agent_missing, prober_cmd, report};
 use crate::common::{agent, text};
 
 /// HARNESS: a stand-in with `n` stub nodes whose seeded objects `change` may alter first, each
@@ -54,6 +54,45 @@ fn matrix_cmd(standin: &StandIn, wait: &str, extra: &[&str]) -> Command {
     prober_cmd(&args, &standin.kubeconfig)
 }
 
+/// What runs left in the stand-in: objects carrying a run label, pods of prober's agents, and
+/// namespaces prober created.
+fn leftovers(s: &StandIn) -> Option<String> {
+    let mut left = Vec::new();
+    for plural in [
+        "daemonsets",
+        "serviceaccounts",
+        "networkpolicies",
+        "pods",
+        "namespaces",
+    ] {
+        for o in s.list(plural) {
+            let labels = &o["metadata"]["labels"];
+            if labels["prober.io/run"].is_string()
+                || (plural == "pods" && labels["app.kubernetes.io/name"] == "prober")
+            {
+                left.push(format!(
+                    "{plural}/{} ({})",
+                    o["metadata"]["name"],
+                    o["status"]["phase"].as_str().unwrap_or("-")
+                ));
+            }
+        }
+    }
+    (!left.is_empty()).then(|| left.join(", "))
+}
+
+/// Waits up to `secs` for `done`, else panics with `what` and the last reason.
+fn eventually(secs: u64, what: &str, mut done: impl FnMut() -> Option<String>) {
+    let until = Instant::now() + Duration::from_secs(secs);
+    loop {
+        match done() {
+            None => return,
+            Some(why) if Instant::now() > until => panic!("{what}: {why}"),
+            Some(_) => std::thread::sleep(Duration::from_millis(100)),
+        }
+    }
+}
+
 /// Item 6. HARNESS: stub stand-in; checks the requests it answered (`StandIn::seen`).
 #[test]
 fn discovery_reads_the_policies_of_the_namespace_the_run_uses() {
@@ -75,4 +114,49 @@ fn discovery_reads_the_policies_of_the_namespace_the_run_uses() {
         !read_in("prober-system"),
         "another namespace's policies were read for the agents in probing"
     );
+}
+
+/// Item 8. HARNESS: stub stand-in whose deletes are answered 3 s late (`Faults::slow_deletes`);
+/// SIGINT while the agents probe, and while the run removes them: each run exits 130 (a script
+/// knows it was cut short), after removing what it created.
+#[test]
+fn an_interrupt_in_any_phase_exits_130_after_cleaning_up() {
+    let (s, _dir) = stub_cluster(2, Duration::from_secs(4), |_| {});
+    s.faults(|f| f.slow_deletes = Some(Duration::from_secs(3)));
+    for phase in ["probing", "cleanup"] {
+        let since = s.seen().len();
+        let child = matrix_cmd(&s, "30s", &[])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        eventually(60, &format!("{phase}: the phase never came"), || {
+            let seen = s.seen();
+            let hit = seen[since..].iter().any(|r| match phase {
+                // An exec session answered: the agents probe (4 s each).
+                "probing" => r.path.ends_with("/exec") && r.code == 101,
+                // The first DaemonSet's delete answered: four more deletes, 3 s each, to go.
+                _ => r.method == "DELETE",
+            });
+            (!hit).then(|| format!("{} requests", seen.len() - since))
+        });
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap()),
+            nix::sys::signal::Signal::SIGINT,
+        )
+        .unwrap();
+        let out: Output = child.wait_with_output().unwrap();
+        let said = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(
+            said.contains("interrupted: stopping with what was gathered"),
+            "{phase}: {said}"
+        );
+        assert_eq!(out.status.code(), Some(130), "{phase}: {}", text(&out));
+        let r = report(&out);
+        assert_eq!(r["summary"]["exitCode"], 130, "{phase}: {}", r["summary"]);
+        assert_eq!(r["summary"]["interrupted"], true, "{phase}");
+        eventually(30, &format!("{phase}: the run left objects"), || {
+            leftovers(&s)
+        });
+    }
 }
