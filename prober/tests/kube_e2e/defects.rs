@@ -7,7 +7,7 @@
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use test_kit::standin::{Config, StandIn, Stub, seed, stub};
 
 use super::kit::{IMAGE, no_agent_missing, prober_cmd, report};
@@ -159,4 +159,63 @@ fn an_interrupt_in_any_phase_exits_130_after_cleaning_up() {
             leftovers(&s)
         });
     }
+}
+
+/// Item 3. HARNESS: stub stand-in; every watch is ended by the server after 1 s
+/// (`Faults::watch_end`), then etcd compacts (`StandIn::compact`): a watch re-opened at its old
+/// version is told 410 "too old resource version". A warning written after that must still
+/// explain the missing agent: the wait lists again and watches from the list's version.
+#[test]
+fn an_expired_events_watch_lists_again_and_keeps_the_warnings() {
+    let (s, _dir) = stub_cluster(2, Duration::from_millis(200), |_| {});
+    s.faults(|f| {
+        f.watch_end = Some(Duration::from_secs(1));
+        f.pending
+            .insert("node-00001".into(), Duration::from_secs(600));
+    });
+    let child = matrix_cmd(&s, "12s", &[])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut pod = String::new();
+    eventually(30, "no agent pod on node-00001", || {
+        let found = s.list("pods").into_iter().find(|p| {
+            p["spec"]["nodeName"] == "node-00001"
+                && p["metadata"]["labels"]["app.kubernetes.io/component"] == "pod-agent"
+        });
+        pod = found
+            .and_then(|p| p["metadata"]["name"].as_str().map(String::from))
+            .unwrap_or_default();
+        pod.is_empty().then(|| "not yet".to_string())
+    });
+    // The watches opened so far end within a second; every re-open at their versions is 410.
+    std::thread::sleep(Duration::from_millis(1500));
+    s.compact();
+    std::thread::sleep(Duration::from_millis(2500));
+    s.create_all([json!({
+        "apiVersion": "v1", "kind": "Event",
+        "metadata": {"name": format!("{pod}.marker"), "namespace": "prober-system"},
+        "involvedObject": {"kind": "Pod", "apiVersion": "v1", "name": pod,
+                           "namespace": "prober-system"},
+        "reason": "FailedMount", "type": "Warning",
+        "message": "MountVolume.SetUp failed for volume \"marker-7\": not found",
+        "source": {"component": "kubelet", "host": "node-00001"},
+    })])
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let r = report(&out);
+    let detail = r["agents"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|a| a["node"] == "node-00001" && a["agent"] == "pod" && a["ran"] == false)
+        .and_then(|a| a["detail"].as_str())
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        detail.contains("FailedMount") && detail.contains("marker-7"),
+        "the warning written after the compaction was lost: {detail:?}\n{}",
+        text(&out)
+    );
 }
