@@ -1,4 +1,5 @@
-//! Dev-only helpers for prober's tests: the Kubernetes API stand-in (real HTTPS, watches,
+//! Dev-only helpers for prober's tests: the real Kubernetes control plane (`cluster`), the
+//! Kubernetes API stand-in (real HTTPS, watches,
 //! server-side apply and WebSocket exec on loopback, with the API server's own rules and a
 //! kubelet that runs the agents in lab namespaces). Never part of a shipped binary.
 
@@ -8,6 +9,7 @@
 // Test code only: it reads fixtures and the clock freely (clippy.toml bans them in shipped code).
 #![allow(clippy::disallowed_methods)]
 
+pub mod cluster;
 pub mod golden;
 pub mod manifests;
 pub mod mock;

@@ -21,6 +21,9 @@ use scenario::Scenario;
 
 /// Where a lab built without agents serves its nodes' own ports (kubelet, etcd, the CNI's).
 pub const NODE_SERVICES_PORT: u16 = 9916;
+/// The ports a real control plane's programs serve in a lab built for one: the API server,
+/// etcd (client and peer) and the kubelet.
+pub const REAL_CONTROL_PLANE_PORTS: [u16; 4] = [API_PORT, 2379, 2380, 10250];
 /// Every lab namespace starts with this.
 pub const NS_PREFIX: &str = "plab-";
 /// Where labs keep their state (tmpfs: gone after a reboot, like the namespaces).
@@ -79,6 +82,8 @@ pub struct Lab {
     pub agent_bin: PathBuf,
     /// Whether the lab starts its own agents (off when a kubelet starts them as pods).
     agents: bool,
+    /// Whether a real control plane serves the API, etcd and the kubelets' ports (tests).
+    control_plane: bool,
     detached: bool,
 }
 
@@ -104,6 +109,28 @@ pub fn preflight(opts: &Options) -> Result<(), LabError> {
         return Err(LabError::NoAgent(opts.agent_bin.clone()));
     }
     Ok(())
+}
+
+/// Drops [`REAL_CONTROL_PLANE_PORTS`] from a host agent's `--extra-tcp-port` list.
+fn free_real_ports(argv: &mut Vec<String>) {
+    let Some(i) = argv.iter().position(|a| a == "--extra-tcp-port") else {
+        return;
+    };
+    let Some(list) = argv.get(i + 1) else {
+        return;
+    };
+    let kept: Vec<&str> = list
+        .split(',')
+        .filter(|p| {
+            p.parse::<u16>()
+                .is_ok_and(|p| !REAL_CONTROL_PLANE_PORTS.contains(&p))
+        })
+        .collect();
+    if kept.is_empty() {
+        argv.drain(i..=i + 1);
+    } else {
+        argv[i + 1] = kept.join(",");
+    }
 }
 
 fn step(what: impl Into<String>) -> impl FnOnce(ExecError) -> LabError {
@@ -134,17 +161,29 @@ pub fn unique_name() -> String {
 impl Lab {
     /// Builds the lab. On any failure everything built so far is removed before returning.
     pub fn up(s: &Scenario, opts: &Options) -> Result<Self, LabError> {
-        Self::up_with(s, opts, true)
+        Self::up_with(s, opts, true, false)
     }
 
     /// Builds the lab without its agents, for a kubelet that starts them as pods (the tests' API
     /// stand-in): no pod agents, and the host process keeps serving what a real node serves (the
     /// kubelet's and the CNI's ports) on [`NODE_SERVICES_PORT`] instead of the agent's port.
     pub fn up_without_agents(s: &Scenario, opts: &Options) -> Result<Self, LabError> {
-        Self::up_with(s, opts, false)
+        Self::up_with(s, opts, false, false)
     }
 
-    fn up_with(s: &Scenario, opts: &Options, agents: bool) -> Result<Self, LabError> {
+    /// Builds the lab for a real control plane that the caller starts in it: as
+    /// [`Lab::up_without_agents`], but the API server, etcd and each node's kubelet port
+    /// ([`REAL_CONTROL_PLANE_PORTS`]) are left free for the real programs.
+    pub fn up_for_control_plane(s: &Scenario, opts: &Options) -> Result<Self, LabError> {
+        Self::up_with(s, opts, false, true)
+    }
+
+    fn up_with(
+        s: &Scenario,
+        opts: &Options,
+        agents: bool,
+        control_plane: bool,
+    ) -> Result<Self, LabError> {
         preflight(opts)?;
         let name = match &opts.name {
             Some(n)
@@ -171,6 +210,7 @@ impl Lab {
             layout,
             agent_bin: opts.agent_bin.clone(),
             agents,
+            control_plane,
             detached: false,
         };
         // `lab` tears down on drop if any step fails.
@@ -272,6 +312,14 @@ impl Lab {
             source,
         })?;
         for mut p in build::processes(&self.scenario, l, &self.agent_bin, &opts.prober_bin) {
+            if self.control_plane {
+                if p.what == "apiserver" {
+                    continue;
+                }
+                if p.what == "host-agent" {
+                    free_real_ports(&mut p.argv);
+                }
+            }
             if !self.agents {
                 match p.what {
                     "pod-agent" => continue,
@@ -326,7 +374,7 @@ impl Lab {
                         .map_or(0, probe_proto::Port::get),
                 ));
             }
-            if n.control_plane {
+            if n.control_plane && !self.control_plane {
                 pending.push((n.ns.clone(), "tcp", API_PORT));
             }
             if self.agents {

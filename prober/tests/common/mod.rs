@@ -118,3 +118,33 @@ pub fn lab(args: &[&str], state: &StateDir) -> Output {
         .output()
         .unwrap()
 }
+
+/// The lab's own inventory as discovery can know it: discovery cannot see the lab's exec
+/// prefixes, agent binary and host roots (agents are found at run time), nor the lab's extra
+/// DNS test name and the overlay MTU it does not read; the lab does not state the node files'
+/// layout (discovery finds kubeadm's, which the lab's host roots follow), and its scenario lists
+/// only the components it is about (discovery also finds the seeded `CoreDNS`). A node serving no
+/// CNI port says so (`serves: []`) where the lab leaves it out.
+pub fn comparable_inventory(v: &mut serde_json::Value) {
+    let top = v.as_object_mut().unwrap();
+    for f in ["agentBin", "components"] {
+        top.remove(f);
+    }
+    v["cluster"].as_object_mut().unwrap().remove("nodeFiles");
+    for n in v["nodes"].as_array_mut().unwrap() {
+        let n = n.as_object_mut().unwrap();
+        for f in ["agents", "hostRoot"] {
+            n.remove(f);
+        }
+        if n.get("serves")
+            .is_some_and(|s| s.as_array().is_some_and(Vec::is_empty))
+        {
+            n.remove("serves");
+        }
+    }
+    v["cluster"]["dns"].as_object_mut().unwrap().remove("names");
+    v["cluster"]["overlay"]
+        .as_object_mut()
+        .unwrap()
+        .remove("mtu");
+}

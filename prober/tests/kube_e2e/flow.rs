@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::common::{prober, text};
+use crate::common::{comparable_inventory, prober, text};
 use crate::kit::*;
 use serde_json::Value;
 use std::process::Command;
