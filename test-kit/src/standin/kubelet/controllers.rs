@@ -10,7 +10,8 @@ use serde_json::{Value, json};
 
 use super::super::api::{self, Status};
 use super::super::seed;
-use super::super::store::{index, now_rfc3339};
+use super::super::rules::pod_grace;
+use super::super::store::{Key, index, now_rfc3339};
 use super::super::{Inner, lock};
 use super::RETRY_CREATE;
 
@@ -215,8 +216,16 @@ pub(super) fn refused(inner: &Inner, ds: &Value, uid: &str, e: &Status) {
     );
 }
 
+/// A graceful delete (the garbage collector's, the namespace controller's): marked, for its
+/// node's kubelet to confirm, or removed at once when its grace is 0 (`rules::pod_grace`: a pod
+/// no node runs).
 pub(super) fn mark_deleted(inner: &Inner, pod: &Value) {
+    let mut s = lock(&inner.store);
+    if pod_grace::grace(pod, &json!({})) == 0 {
+        s.remove(&Key::of(index("pods"), pod));
+        return;
+    }
     let mut p = pod.clone();
     p["metadata"]["deletionTimestamp"] = json!(now_rfc3339());
-    lock(&inner.store).update(index("pods"), p);
+    s.update(index("pods"), p);
 }
