@@ -312,6 +312,10 @@ async fn a_run_never_takes_over_or_wipes_another_runs_live_agents() {
             ("GET", p) if p.ends_with("/networkpolicies") => {
                 respond(200, &list_of("NetworkPolicyList", Vec::new(), "1"))
             }
+            // Its own pods on nodes that are not Ready: none.
+            ("GET", p) if p.ends_with("/pods") => {
+                respond(200, &list_of("PodList", Vec::new(), "1"))
+            }
             ("DELETE", _) => status(200, "Success"),
             (m, p) => panic!("run r1 must not {m} {p}"),
         }

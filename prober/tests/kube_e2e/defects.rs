@@ -219,3 +219,46 @@ fn an_expired_events_watch_lists_again_and_keeps_the_warnings() {
         text(&out)
     );
 }
+
+/// Item 2. HARNESS: stub stand-in; node-00001 is `NotReady` (`Faults::not_ready`): the agents
+/// tolerate its taints, so their pods are bound there, and no kubelet confirms their graceful
+/// deletion (nor, then, the namespace's). Two runs back to back both exit 3 naming that node;
+/// the second neither waits for nor fails on the first's namespace; once the node is back,
+/// nothing of prober's is left.
+#[test]
+fn two_runs_with_a_not_ready_node_both_report_it_and_the_second_does_not_wait() {
+    let (s, _dir) = stub_cluster(3, Duration::from_millis(200), |_| {});
+    s.faults(|f| {
+        f.not_ready.insert("node-00001".into());
+    });
+    for attempt in ["first", "second"] {
+        let out = matrix_cmd(&s, "10s", &[]).output().unwrap();
+        let said = String::from_utf8_lossy(&out.stderr).to_string();
+        assert_eq!(out.status.code(), Some(3), "{attempt}: {}", text(&out));
+        let r = report(&out);
+        let missing: Vec<&Value> = r["agents"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|a| a["ran"] == false)
+            .collect();
+        assert!(
+            !missing.is_empty()
+                && missing.iter().all(|a| a["node"] == "node-00001"
+                    && a["detail"].as_str().is_some_and(|d| d.contains("NotReady"))),
+            "{attempt}: {missing:?}"
+        );
+        assert!(
+            !said.contains("still being deleted"),
+            "{attempt} run waited for an earlier run's namespace:\n{said}"
+        );
+    }
+    // The second run left nothing either, while the node is still NotReady.
+    eventually(30, "the runs left objects on the NotReady node", || {
+        leftovers(&s)
+    });
+    s.faults(|f| {
+        f.not_ready.clear();
+    });
+    eventually(30, "the runs left objects", || leftovers(&s));
+}

@@ -9,8 +9,8 @@ use std::time::Instant;
 use serde_json::{Value, json};
 
 use super::super::api::{self, Status};
-use super::super::seed;
 use super::super::rules::pod_grace;
+use super::super::seed;
 use super::super::store::{Key, index, now_rfc3339};
 use super::super::{Inner, lock};
 use super::RETRY_CREATE;

@@ -16,7 +16,10 @@ pub fn grace(pod: &Value, options: &Value) -> i64 {
         .or_else(|| pod["spec"]["terminationGracePeriodSeconds"].as_i64())
         .unwrap_or(30);
     let unscheduled = pod["spec"]["nodeName"].as_str().is_none_or(str::is_empty);
-    let finished = matches!(pod["status"]["phase"].as_str(), Some("Succeeded" | "Failed"));
+    let finished = matches!(
+        pod["status"]["phase"].as_str(),
+        Some("Succeeded" | "Failed")
+    );
     if unscheduled || finished {
         0
     } else if asked < 0 {

@@ -198,8 +198,23 @@ async fn ensure_namespace(
                     });
                 }
                 if !said {
+                    // An earlier run's agent pods on a node that is not Ready hold it forever:
+                    // being deleted with their namespace, they are ended at once (best effort:
+                    // without the right to, the wait says the rest).
+                    let selector = format!("app.kubernetes.io/name=prober,{RUN_LABEL}");
+                    let ended = cleanup::end_on_down_nodes(client, ns, &selector)
+                        .await
+                        .unwrap_or_default();
+                    let ended = if ended.is_empty() {
+                        String::new()
+                    } else {
+                        format!(
+                            "; ended its {} on nodes that are not Ready",
+                            ended.join(", ")
+                        )
+                    };
                     note(format!(
-                        "namespace {ns} is still being deleted (a previous run's cleanup); waiting up to {} s for it to go",
+                        "namespace {ns} is still being deleted (a previous run's cleanup){ended}; waiting up to {} s for it to go",
                         TERMINATING_WAIT.as_secs()
                     ));
                     said = true;

@@ -307,15 +307,24 @@ async fn nodes_down(client: &Client, missing: &[AgentStatus]) -> BTreeMap<String
     if missing.is_empty() {
         return BTreeMap::new();
     }
-    let api: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
-    let Ok((listed, _)) = list(&api, &ListParams::default(), "list nodes").await else {
+    let Ok(down) = not_ready_nodes(client).await else {
         return BTreeMap::new();
     };
-    listed
-        .iter()
-        .filter_map(|n| Some((n.metadata.name.clone()?, node_down(n)?)))
+    down.into_iter()
         .filter(|(name, _)| missing.iter().any(|m| &m.node == name))
         .collect()
+}
+
+/// The nodes that are not Ready, each with why ([`node_down`]), from one list of the nodes.
+pub(super) async fn not_ready_nodes(
+    client: &Client,
+) -> Result<BTreeMap<String, String>, DeployError> {
+    let api: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
+    let (listed, _) = list(&api, &ListParams::default(), "list nodes").await?;
+    Ok(listed
+        .iter()
+        .filter_map(|n| Some((n.metadata.name.clone()?, node_down(n)?)))
+        .collect())
 }
 
 /// What a pod watch event left the watch as.
