@@ -193,6 +193,7 @@ fn pod_key(p: &Value) -> (String, String) {
 
 fn step(inner: &Arc<Inner>) {
     controllers(inner);
+    schedule::bind(inner);
     let pods: Vec<Value> = lock(&inner.store)
         .list(index("pods"), None)
         .into_iter()
