@@ -262,3 +262,38 @@ fn two_runs_with_a_not_ready_node_both_report_it_and_the_second_does_not_wait() 
     });
     eventually(30, "the runs left objects", || leftovers(&s));
 }
+
+/// Item 1. HARNESS: stub stand-in whose node-00002 has 5m of allocatable CPU, less than the
+/// agents' 10m requests: the `DaemonSet` controller still makes its pods (a required node affinity
+/// naming the node, never `nodeName`), the scheduler leaves them Pending with its own message,
+/// and the run says that for node-00002 instead of "no agent pod was created there".
+#[test]
+fn an_agent_the_scheduler_cannot_place_is_reported_with_the_schedulers_words() {
+    let (s, _dir) = stub_cluster(3, Duration::from_millis(200), |objects| {
+        let n = objects
+            .iter_mut()
+            .find(|o| o["kind"] == "Node" && o["metadata"]["name"] == "node-00002")
+            .unwrap();
+        n["status"]["allocatable"]["cpu"] = json!("5m");
+    });
+    let out = matrix_cmd(&s, "10s", &[]).output().unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    let r = report(&out);
+    let missing: Vec<&Value> = r["agents"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|a| a["ran"] == false)
+        .collect();
+    assert_eq!(missing.len(), 2, "{missing:?}\n{}", text(&out));
+    for a in &missing {
+        let detail = a["detail"].as_str().unwrap_or_default();
+        assert!(
+            a["node"] == "node-00002"
+                && detail.contains("0/3 nodes are available: 1 Insufficient cpu"),
+            "{a}\n{}",
+            text(&out)
+        );
+    }
+    eventually(30, "the run left objects", || leftovers(&s));
+}
