@@ -154,10 +154,13 @@ fn the_scheduled_flow_twice_announces_each_change_once_and_remembers_it() {
 }
 
 /// A run right after another that created (and deleted) its own namespace: the namespace is
-/// still Terminating, and the second run must neither fail with a raw 403 nor leave anything.
+/// still Terminating (its deletion outlasts the first run's wait for it), and the second run
+/// must neither fail with a raw 403 nor leave anything.
 #[test]
 fn a_rerun_while_the_last_namespace_terminates_runs() {
-    let Some(k) = KubeLab::up("ke2r", "tests/scenarios/healthy.yaml", None) else {
+    let Some(k) = KubeLab::up_with("ke2r", "tests/scenarios/healthy.yaml", None, |_, c| {
+        c.terminating = Duration::from_secs(20);
+    }) else {
         return;
     };
     let first = matrix_through(&k, "60s");
