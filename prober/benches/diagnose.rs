@@ -89,6 +89,7 @@ fn inventory() -> Inventory {
             bgp: None,
             node_files: None,
             policies: Vec::new(),
+            agents_namespace: None,
         },
         nodes,
         components: Vec::new(),

@@ -74,6 +74,10 @@ pub struct Cluster {
     /// the lab, evaluated by diagnosis. Empty when none exist or none were readable.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub policies: Vec<PolicyObject>,
+    /// The namespace the agents run in, whose namespaced policies `policies` holds and in which
+    /// diagnosis judges them; absent: prober-system.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agents_namespace: Option<String>,
 }
 
 /// One policy object as the API serves it: only its identity is typed here; `spec` is kept as

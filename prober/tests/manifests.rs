@@ -85,6 +85,7 @@ fn namespace_and_image_flags() {
             "manifests",
             "-n",
             "probing",
+            "--create-namespace",
             "--image",
             "registry.local/prober:dev",
         ])
@@ -100,6 +101,62 @@ fn namespace_and_image_flags() {
     assert_eq!(
         printed[3]["spec"]["template"]["spec"]["containers"][0]["image"],
         "registry.local/prober:dev"
+    );
+}
+
+/// `manifests -n NS` never relabels a namespace prober does not own: kube-system (or any
+/// namespace named without `--create-namespace`) gets no Namespace object, only a comment saying
+/// what labels it needs; prober-system, and a namespace the operator asks prober to create, do.
+#[test]
+fn manifests_never_relabel_a_namespace_prober_does_not_own() {
+    let manifests = |args: &[&str]| {
+        std::process::Command::new(prober())
+            .arg("manifests")
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let kinds = |out: &std::process::Output| -> Vec<String> {
+        docs(&String::from_utf8_lossy(&out.stdout))
+            .iter()
+            .map(|d| d["kind"].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    let out = manifests(&["-n", "kube-system"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !kinds(&out).contains(&"Namespace".to_string()),
+        "kube-system would be relabelled:\n{printed}"
+    );
+    assert!(
+        docs(&printed)
+            .iter()
+            .all(|d| d["metadata"]["namespace"] == "kube-system"),
+        "{printed}"
+    );
+    assert!(
+        printed.lines().any(|l| l.starts_with('#')
+            && l.contains("pod-security.kubernetes.io/enforce")
+            && l.contains("privileged")),
+        "the labels the namespace needs are said in a comment:\n{printed}"
+    );
+    let out = manifests(&["-n", "monitoring"]);
+    assert!(!kinds(&out).contains(&"Namespace".to_string()));
+    // Its own namespace, and one the operator asks it to create, come with their labels.
+    let out = manifests(&[]);
+    assert_eq!(kinds(&out)[0], "Namespace");
+    let out = manifests(&["-n", "probing", "--create-namespace"]);
+    assert_eq!(kinds(&out)[0], "Namespace");
+    let out = manifests(&["-n", "kube-system", "--create-namespace"]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "the cluster's own namespace is not prober's to create"
     );
 }
 

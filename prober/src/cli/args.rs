@@ -192,12 +192,20 @@ pub struct KubeArgs {
 }
 
 impl KubeArgs {
-    /// Discovers the cluster, saying on stderr (as `command`) what discovery could not read or
-    /// had to guess.
-    pub async fn discover(&self, command: &str) -> Result<Discovered, super::CliError> {
-        let found =
-            prober::runtime::kube::discover(self.kubeconfig.as_deref(), self.context.as_deref())
-                .await?;
+    /// Discovers the cluster for agents in `agents_namespace` (the policies that can select
+    /// them are that namespace's), saying on stderr (as `command`) what discovery could not
+    /// read or had to guess.
+    pub async fn discover(
+        &self,
+        command: &str,
+        agents_namespace: &str,
+    ) -> Result<Discovered, super::CliError> {
+        let found = prober::runtime::kube::discover(
+            self.kubeconfig.as_deref(),
+            self.context.as_deref(),
+            agents_namespace,
+        )
+        .await?;
         super::discover::warn_discovered(command, &found);
         Ok(found)
     }

@@ -35,7 +35,13 @@ pub fn warn_discovered(command: &str, found: &prober::runtime::kube::Discovered)
 }
 
 pub async fn run(args: &Args) -> Result<u8, CliError> {
-    let found = args.kube.discover(&super::command("discover")).await?;
+    let found = args
+        .kube
+        .discover(
+            &super::command("discover"),
+            prober::runtime::kube::manifests::DEFAULT_NAMESPACE,
+        )
+        .await?;
     let inv = found.inventory;
     match args.output {
         Format::Yaml => out!("{}", inv.to_yaml())?,

@@ -278,9 +278,11 @@ async fn run_scenario(args: &RunArgs) -> Result<u8, CliError> {
     // A signal now stops the matrix, whose report (and --save) is kept; the lab is torn down
     // below as on any other exit.
     signals::hand_over();
-    let matrix = match &join {
-        Some(c) => super::preflight::run_preflight(&inv, c, &probe).await,
-        None => matrix::run_matrix(&inv, runtime, &probe, Vec::new(), 0).await,
+    let matrix = if let Some(c) = &join {
+        super::preflight::run_preflight(&inv, c, &probe).await
+    } else {
+        let stop = signals::interrupted();
+        matrix::run_matrix(&inv, runtime, &probe, Vec::new(), 0, stop).await
     };
     match &matrix {
         Ok(r) => out!("{}", args.out.render(r))?,

@@ -24,14 +24,19 @@ pub struct Args {
         value_delimiter = ','
     )]
     pub image_pull_secrets: Vec<String>,
+    /// Also print the Namespace (with the Pod Security labels the agents need) for a namespace
+    /// other than prober-system that does not exist yet. Without it, only prober-system's is
+    /// printed: applied to an existing namespace, it would relabel it.
+    #[arg(long)]
+    pub create_namespace: bool,
     /// Print the scheduled mode instead: exactly what `kubectl kustomize deploy/scheduled`
     /// renders (the agents, RBAC, and the `CronJob` running `matrix --use-existing --remember`).
-    #[arg(long, conflicts_with_all = ["namespace", "image", "distribution", "image_pull_secrets"])]
+    #[arg(long, conflicts_with_all = ["namespace", "image", "distribution", "image_pull_secrets", "create_namespace"])]
     pub scheduled: bool,
     /// Print the RBAC the one running `prober matrix` needs instead (deploy/base/rbac.yaml:
     /// read the cluster, create and exec into the agents; bind it to your user or a
     /// `ServiceAccount`). The agents themselves get no permissions.
-    #[arg(long, conflicts_with_all = ["namespace", "image", "scheduled", "distribution", "image_pull_secrets"])]
+    #[arg(long, conflicts_with_all = ["namespace", "image", "scheduled", "distribution", "image_pull_secrets", "create_namespace"])]
     pub rbac: bool,
 }
 
@@ -52,6 +57,12 @@ pub fn run(args: &Args) -> Result<u8, super::CliError> {
         out!("{text}")?;
         return Ok(prober::report::EXIT_OK);
     }
+    if args.create_namespace && manifests::CLUSTER_NAMESPACES.contains(&args.namespace.as_str()) {
+        return Err(super::CliError::Usage(format!(
+            "--create-namespace: {} is the cluster's own namespace, not one prober creates",
+            args.namespace
+        )));
+    }
     let spec = AgentSpec {
         namespace: args.namespace.clone(),
         image: args.image.clone(),
@@ -62,6 +73,11 @@ pub fn run(args: &Args) -> Result<u8, super::CliError> {
         image_pull_secrets: args.image_pull_secrets.clone(),
         ..AgentSpec::default()
     };
-    out!("{}", manifests::yaml(&spec))?;
+    // Only a namespace prober owns gets its Namespace object: never relabel someone else's.
+    if args.namespace == DEFAULT_NAMESPACE || args.create_namespace {
+        out!("{}", manifests::yaml(&spec))?;
+    } else {
+        out!("{}", manifests::yaml_into_existing(&spec))?;
+    }
     Ok(prober::report::EXIT_OK)
 }

@@ -49,7 +49,15 @@ pub async fn run(args: &Args) -> Result<u8, CliError> {
         Some(path) => {
             let inv = Inventory::load(path)?;
             let runtime = Arc::new(Local::new(&inv, args.probe.agent_bin(&inv)));
-            let report = run_matrix(&inv, runtime, &args.probe, Vec::new(), 0).await?;
+            let report = run_matrix(
+                &inv,
+                runtime,
+                &args.probe,
+                Vec::new(),
+                0,
+                signals::interrupted(),
+            )
+            .await?;
             (report, super::export::now(), None)
         }
     };
@@ -122,14 +130,15 @@ fn responders(
 }
 
 /// Plans the matrix over `inv` (with `--sample`, the sample's turn `turn` of its rotation) and
-/// runs it on `runtime`'s agents; stops on SIGINT/SIGTERM with what was gathered. Writes
-/// `--save` whatever happened.
+/// runs it on `runtime`'s agents; stops with what was gathered when `stop` resolves (SIGINT,
+/// SIGTERM). Writes `--save` whatever happened.
 pub async fn run_matrix<R: Runtime + 'static>(
     inv: &Inventory,
     runtime: Arc<R>,
     args: &ProbeArgs,
     missing: Vec<AgentStatus>,
     turn: usize,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<Report, CliError> {
     let unknown: Vec<&str> = args
         .filter
@@ -197,8 +206,7 @@ pub async fn run_matrix<R: Runtime + 'static>(
     };
     // This process's own scheduling delay: said when it could have made the run's waits late.
     probe_proto::stall::watch();
-    let mut out =
-        prober::run::run_owned(planned, runtime, &cfg, progress, signals::interrupted()).await;
+    let mut out = prober::run::run_owned(planned, runtime, &cfg, progress, stop).await;
     let longest = probe_proto::stall::longest();
     if longest >= std::time::Duration::from_millis(200) {
         errln!(
@@ -229,7 +237,7 @@ async fn kube_matrix(args: &Args) -> Result<(Report, u64, Option<Changes>), CliE
     // Before anything is created: a Ctrl-C from here on is caught and cleans up.
     let interrupts = signals::Interrupts::install();
     let command = super::command("matrix");
-    let found = args.kube.discover(&command).await?;
+    let found = args.kube.discover(&command, &args.agents.namespace).await?;
     let (client, mut inv) = (found.client, found.inventory);
     let session = args.agents.session("2h", signals::GRACE);
     let previous = super::remember::recall(args.memory.remember, &client, &session.namespace).await;
@@ -252,11 +260,24 @@ async fn kube_matrix(args: &Args) -> Result<(Report, u64, Option<Changes>), CliE
                 &agents.namespace,
                 agents.ready,
             ));
-            run_matrix(inv, runtime, &args.probe, agents.missing, turn).await
+            // The session's own interrupts: a signal that came before the probes started (the
+            // wait just ended) is not lost to handlers installed later.
+            let stop = interrupts.wait();
+            run_matrix(inv, runtime, &args.probe, agents.missing, turn, stop).await
         },
     )
     .await;
-    let report = outcome?;
+    let mut report = outcome?;
+    // A signal after the probes (while the agents were being removed): the run was cut short
+    // all the same, and a script must know it (130), not read a clean exit.
+    if interrupts.fired() && !report.summary.interrupted {
+        report.mark_interrupted();
+        if let Some(path) = &args.probe.save {
+            report
+                .save_json(path)
+                .map_err(|e| CliError::save(path, e))?;
+        }
+    }
     let finished = super::export::now();
     let changes =
         super::remember::remember(previous, &client, &session.namespace, &report, finished).await;

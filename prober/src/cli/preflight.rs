@@ -153,7 +153,7 @@ fn candidate(args: &Args, inv: &Inventory) -> Result<Candidate, CliError> {
 /// or this run's own, removed afterwards), stop the stand-ins.
 async fn kube_preflight(args: &Args) -> Result<Report, CliError> {
     let command = super::command("preflight");
-    let found = args.kube.discover(&command).await?;
+    let found = args.kube.discover(&command, &args.agents.namespace).await?;
     let candidate = candidate(args, &found.inventory)?;
     let agent_bin = args.probe.agent_bin(&found.inventory);
     let (standins, conflicts) = standins::start(&found.inventory, &candidate, &agent_bin).await?;

@@ -99,6 +99,11 @@ impl Interrupts {
         Self(rx)
     }
 
+    /// Whether a signal has arrived.
+    pub fn fired(&self) -> bool {
+        *self.0.borrow()
+    }
+
     /// Resolves once a signal has arrived (at once, if one already did).
     pub fn wait(&self) -> impl std::future::Future<Output = ()> + use<> {
         let mut rx = self.0.clone();

@@ -282,6 +282,13 @@ impl Report {
     }
 
     /// Reads a saved JSON report, refusing other schemas.
+    /// Marks a finished run as interrupted (a signal while its agents were being removed): its
+    /// results stand, and its exit code says it was cut short.
+    pub fn mark_interrupted(&mut self) {
+        self.summary.interrupted = true;
+        self.summary.exit_code = EXIT_INTERRUPTED;
+    }
+
     pub fn from_json(text: &str) -> Result<Self, ReportError> {
         let v: serde_json::Value = serde_json::from_str(text).map_err(ReportError::Syntax)?;
         match v.get("schema").and_then(|s| s.as_str()) {

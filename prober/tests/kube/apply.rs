@@ -312,6 +312,10 @@ async fn a_run_never_takes_over_or_wipes_another_runs_live_agents() {
             ("GET", p) if p.ends_with("/networkpolicies") => {
                 respond(200, &list_of("NetworkPolicyList", Vec::new(), "1"))
             }
+            // Its own pods on nodes that are not Ready: none.
+            ("GET", p) if p.ends_with("/pods") => {
+                respond(200, &list_of("PodList", Vec::new(), "1"))
+            }
             ("DELETE", _) => status(200, "Success"),
             (m, p) => panic!("run r1 must not {m} {p}"),
         }
@@ -577,6 +581,8 @@ async fn a_run_not_allowed_to_create_its_allow_policy_goes_on_and_says_so() {
         ),
         "{notes:?}"
     );
+    // One sentence, as an operator reads it: no run of spaces from a wrapped literal.
+    assert!(!notes.iter().any(|n| n.contains("  ")), "{notes:?}");
 }
 
 #[tokio::test]

@@ -392,6 +392,64 @@ pub(crate) async fn cleanup_mode() -> Vec<Seen> {
     server.await.unwrap()
 }
 
+/// A run's cleanup with one of its agent pods bound to a node that is not Ready: that pod is
+/// deleted with grace 0 (no kubelet would confirm a graceful delete), the namespace waited for.
+pub(crate) async fn cleanup_beside_a_not_ready_node() -> Vec<Seen> {
+    use prober::runtime::kube::deploy::{Created, Owned};
+    let (client, server) = serve(Box::new(|s| {
+        let (path, _) = split(&s.uri);
+        match (s.method.as_str(), path.as_str()) {
+            ("GET", "/api/v1/namespaces/prober-system/pods") => respond(
+                200,
+                &list_of(
+                    "PodList",
+                    vec![
+                        crate::wait::pod("h1", "cp1", "host-agent", "r1", "ready", "192.168.56.10"),
+                        crate::wait::pod("h2", "w1", "host-agent", "r1", "pending", ""),
+                    ],
+                    "3",
+                ),
+            ),
+            ("GET", "/api/v1/nodes") => respond(
+                200,
+                &list_of(
+                    "NodeList",
+                    vec![
+                        json!({"metadata": {"name": "cp1"}, "status": {"conditions": [{"type": "Ready", "status": "True"}]}}),
+                        json!({"metadata": {"name": "w1"}, "status": {"conditions": [{"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown"}]}}),
+                    ],
+                    "4",
+                ),
+            ),
+            ("GET", p) if p.ends_with("/daemonsets") => {
+                respond(200, &list_of("DaemonSetList", Vec::new(), "1"))
+            }
+            ("GET", p) if p.ends_with("/serviceaccounts") || p.ends_with("/networkpolicies") => {
+                respond(200, &list_of("List", Vec::new(), "1"))
+            }
+            ("DELETE", _) => status(200, "Success"),
+            _ => status(404, "NotFound"),
+        }
+    }));
+    let made = Created {
+        namespace: Some(Owned {
+            name: "prober-system".into(),
+            uid: Some("u0".into()),
+        }),
+        ..Created::default()
+    };
+    let deleted = prober::runtime::kube::deploy::cleanup(&client, &crate::apply::run_spec(), &made)
+        .await
+        .unwrap();
+    assert_eq!(
+        deleted,
+        ["pod/h2", "namespace/prober-system"],
+        "{deleted:?}"
+    );
+    drop(client);
+    server.await.unwrap()
+}
+
 #[tokio::test]
 async fn rbac_allows_every_request_of_every_mode_and_grants_nothing_unused() {
     let rbac = Rbac::load(true);
@@ -407,6 +465,7 @@ async fn rbac_allows_every_request_of_every_mode_and_grants_nothing_unused() {
     seen.extend(flannel_in_kube_system("canal-config").await);
     seen.extend(existing_mode("k3s").await);
     seen.extend(cleanup_mode().await);
+    seen.extend(cleanup_beside_a_not_ready_node().await);
     let used = grants_used(&rbac, &seen, "deploy/base");
     let unused: Vec<String> = rbac
         .grants

@@ -401,6 +401,41 @@ fn agents_that_never_became_ready_are_reported_with_the_reason() {
     assert!(deploy::agents::all_stuck_pulling(&pods, 6).is_none());
 }
 
+/// A `DaemonSet`'s pod the scheduler cannot place has no `nodeName`, only the required node
+/// affinity the `DaemonSet` controller gave it: it is that node's agent, missing in the
+/// scheduler's words (its `PodScheduled` condition's, else its `FailedScheduling` event's).
+#[test]
+fn an_unschedulable_agent_is_found_by_its_node_affinity() {
+    let fit = "0/3 nodes are available: 1 Insufficient cpu, 2 node(s) didn't match Pod's node affinity/selector. preemption: 0/3 nodes are available: 1 No preemption victims found for incoming pod, 2 Preemption is not helpful for scheduling.";
+    let unplaced = |name: &str, component: &str, message: Option<&str>| {
+        let mut p = pod(name, "", component, "r1", "pending", "");
+        p["spec"].as_object_mut().unwrap().remove("nodeName");
+        p["spec"]["affinity"] = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+            {"nodeSelectorTerms": [{"matchFields": [
+                {"key": "metadata.name", "operator": "In", "values": ["w3"]}]}]}}});
+        p["status"]["conditions"] = json!([{"type": "PodScheduled", "status": "False",
+            "reason": "Unschedulable", "message": message}]);
+        serde_json::from_value::<k8s_openapi::api::core::v1::Pod>(p).unwrap()
+    };
+    let pods = [
+        unplaced("h3", "host-agent", Some(fit)),
+        unplaced("p3", "pod-agent", None),
+    ];
+    let why = deploy::agents::Why {
+        pod_events: BTreeMap::from([("p3".to_string(), format!("FailedScheduling: {fit}"))]),
+        ..deploy::agents::Why::default()
+    };
+    let (_, missing) = agents_from_pods(&pods, &["w3".to_string()], &why);
+    assert_eq!(missing.len(), 2, "{missing:?}");
+    for m in &missing {
+        assert_eq!(
+            m.detail,
+            format!("Unschedulable: the scheduler cannot place it: {fit}"),
+            "{m:?}"
+        );
+    }
+}
+
 /// A host agent that crashed because its port was taken says so in plain words, from the
 /// agent's own typed line in its last log lines (`FallbackToLogsOnError`).
 #[test]

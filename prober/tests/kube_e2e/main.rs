@@ -3,7 +3,7 @@
 //! server's own rules and the project's own `deploy/` RBAC), whose kubelet runs the agents'
 //! `DaemonSet` pods inside a lab's namespaces. One test binary by area: the stand-in's own rules
 //! through the real kube client (`rules`); a run and its faults (`flow`); interrupted and
-//! concurrent runs (`concurrent`); the shared lab-and-stand-in harness (`kit`). Tests without a
+//! concurrent runs (`concurrent`); issue #38's defects, each on the harness it names (`defects`); the shared lab-and-stand-in harness (`kit`). Tests without a
 //! lab run anywhere; lab tests skip in one line without root.
 
 // A test: it reads fixtures and the clock freely (clippy.toml bans them in shipped code).
@@ -13,6 +13,7 @@
 mod common;
 
 mod concurrent;
+mod defects;
 mod flow;
 mod kit;
 mod rules;

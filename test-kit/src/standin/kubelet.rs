@@ -193,6 +193,7 @@ fn pod_key(p: &Value) -> (String, String) {
 
 fn step(inner: &Arc<Inner>) {
     controllers(inner);
+    schedule::bind(inner);
     let pods: Vec<Value> = lock(&inner.store)
         .list(index("pods"), None)
         .into_iter()
@@ -230,7 +231,11 @@ fn step(inner: &Arc<Inner>) {
             continue;
         }
         if p["metadata"]["deletionTimestamp"].is_string() {
-            delete_pod(inner, p);
+            // Only a working kubelet confirms a graceful delete: on a NotReady node the pod
+            // stays, Terminating, until it is deleted with grace 0 (`rules::pod_grace`).
+            if !lock(&inner.faults).not_ready.contains(&node) {
+                delete_pod(inner, p);
+            }
             continue;
         }
         let status = pod::step(inner, p, &held, &node);

@@ -107,6 +107,13 @@ pub struct Faults {
     pub exec_slow: Option<(usize, Duration)>,
     /// Every write (create, patch, delete) is answered only after this long (a slow etcd).
     pub slow_writes: Option<Duration>,
+    /// Every delete is answered only after this long (an API server slow to confirm deletions,
+    /// with finalizers or admission webhooks on them).
+    pub slow_deletes: Option<Duration>,
+    /// Every watch is ended by the server this long after it opened, whatever its
+    /// `timeoutSeconds` (an API server restarting, a load balancer's idle timeout): the client
+    /// must open it again from the last version it saw.
+    pub watch_end: Option<Duration>,
     /// The server speaks only `v4.channel.k8s.io` on exec (an API server before 1.30).
     pub exec_v4_only: bool,
     /// The next this many API requests are answered 429 with `Retry-After: 1`.

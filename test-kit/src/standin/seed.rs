@@ -60,6 +60,8 @@ fn node(n: &Node, c: &Cluster) -> Value {
                           {"type": "Hostname", "address": n.name}],
             "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
                             "message": "kubelet is posting ready status"}],
+            "capacity": {"cpu": "2", "memory": "4Gi", "pods": "110"},
+            "allocatable": {"cpu": "2", "memory": "4Gi", "pods": "110"},
             "nodeInfo": {"osImage": "Debian GNU/Linux 13 (trixie)", "kubeletVersion": "v1.33.0",
                          "containerRuntimeVersion": "containerd://2.0.0",
                          "kernelVersion": "6.12.0", "operatingSystem": "linux",

@@ -28,9 +28,12 @@ fn line(ty: &str, object: &serde_json::Value) -> Bytes {
 pub fn watch(inner: &Arc<Inner>, r: &Route, q: &Query) -> Result<Response<Body>, Status> {
     let (initial, now, sel) = selected(inner, r, q)?;
     let from = param(q, "resourceVersion").unwrap_or_default();
-    let timeout = param(q, "timeoutSeconds")
+    let asked = param(q, "timeoutSeconds")
         .and_then(|t| t.parse().ok())
         .map_or(DEFAULT_TIMEOUT, Duration::from_secs);
+    let timeout = lock(&inner.faults)
+        .watch_end
+        .map_or(asked, |end| end.min(asked));
     let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(64);
     let mut first = Vec::new();
     let start = if from.is_empty() || from == "0" {

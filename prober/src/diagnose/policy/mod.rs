@@ -130,7 +130,16 @@ impl Agents {
     /// The agents as `deploy/base` and a run create them (`runtime::kube::manifests`).
     #[must_use]
     pub fn deployed() -> Self {
-        let spec = AgentSpec::default();
+        Self::deployed_in(None)
+    }
+
+    /// The agents as a run creates them in `namespace` (None: the default, prober-system).
+    #[must_use]
+    pub fn deployed_in(namespace: Option<&str>) -> Self {
+        let mut spec = AgentSpec::default();
+        if let Some(ns) = namespace {
+            spec.namespace = ns.to_string();
+        }
         Self {
             namespace: spec.namespace.clone(),
             namespace_labels: manifests::namespace_labels(&spec),

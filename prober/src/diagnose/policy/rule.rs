@@ -27,7 +27,7 @@ pub(in crate::diagnose) fn denied_by_policy(ctx: &mut Ctx<'_>, findings: &mut Ve
     if ctx.inv.cluster.policies.is_empty() {
         return;
     }
-    let agents = Agents::deployed();
+    let agents = Agents::deployed_in(ctx.inv.cluster.agents_namespace.as_deref());
     let policies = Policies::new(&ctx.inv.cluster.policies, agents.clone());
     if policies.is_empty() {
         return;

@@ -21,7 +21,10 @@ pub(in crate::diagnose) fn unread_policy(ctx: &mut Ctx<'_>, findings: &mut Vec<F
     let ev: Vec<usize> = into.into_values().flatten().collect();
     let names = list(ctx, &nodes);
     // Policies read but not evaluable that may apply to these probes.
-    let policies = Policies::new(&ctx.inv.cluster.policies, Agents::deployed());
+    let policies = Policies::new(
+        &ctx.inv.cluster.policies,
+        Agents::deployed_in(ctx.inv.cluster.agents_namespace.as_deref()),
+    );
     let mut unknown: BTreeSet<String> = policies.notes.iter().cloned().collect();
     let routes = Routes::new(ctx.inv);
     for &i in &ev {

@@ -120,6 +120,7 @@ fn wired(s: &Scenario, l: &Layout) -> crate::inventory::Inventory {
                     _ => None,
                 })
                 .collect(),
+            agents_namespace: None,
         },
         nodes: l
             .nodes

@@ -545,5 +545,33 @@ pub fn yaml(spec: &AgentSpec) -> String {
     out
 }
 
+/// The namespaces every cluster has and no one may take over: never prober's to create or label.
+pub const CLUSTER_NAMESPACES: [&str; 4] =
+    ["kube-system", "kube-public", "kube-node-lease", "default"];
+
+/// `yaml` for a namespace that exists and is not prober's: everything but the Namespace object
+/// (applied, it would relabel that namespace, e.g. kube-system's Pod Security to `privileged`),
+/// headed by a comment saying what labels the namespace needs for the agents to be admitted.
+#[must_use]
+pub fn yaml_into_existing(spec: &AgentSpec) -> String {
+    let labels: Vec<String> = POD_SECURITY
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    let mut out = format!(
+        "# The namespace {ns} is not prober's: these manifests neither create nor label it.\n\
+         # Its Pod Security must admit the host agent (hostNetwork, NET_RAW, NET_ADMIN):\n\
+         #   kubectl label namespace {ns} {}\n\
+         # (pod-security.kubernetes.io/enforce: privileged), or run the agents in prober-system.\n",
+        labels.join(" "),
+        ns = spec.namespace,
+    );
+    for v in all(spec).into_iter().filter(|v| v["kind"] != "Namespace") {
+        out.push_str("---\n");
+        out.push_str(&serde_saphyr::to_string(&v).unwrap_or_default());
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests;

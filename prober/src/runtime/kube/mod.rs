@@ -450,11 +450,13 @@ pub struct Discovered {
     pub warnings: Vec<String>,
 }
 
-/// Connects and discovers, naming the kubeconfig and server when the cluster cannot be reached
-/// or read. Discovery keeps its own deadlines, which grow with the cluster's size.
+/// Connects and discovers for agents in `agents_namespace`, naming the kubeconfig and server
+/// when the cluster cannot be reached or read. Discovery keeps its own deadlines, which grow
+/// with the cluster's size.
 pub async fn discover(
     kubeconfig: Option<&Path>,
     context: Option<&str>,
+    agents_namespace: &str,
 ) -> Result<Discovered, ConnectError> {
     let (client, server, source_name) = client(kubeconfig, context).await?;
     let read = |e| ConnectError::Discover {
@@ -462,7 +464,9 @@ pub async fn discover(
         source_name: source_name.clone(),
         source: e,
     };
-    let raw = discover::read(&client).await.map_err(read)?;
+    let raw = discover::read_for(&client, agents_namespace)
+        .await
+        .map_err(read)?;
     let inventory = discover::build(&raw).map_err(read)?;
     // A discovered cluster is held to the limits of an inventory file: a VNI or MTU read from a
     // CNI's configuration, or a name past the agents' limits, is refused here in words instead

@@ -33,10 +33,7 @@ pub(super) async fn dispatch(
             return Err(Status::too_many_requests(1));
         }
     }
-    let slow = lock(&inner.faults).slow_writes;
-    if let Some(d) = slow.filter(|_| req.method() != Method::GET) {
-        tokio::time::sleep(d).await;
-    }
+    slowed(inner, req.method()).await;
     let path = req.uri().path().to_string();
     if path == "/version" {
         return Ok(json_response(
@@ -118,6 +115,21 @@ pub(super) async fn dispatch(
             "MethodNotAllowed",
             format!("{v} is not supported by the stand-in"),
         )),
+    }
+}
+
+/// The faults that answer a write late: every write (`slow_writes`), every delete
+/// (`slow_deletes`).
+async fn slowed(inner: &Inner, method: &Method) {
+    let (writes, deletes) = {
+        let f = lock(&inner.faults);
+        (f.slow_writes, f.slow_deletes)
+    };
+    if let Some(d) = writes.filter(|_| method != Method::GET) {
+        tokio::time::sleep(d).await;
+    }
+    if let Some(d) = deletes.filter(|_| method == Method::DELETE) {
+        tokio::time::sleep(d).await;
     }
 }
 

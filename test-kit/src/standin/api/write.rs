@@ -174,8 +174,9 @@ pub(super) fn update(inner: &Inner, r: &Route, body: &[u8]) -> Result<Response<B
 }
 
 /// Deletes, checking `preconditions` (uid, resourceVersion: 409 when they do not hold). A
-/// namespace and a pod go gracefully (returned with `deletionTimestamp`); a namespace stays
-/// `Terminating` for `Config::terminating`; a DaemonSet's pods are garbage-collected.
+/// namespace and a pod go gracefully (returned with `deletionTimestamp`; a pod with grace 0 at
+/// once, `rules::pod_grace`); a namespace stays `Terminating` for `Config::terminating`, then
+/// until its pods are gone; a DaemonSet's pods are garbage-collected.
 pub(super) fn delete(inner: &Arc<Inner>, r: &Route, body: &[u8]) -> Result<Response<Body>, Status> {
     let k = &KINDS[r.kind];
     let name = r.name.clone().unwrap_or_default();
@@ -212,7 +213,11 @@ pub(super) fn delete(inner: &Arc<Inner>, r: &Route, body: &[u8]) -> Result<Respo
             }
         }
     }
-    let graceful = matches!(k.kind, "Namespace" | "Pod");
+    let graceful = match k.kind {
+        "Namespace" => true,
+        "Pod" => super::super::rules::pod_grace::grace(&current, &opts) > 0,
+        _ => false,
+    };
     let out = if graceful {
         if current["metadata"]["deletionTimestamp"].is_string() {
             current
@@ -224,6 +229,9 @@ pub(super) fn delete(inner: &Arc<Inner>, r: &Route, body: &[u8]) -> Result<Respo
             }
             s.update(r.kind, o)
         }
+    } else if k.kind == "Pod" {
+        // Grace 0: gone at once, whatever its node's kubelet does; the answer is the pod.
+        s.remove(&key).unwrap_or_default()
     } else {
         let gone = s.remove(&key);
         let uid = gone

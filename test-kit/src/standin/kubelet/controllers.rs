@@ -9,10 +9,12 @@ use std::time::Instant;
 use serde_json::{Value, json};
 
 use super::super::api::{self, Status};
+use super::super::rules::pod_grace;
 use super::super::seed;
-use super::super::store::{index, now_rfc3339};
+use super::super::store::{Key, index, now_rfc3339};
 use super::super::{Inner, lock};
 use super::RETRY_CREATE;
+use super::schedule::target_node;
 
 /// Marks the nodes the faults say are `NotReady` (condition and taints, as the node lifecycle
 /// controller sets them) and the others `Ready`.
@@ -95,6 +97,23 @@ pub(super) fn write_event(
     message: &str,
     host: &str,
 ) {
+    let component = if host.is_empty() {
+        "daemonset-controller"
+    } else {
+        "kubelet"
+    };
+    write_event_by(inner, ns, involved, (reason, message), component, host);
+}
+
+/// A warning event about `involved`, `(reason, message)`, from `component` (on `host`).
+pub(super) fn write_event_by(
+    inner: &Inner,
+    ns: &str,
+    involved: &Value,
+    (reason, message): (&str, &str),
+    component: &str,
+    host: &str,
+) {
     let n = {
         let mut k = lock(&inner.kubelet);
         k.events += 1;
@@ -109,7 +128,7 @@ pub(super) fn write_event(
     let ev = json!({
         "metadata": {"name": name, "namespace": ns},
         "involvedObject": involved, "reason": reason, "message": message, "type": "Warning",
-        "source": {"component": if host.is_empty() { "daemonset-controller" } else { "kubelet" }, "host": host},
+        "source": {"component": component, "host": host},
         "firstTimestamp": now, "lastTimestamp": now, "count": 1,
     });
     lock(&inner.store).create(index("events"), ev);
@@ -143,10 +162,7 @@ pub(super) fn controllers(inner: &Arc<Inner>) {
     }
     let placed: BTreeSet<(String, String)> = pods
         .iter()
-        .filter_map(|p| {
-            let node = p["spec"]["nodeName"].as_str()?;
-            Some((owner_uid(p)?, node.to_string()))
-        })
+        .filter_map(|p| Some((owner_uid(p)?, target_node(p)?)))
         .collect();
     for ds in &daemonsets {
         // A seeded DaemonSet stands for one that runs already: its pods are seeded too.
@@ -177,8 +193,12 @@ pub(super) fn controllers(inner: &Arc<Inner>) {
             if placed.contains(&(uid.clone(), node_name.to_string())) {
                 continue;
             }
+            // Never nodeName: the pod asks for its node by a required node affinity, and the
+            // scheduler binds it (kubernetes/kubernetes pkg/controller/daemon/
+            // daemon_controller.go, syncNodes: util.ReplaceDaemonSetPodNodeNameNodeAffinity).
             let mut spec = template["spec"].clone();
-            spec["nodeName"] = json!(node_name);
+            spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] = json!({"nodeSelectorTerms": [{"matchFields": [
+                    {"key": "metadata.name", "operator": "In", "values": [node_name]}]}]});
             let pod = json!({
                 "apiVersion": "v1", "kind": "Pod",
                 "metadata": {
@@ -215,8 +235,16 @@ pub(super) fn refused(inner: &Inner, ds: &Value, uid: &str, e: &Status) {
     );
 }
 
+/// A graceful delete (the garbage collector's, the namespace controller's): marked, for its
+/// node's kubelet to confirm, or removed at once when its grace is 0 (`rules::pod_grace`: a pod
+/// no node runs).
 pub(super) fn mark_deleted(inner: &Inner, pod: &Value) {
+    let mut s = lock(&inner.store);
+    if pod_grace::grace(pod, &json!({})) == 0 {
+        s.remove(&Key::of(index("pods"), pod));
+        return;
+    }
     let mut p = pod.clone();
     p["metadata"]["deletionTimestamp"] = json!(now_rfc3339());
-    lock(&inner.store).update(index("pods"), p);
+    s.update(index("pods"), p);
 }

@@ -71,7 +71,8 @@ pub(super) fn delete_pod(inner: &Arc<Inner>, p: &Value) {
     });
 }
 
-/// Deletes every object of a namespace (its pods' processes killed), then the namespace.
+/// Deletes every object of a namespace (its pods gracefully, as the namespace controller
+/// does), then, once every pod is gone, the namespace.
 pub async fn finish_namespace(inner: &Arc<Inner>, ns: &str) {
     let pods: Vec<Value> = lock(&inner.store)
         .list(index("pods"), Some(ns))
@@ -84,9 +85,11 @@ pub async fn finish_namespace(inner: &Arc<Inner>, ns: &str) {
         }
     }
     inner.changed();
-    // The namespace controller waits until the pods are gone.
-    let until = Instant::now() + GRACE * 3;
-    while Instant::now() < until && !lock(&inner.store).list(index("pods"), Some(ns)).is_empty() {
+    // The namespace controller waits until the pods are gone, however long that takes: a pod
+    // on a node whose kubelet is gone is never confirmed, and its namespace stays Terminating
+    // (kubernetes/kubernetes pkg/controller/namespace/deletion/namespaced_resources_deleter.go,
+    // `deleteAllContent` reports the pods left and the namespace is retried, never given up).
+    while !lock(&inner.store).list(index("pods"), Some(ns)).is_empty() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     {

@@ -5,6 +5,7 @@ pub mod daemonset_restart;
 pub mod event_namespace;
 pub mod host_ports;
 pub mod namespace_lifecycle;
+pub mod pod_grace;
 pub mod pod_security;
 
 use serde_json::Value;

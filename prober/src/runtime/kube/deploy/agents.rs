@@ -210,6 +210,24 @@ pub fn not_ready_reason(p: &Pod, event: Option<&str>) -> String {
         }
         return said(reason, &message);
     }
+    // The scheduler's own words first: its condition says why the pod has no node now, while
+    // the latest warning may be older (its FailedScheduling event says the same when the
+    // condition carries no message).
+    let unscheduled = status
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .find(|c| c.type_ == "PodScheduled" && c.status == "False")
+        .and_then(|c| {
+            let said = c.message.clone().filter(|m| !m.is_empty());
+            let said =
+                said.or_else(|| event?.strip_prefix("FailedScheduling: ").map(String::from))?;
+            let reason = c.reason.clone().unwrap_or_else(|| "Pending".into());
+            Some(format!("{reason}: the scheduler cannot place it: {said}"))
+        });
+    if let Some(u) = unscheduled {
+        return u;
+    }
     if let Some(e) = event {
         return e.to_string();
     }
@@ -218,14 +236,7 @@ pub fn not_ready_reason(p: &Pod, event: Option<&str>) -> String {
         .into_iter()
         .flatten()
         .find(|c| c.type_ == "PodScheduled" && c.status == "False")
-        .map(|c| {
-            format!(
-                "Pending: {}",
-                c.message
-                    .clone()
-                    .unwrap_or_else(|| c.reason.clone().unwrap_or_default())
-            )
-        });
+        .map(|c| format!("Pending: {}", c.reason.clone().unwrap_or_default()));
     unscheduled.unwrap_or_else(|| {
         let phase = status
             .and_then(|s| s.phase.clone())
@@ -235,6 +246,37 @@ pub fn not_ready_reason(p: &Pod, event: Option<&str>) -> String {
         } else {
             phase
         }
+    })
+}
+
+/// The node a pod is for: its `nodeName` once the scheduler bound it, else the node its
+/// required node affinity names. The `DaemonSet` controller never sets `nodeName`: it gives each
+/// pod a required node affinity matching `metadata.name` to its node and lets the scheduler
+/// bind it (kubernetes/kubernetes `pkg/controller/daemon/daemon_controller.go`,
+/// `ReplaceDaemonSetPodNodeNameNodeAffinity`; read back as `GetTargetNodeName` in
+/// `pkg/controller/daemon/util/daemonset_util.go` does), so a pod the scheduler cannot place
+/// has only that.
+#[must_use]
+pub fn target_node(p: &Pod) -> Option<String> {
+    let spec = p.spec.as_ref()?;
+    if let Some(n) = spec.node_name.as_ref().filter(|n| !n.is_empty()) {
+        return Some(n.clone());
+    }
+    let required = spec
+        .affinity
+        .as_ref()?
+        .node_affinity
+        .as_ref()?
+        .required_during_scheduling_ignored_during_execution
+        .as_ref()?;
+    required.node_selector_terms.iter().find_map(|t| {
+        t.match_fields.iter().flatten().find_map(|f| {
+            let values = f.values.as_deref().unwrap_or_default();
+            match values {
+                [node] if f.key == "metadata.name" && f.operator == "In" => Some(node.clone()),
+                _ => None,
+            }
+        })
     })
 }
 
@@ -275,10 +317,7 @@ pub fn agents_from_pods<'p>(
     let mut ready = BTreeMap::new();
     let mut seen: HashMap<AgentRef, String> = HashMap::new();
     for p in pods {
-        let (Some(kind), Some(node)) = (
-            component_kind(p),
-            p.spec.as_ref().and_then(|s| s.node_name.clone()),
-        ) else {
+        let (Some(kind), Some(node)) = (component_kind(p), target_node(p)) else {
             continue;
         };
         let agent = AgentRef { node, agent: kind };

@@ -2,7 +2,7 @@
 //! what crashed runs left behind, never another live run's objects or a permanent install.
 
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::api::core::v1::{Namespace, Pod, ServiceAccount};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Client;
@@ -17,11 +17,25 @@ async fn delete_owned<K>(api: &Api<K>, owned: &Owned, what: String) -> Result<bo
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
+    delete_with_grace(api, owned, what, None).await
+}
+
+/// [`delete_owned`] with a grace period (`Some(0)`: at once, unconfirmed by any kubelet).
+async fn delete_with_grace<K>(
+    api: &Api<K>,
+    owned: &Owned,
+    what: String,
+    grace: Option<u32>,
+) -> Result<bool, DeployError>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
     let dp = DeleteParams {
         preconditions: owned.uid.clone().map(|uid| Preconditions {
             uid: Some(uid),
             resource_version: None,
         }),
+        grace_period_seconds: grace,
         ..DeleteParams::background()
     };
     match timed(what, api.delete(&owned.name, &dp)).await {
@@ -31,6 +45,78 @@ where
             ..
         }) if s.code == 404 || s.code == 409 => Ok(false),
         Err(e) => Err(e),
+    }
+}
+
+/// How long a run's cleanup waits for the namespace it deleted to be gone, so that the next
+/// run finds none Terminating (the namespace controller takes a few seconds).
+pub const NAMESPACE_GONE_WAIT: std::time::Duration = std::time::Duration::from_secs(12);
+
+/// Ends, with grace 0, the agent pods `selector` matches in `ns` that are bound to a node that
+/// is not Ready. A graceful delete there is never confirmed: only the node's kubelet confirms it
+/// (kubernetes/kubernetes `pkg/registry/core/pod/strategy.go`, `CheckGracefulDelete`), and the
+/// pod garbage collector force-deletes only on nodes tainted
+/// `node.kubernetes.io/out-of-service` (`pkg/controller/podgc/gc_controller.go`), so the pod
+/// would stay Terminating, and its namespace with it, for as long as the node is down. No
+/// kubelet runs the agent there; should the node come back, its kubelet finds the pod gone and
+/// stops the container. Returns what it deleted (`pod/name`).
+pub(super) async fn end_on_down_nodes(
+    client: &Client,
+    ns: &str,
+    selector: &str,
+) -> Result<Vec<String>, DeployError> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let lp = ListParams::default().labels(selector);
+    // Best effort: a list that fails leaves the pods to their graceful deletion.
+    let Ok(list) = timed(format!("list agent pods in {ns}"), pods.list(&lp)).await else {
+        return Ok(Vec::new());
+    };
+    let bound: Vec<(&Pod, &str)> = list
+        .items
+        .iter()
+        .filter_map(|p| Some((p, p.spec.as_ref()?.node_name.as_deref()?)))
+        .collect();
+    if bound.is_empty() {
+        return Ok(Vec::new());
+    }
+    let Ok(down) = super::wait::not_ready_nodes(client).await else {
+        return Ok(Vec::new());
+    };
+    let mut deleted = Vec::new();
+    for (p, node) in bound {
+        if !down.contains_key(node) {
+            continue;
+        }
+        let owned = Owned::of(&p.metadata, "");
+        let what = format!("delete pod {ns}/{} (node {node} is not Ready)", owned.name);
+        if delete_with_grace(&pods, &owned, what, Some(0)).await? {
+            deleted.push(format!("pod/{}", owned.name));
+        }
+    }
+    Ok(deleted)
+}
+
+/// Waits, up to [`NAMESPACE_GONE_WAIT`], until the namespace `owned` is gone; whether it is.
+async fn namespace_gone(client: &Client, owned: &Owned) -> bool {
+    let api: Api<Namespace> = Api::all(client.clone());
+    let until = tokio::time::Instant::now() + NAMESPACE_GONE_WAIT;
+    loop {
+        match timed(
+            format!("get namespace {}", owned.name),
+            api.get_opt(&owned.name),
+        )
+        .await
+        {
+            Ok(Some(n)) if n.metadata.uid == owned.uid || owned.uid.is_none() => {}
+            // Gone, or another namespace of that name.
+            Ok(_) => return true,
+            // Not allowed to read it, or no answer: not known to be gone.
+            Err(_) => return false,
+        }
+        if tokio::time::Instant::now() >= until {
+            return false;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     }
 }
 
@@ -133,13 +219,28 @@ pub async fn cleanup(
             deleted.push(format!("serviceaccount/{}", sa.name));
         }
     }
+    // The DaemonSets' pods go with them, but those on a node that is not Ready never would:
+    // this run's own, ended at once.
+    if spec.run.is_some() {
+        deleted.extend(end_on_down_nodes(client, ns, &spec.selector()).await?);
+    }
     if let Some(n) = &namespace {
         // Another run may have started in the namespace this run created: deleting it would
         // delete that run's agents with it. It stays, for the last run (or `prober cleanup`).
         if Box::pin(live_others(client, spec)).await?.is_empty() {
             let api: Api<Namespace> = Api::all(client.clone());
             if delete_owned(&api, n, format!("delete namespace {}", n.name)).await? {
-                deleted.push(format!("namespace/{}", n.name));
+                // Waited for, being this run's own: the next run must not find it Terminating
+                // (it could create nothing in it).
+                if namespace_gone(client, n).await {
+                    deleted.push(format!("namespace/{}", n.name));
+                } else {
+                    deleted.push(format!(
+                        "namespace/{} (its deletion still under way after {} s)",
+                        n.name,
+                        NAMESPACE_GONE_WAIT.as_secs()
+                    ));
+                }
             }
         }
     }

@@ -198,8 +198,23 @@ async fn ensure_namespace(
                     });
                 }
                 if !said {
+                    // An earlier run's agent pods on a node that is not Ready hold it forever:
+                    // being deleted with their namespace, they are ended at once (best effort:
+                    // without the right to, the wait says the rest).
+                    let selector = format!("app.kubernetes.io/name=prober,{RUN_LABEL}");
+                    let ended = cleanup::end_on_down_nodes(client, ns, &selector)
+                        .await
+                        .unwrap_or_default();
+                    let ended = if ended.is_empty() {
+                        String::new()
+                    } else {
+                        format!(
+                            "; ended its {} on nodes that are not Ready",
+                            ended.join(", ")
+                        )
+                    };
                     note(format!(
-                        "namespace {ns} is still being deleted (a previous run's cleanup); waiting up to {} s for it to go",
+                        "namespace {ns} is still being deleted (a previous run's cleanup){ended}; waiting up to {} s for it to go",
                         TERMINATING_WAIT.as_secs()
                     ));
                     said = true;
@@ -387,7 +402,9 @@ async fn allow_policy(
         }
         Err(e) if api_code(&e) == Some(403) && !being_terminated(&e) => {
             note(format!(
-                "not allowed to create the agents' NetworkPolicy {ns}/{name}: a policy that                  selects the pod agents (a namespace default-deny) may drop the probes; grant                  networkpolicies create and delete in {ns} as deploy/base/rbac.yaml does"
+                "not allowed to create the agents' NetworkPolicy {ns}/{name}: a policy that \
+                 selects the pod agents (a namespace default-deny) may drop the probes; grant \
+                 networkpolicies create and delete in {ns} as deploy/base/rbac.yaml does"
             ));
             Ok(())
         }

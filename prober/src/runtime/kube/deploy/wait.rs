@@ -146,14 +146,10 @@ pub async fn wait(
     let pods_api: Api<Pod> = Api::namespaced(client.clone(), ns);
     let events_api: Api<Event> = Api::namespaced(client.clone(), ns);
     let selector = spec.selector();
+    let pods_listed = ListParams::default().labels(&selector);
     let pods_what = format!("list agent pods in {ns}");
     let events_what = format!("list the warning events in {ns}");
-    let (listed, mut pods_version) = list(
-        &pods_api,
-        &ListParams::default().labels(&selector),
-        &pods_what,
-    )
-    .await?;
+    let (listed, mut pods_version) = list(&pods_api, &pods_listed, &pods_what).await?;
     let mut pods: BTreeMap<String, Pod> = listed.into_iter().map(|p| (key(&p), p)).collect();
     let (mut why, mut events_version) = warnings(spec, &events_api, &events_what).await?;
     let pods_wp = WatchParams::default().labels(&selector);
@@ -187,21 +183,22 @@ pub async fn wait(
         }
         let now = Instant::now();
         if pod_stream.is_none() && now >= pods_reopen {
-            pod_stream =
-                Some(watch(&pods_api, &pods_wp, &pods_version, deadline, &pods_what).await?);
+            match watch(&pods_api, &pods_wp, &pods_version, deadline, &pods_what).await {
+                Ok(s) => pod_stream = Some(s),
+                // Its version is compacted away (HTTP 410): list again, watch from the list.
+                Err(e) if expired(&e) => {
+                    let (listed, v) = list(&pods_api, &pods_listed, &pods_what).await?;
+                    pods = listed.into_iter().map(|p| (key(&p), p)).collect();
+                    pods_version = v;
+                }
+                Err(e) => return Err(e),
+            }
             pods_reopen = now + REWATCH;
         }
         if event_stream.is_none() && now >= events_reopen {
-            event_stream = Some(
-                watch(
-                    &events_api,
-                    &events_wp,
-                    &events_version,
-                    deadline,
-                    &events_what,
-                )
-                .await?,
-            );
+            let watched = (&events_api, &events_wp, events_what.as_str());
+            event_stream =
+                reopen_events(spec, watched, &mut events_version, deadline, &mut why).await?;
             events_reopen = now + REWATCH;
         }
         let reopen = match (&pod_stream, &event_stream) {
@@ -216,8 +213,7 @@ pub async fn wait(
                 PodWatch::Open => {}
                 PodWatch::Closed => pod_stream = None,
                 PodWatch::Expired => {
-                    let (listed, v) =
-                        list(&pods_api, &ListParams::default().labels(&selector), &pods_what).await?;
+                    let (listed, v) = list(&pods_api, &pods_listed, &pods_what).await?;
                     pods = listed.into_iter().map(|p| (key(&p), p)).collect();
                     pods_version = v;
                     pod_stream = None;
@@ -229,6 +225,16 @@ pub async fn wait(
                     explain(spec, &e, &mut why);
                 }
                 Some(Ok(WatchEvent::Bookmark(b))) => events_version = b.metadata.resource_version,
+                // "too old resource version": events have no watch cache, so etcd answers a
+                // version compaction passed (kubernetes/kubernetes
+                // pkg/kubeapiserver/default_storage_factory_builder.go, DefaultWatchCacheSizes).
+                // Re-opening at it would be refused again until the deadline and every warning
+                // lost: list again and watch from the list's version.
+                Some(Ok(WatchEvent::Error(e))) if e.code == 410 => {
+                    event_stream = None;
+                    events_version = relist_warnings(spec, &events_api, &events_what, &mut why).await?;
+                    events_reopen = Instant::now();
+                }
                 // Events only explain; losing their watch must not end the wait.
                 Some(Ok(WatchEvent::Deleted(_) | WatchEvent::Error(_)) | Err(_)) | None => {
                     event_stream = None;
@@ -254,6 +260,44 @@ async fn warnings(
     Ok((why, version))
 }
 
+/// The warning events listed again after their watch expired, added to `why`; the version to
+/// watch them from.
+async fn relist_warnings(
+    spec: &AgentSpec,
+    api: &Api<Event>,
+    what: &str,
+    why: &mut Why,
+) -> Result<String, DeployError> {
+    let (listed, version) = warnings(spec, api, what).await?;
+    why.refused.extend(listed.refused);
+    why.pod_events.extend(listed.pod_events);
+    Ok(version)
+}
+
+/// The warning events' watch opened again from `version`; `None` when that version is
+/// compacted away (HTTP 410), after listing them again into `why` and `version`.
+async fn reopen_events(
+    spec: &AgentSpec,
+    (api, wp, what): (&Api<Event>, &WatchParams, &str),
+    version: &mut String,
+    deadline: Instant,
+    why: &mut Why,
+) -> Result<Option<Events<Event>>, DeployError> {
+    match watch(api, wp, version, deadline, what).await {
+        Ok(s) => Ok(Some(s)),
+        Err(e) if expired(&e) => {
+            *version = relist_warnings(spec, api, what, why).await?;
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// A watch refused because its version is older than the last compaction: HTTP 410 Gone.
+fn expired(e: &DeployError) -> bool {
+    matches!(e, DeployError::Api { source: kube::Error::Api(s), .. } if s.code == 410)
+}
+
 /// Why each node with a missing agent (an agent pod there or not) cannot run one: its `Ready`
 /// condition, from one list of the nodes (under its deadline). Nothing when the list fails:
 /// the reasons then fall back to the `DaemonSet`'s words.
@@ -263,15 +307,24 @@ async fn nodes_down(client: &Client, missing: &[AgentStatus]) -> BTreeMap<String
     if missing.is_empty() {
         return BTreeMap::new();
     }
-    let api: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
-    let Ok((listed, _)) = list(&api, &ListParams::default(), "list nodes").await else {
+    let Ok(down) = not_ready_nodes(client).await else {
         return BTreeMap::new();
     };
-    listed
-        .iter()
-        .filter_map(|n| Some((n.metadata.name.clone()?, node_down(n)?)))
+    down.into_iter()
         .filter(|(name, _)| missing.iter().any(|m| &m.node == name))
         .collect()
+}
+
+/// The nodes that are not Ready, each with why ([`node_down`]), from one list of the nodes.
+pub(super) async fn not_ready_nodes(
+    client: &Client,
+) -> Result<BTreeMap<String, String>, DeployError> {
+    let api: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
+    let (listed, _) = list(&api, &ListParams::default(), "list nodes").await?;
+    Ok(listed
+        .iter()
+        .filter_map(|n| Some((n.metadata.name.clone()?, node_down(n)?)))
+        .collect())
 }
 
 /// What a pod watch event left the watch as.

@@ -84,6 +84,9 @@ pub struct Raw {
     pub calico: calico::Raw,
     /// The network policies that can select the pod agents, as read ([`policies`]).
     pub policies: Vec<crate::inventory::PolicyObject>,
+    /// The namespace the agents run in, whose namespaced policies `policies` holds ("": the
+    /// default, prober-system).
+    pub agents_namespace: String,
     /// What the coordinator was not allowed to read (403): the inventory is partial there.
     pub forbidden: Vec<String>,
 }
@@ -114,11 +117,18 @@ async fn list_nodes(client: &Client) -> Result<Vec<K8sNode>, DiscoverError> {
     }
 }
 
-/// Reads the cluster (read-only): the nodes first, then the rest within a budget that grows
-/// with the number of nodes.
+/// Reads the cluster (read-only) for agents in the default namespace: [`read_for`].
 pub async fn read(client: &Client) -> Result<Raw, DiscoverError> {
+    read_for(client, super::manifests::DEFAULT_NAMESPACE).await
+}
+
+/// Reads the cluster (read-only) for agents in `agents_namespace` (whose namespaced policies
+/// are the ones that can select them): the nodes first, then the rest within a budget that
+/// grows with the number of nodes.
+pub async fn read_for(client: &Client, agents_namespace: &str) -> Result<Raw, DiscoverError> {
     let mut raw = Raw {
         nodes: list_nodes(client).await?,
+        agents_namespace: agents_namespace.to_string(),
         ..Raw::default()
     };
     let budget = budget(raw.nodes.len());
@@ -273,13 +283,10 @@ async fn read_rest(client: &Client, raw: &mut Raw) -> Result<(), DiscoverError> 
             .and_then(|d| d.get("Corefile").cloned());
     }
     read_cni(client, raw).await?;
-    // The namespace diagnosis evaluates them for (`diagnose::policy::Agents::deployed`).
-    raw.policies = policies::read(
-        client,
-        super::manifests::DEFAULT_NAMESPACE,
-        &mut raw.forbidden,
-    )
-    .await?;
+    // The namespace the run's agents are in: only its namespaced policies can select them, and
+    // diagnosis judges the agents there (`Cluster::agents_namespace`).
+    let ns = raw.agents_namespace.clone();
+    raw.policies = policies::read(client, &ns, &mut raw.forbidden).await?;
     Ok(())
 }
 
@@ -549,6 +556,10 @@ pub fn build(raw: &Raw) -> Result<Inventory, DiscoverError> {
             bgp: dp.bgp.clone(),
             node_files: distribution.map(|d| nodefiles::node_files(d, cni)),
             policies: raw.policies.clone(),
+            // Said only when it is not the default, so inventories of the default stay as
+            // they were.
+            agents_namespace: Some(raw.agents_namespace.clone())
+                .filter(|n| !n.is_empty() && n != super::manifests::DEFAULT_NAMESPACE),
         },
         nodes,
         components,
