@@ -288,7 +288,9 @@ async fn probe_cmd(args: &ProbeArgs) -> ExitCode {
         }
     };
     if args.simulate {
-        return simulate_cmd(&plan);
+        let code = simulate_cmd(&plan);
+        linger(args).await;
+        return code;
     }
     // How long this process is kept from running, so a late timer is never read as loss.
     probe_pod::proto::stall::watch();
@@ -315,7 +317,37 @@ async fn probe_cmd(args: &ProbeArgs) -> ExitCode {
     });
     engine::run_plan(plan, concurrency, tx).await;
     let _ = writer.await;
+    linger(args).await;
     ExitCode::SUCCESS
+}
+
+/// The longest an agent whose plan came on stdin waits, its results written, for its reader to
+/// close stdin.
+const LINGER: Duration = Duration::from_secs(5);
+
+/// Waits, its results written, until the coordinator closes stdin (it has read every result),
+/// at most [`LINGER`]. Over `pods/exec` the kubelet's streaming server ends the connection when
+/// the command exits: a reader still behind would lose the last lines and the exit status to
+/// the reset. On `v5.channel.k8s.io` the coordinator's close of stdin reaches the agent as its
+/// end; on v4 it cannot (closing stdin closes the whole connection), so the wait is bounded.
+async fn linger(args: &ProbeArgs) {
+    if args.plan.as_os_str() != "-" {
+        return;
+    }
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    // A thread of its own, not the runtime's: a read that never ends must not hold the exit.
+    let reader = std::thread::Builder::new()
+        .name("stdin-end".into())
+        .spawn(move || {
+            use std::io::Read;
+            let mut buf = [0u8; 4096];
+            let mut stdin = std::io::stdin();
+            while matches!(stdin.read(&mut buf), Ok(n) if n > 0) {}
+            let _ = tx.send(());
+        });
+    if reader.is_ok() {
+        let _ = tokio::time::timeout(LINGER, rx).await;
+    }
 }
 
 /// Prints a simulated answer to every probe of `plan` (`--simulate`): no socket is opened.

@@ -60,6 +60,7 @@ impl Runtime for Local {
         argv.extend([self.agent_bin.as_str(), "probe", "--plan", "-"]);
         let command = argv.join(" ");
         let text = super::plan_text(&plan, &command)?;
+        let expected = plan.probes.len();
         let deadline = super::session_deadline(&plan);
         drop(plan);
         let mut child = Command::new(argv[0])
@@ -81,7 +82,14 @@ impl Runtime for Local {
         let progress = super::clock::Progress::default();
         let stdout = progress.watch(stdout);
         let work = async {
-            let talk = super::converse(stdin, stdout, stderr, &text, &results).await;
+            let talk = super::converse(
+                stdin,
+                stdout,
+                stderr,
+                (&text, expected, &std::sync::atomic::AtomicUsize::new(0)),
+                &results,
+            )
+            .await;
             (talk, child.wait().await)
         };
         let (talk, status) = match super::clock::within(deadline, &progress, work).await {

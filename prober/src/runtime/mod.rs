@@ -114,13 +114,17 @@ pub struct Conversation {
 }
 
 /// Writes the plan while reading the results and stderr, all three at once, so no pipe can fill
-/// up and stall the others. Stdin stays open until the results end: the agent needs no end of
-/// input, and over `pods/exec` without the v5 stream protocol closing it would close everything.
+/// up and stall the others. Stdin stays open until every one of the `expected` results (one per
+/// planned probe) has been read, or the results end: the agent waits for that close to exit, so
+/// it never exits (and, over `pods/exec`, has the kubelet end the connection) while its last
+/// lines are still on their way. Over `pods/exec` without the v5 stream protocol closing stdin
+/// closes everything, which is then no loss. `read` counts the results read so far, for a
+/// caller whose stream may end before the conversation does.
 pub async fn converse<W, O, E>(
     mut stdin: W,
     stdout: O,
     stderr: Option<E>,
-    plan: &str,
+    (plan, expected, read): (&str, usize, &std::sync::atomic::AtomicUsize),
     results: &mpsc::Sender<ProbeResult>,
 ) -> Conversation
 where
@@ -129,10 +133,25 @@ where
     E: tokio::io::AsyncRead + Unpin,
 {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let all_read = tokio::sync::Notify::new();
     let writer = async {
         let _ = stdin.write_all(plan.as_bytes()).await;
         let _ = stdin.write_all(b"\n").await;
         let _ = stdin.flush().await;
+        all_read.notified().await;
+        let _ = stdin.shutdown().await;
+        drop(stdin);
+    };
+    let reader = async {
+        let until = Until {
+            expected,
+            all_read: &all_read,
+            read,
+        };
+        let read = read_results_until(stdout, results, budget_of(plan), until).await;
+        // Ended otherwise (the agent exited, a line unreadable): stdin is of no more use.
+        all_read.notify_one();
+        read
     };
     let mut err_text = String::new();
     let err_reader = async {
@@ -140,9 +159,7 @@ where
             let _ = e.take(STDERR_LIMIT).read_to_string(&mut err_text).await;
         }
     };
-    let budget = probe_proto::result_budget(plan.len());
-    let ((), read, ()) = tokio::join!(writer, read_results(stdout, results, budget), err_reader);
-    drop(stdin);
+    let ((), read, ()) = tokio::join!(writer, reader, err_reader);
     Conversation {
         read,
         stderr: err_text.trim().to_string(),
@@ -157,6 +174,32 @@ pub async fn read_results<R: tokio::io::AsyncRead + Unpin>(
     stdout: R,
     results: &mpsc::Sender<ProbeResult>,
     budget: u64,
+) -> Result<usize, ReadError> {
+    let until = Until {
+        expected: usize::MAX,
+        all_read: &tokio::sync::Notify::new(),
+        read: &std::sync::atomic::AtomicUsize::new(0),
+    };
+    read_results_until(stdout, results, budget, until).await
+}
+
+/// What reading the results tells as it goes: the count so far, and when `expected` are in.
+struct Until<'a> {
+    expected: usize,
+    all_read: &'a tokio::sync::Notify,
+    read: &'a std::sync::atomic::AtomicUsize,
+}
+
+fn budget_of(plan: &str) -> u64 {
+    probe_proto::result_budget(plan.len())
+}
+
+/// [`read_results`], notifying `all_read` once `expected` results have been read.
+async fn read_results_until<R: tokio::io::AsyncRead + Unpin>(
+    stdout: R,
+    results: &mpsc::Sender<ProbeResult>,
+    budget: u64,
+    until: Until<'_>,
 ) -> Result<usize, ReadError> {
     use tokio::io::AsyncBufReadExt;
     const MAX: usize = probe_proto::MAX_RESULT_LINE_BYTES;
@@ -194,6 +237,10 @@ pub async fn read_results<R: tokio::io::AsyncRead + Unpin>(
                 })?;
             n += 1;
             let _ = results.send(r).await;
+            until.read.store(n, std::sync::atomic::Ordering::Relaxed);
+            if n == until.expected {
+                until.all_read.notify_one();
+            }
         }
         line.clear();
         if eof {

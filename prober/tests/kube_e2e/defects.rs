@@ -297,3 +297,35 @@ fn an_agent_the_scheduler_cannot_place_is_reported_with_the_schedulers_words() {
     }
     eventually(30, "the run left objects", || leftovers(&s));
 }
+
+/// Item 5. HARNESS: stub stand-in whose exec connections end as soon as the command exits
+/// (`Faults::exec_reset_on_exit`, what the kubelet's streaming server does), read slowly
+/// (`Faults::exec_slow`): an agent that exits with its last results still on their way loses
+/// them, and its exit status, to the reset. On either exec protocol, every agent's results
+/// must all arrive and the run must count no agent's session as failed.
+#[test]
+fn a_slow_reader_gets_every_result_when_the_agent_exits() {
+    for v4 in [false, true] {
+        let (s, _dir) = stub_cluster(2, Duration::from_millis(200), |_| {});
+        s.faults(|f| {
+            f.exec_reset_on_exit = true;
+            f.exec_slow = Some((512, Duration::from_millis(50)));
+            f.exec_v4_only = v4;
+        });
+        let out = matrix_cmd(&s, "30s", &[]).output().unwrap();
+        no_agent_missing(&out);
+        let r = report(&out);
+        let lost: Vec<&Value> = r["results"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|x| x["outcome"] != "ok")
+            .collect();
+        assert!(
+            lost.is_empty() && out.status.code() == Some(0),
+            "v4 only: {v4}: {lost:?}\n{}",
+            text(&out)
+        );
+        eventually(30, "the run left objects", || leftovers(&s));
+    }
+}

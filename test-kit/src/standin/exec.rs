@@ -183,20 +183,25 @@ fn frame(channel: u8, data: &[u8]) -> Message {
 
 type Ws = tokio_tungstenite::WebSocketStream<TokioIo<hyper::upgrade::Upgraded>>;
 
-/// Sends stdout bytes on channel 1: at once, or (`slow`: N bytes, D) N bytes every D.
+/// Sends stdout bytes on channel 1: at once, or (`slow`: N bytes, D) N bytes every D. Returns
+/// false when the connection is gone: it failed, or `exited` said, before a piece left, that it
+/// is reset (the rest lost).
 async fn send_stdout(
     sink: &mut futures_util::stream::SplitSink<Ws, Message>,
     bytes: &[u8],
     slow: Option<(usize, Duration)>,
-) -> Result<(), tokio_tungstenite::tungstenite::Error> {
-    let Some((piece, every)) = slow else {
-        return sink.send(frame(1, bytes)).await;
-    };
+    exited: &mut (dyn FnMut() -> bool + Send),
+) -> bool {
+    let (piece, every) = slow.unwrap_or((bytes.len(), Duration::ZERO));
     for chunk in bytes.chunks(piece.max(1)) {
-        tokio::time::sleep(every).await;
-        sink.send(frame(1, chunk)).await?;
+        if slow.is_some() {
+            tokio::time::sleep(every).await;
+        }
+        if exited() || sink.send(frame(1, chunk)).await.is_err() {
+            return false;
+        }
     }
-    Ok(())
+    true
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -229,6 +234,7 @@ async fn session(
     };
     let pid = child.id().unwrap_or_default();
     lock(&inner.kubelet).add_exec(ns, name, pid);
+    let reset_on_exit = lock(&inner.faults).exec_reset_on_exit;
     let mut stdin = child.stdin.take();
     let mut stdout = child.stdout.take();
     let mut stderr = child.stderr.take();
@@ -278,9 +284,10 @@ async fn session(
                         cut_off = true;
                     }
                     sent += n;
-                    if stdout_on && n > 0 && send_stdout(&mut sink, &out_buf[..n], slow).await.is_err() {
-                        break;
-                    }
+                    let mut exited = || reset_on_exit && matches!(child.try_wait(), Ok(Some(_)));
+                    let on = stdout_on && n > 0;
+                    let sent = !on || send_stdout(&mut sink, &out_buf[..n], slow, &mut exited).await;
+                    cut_off |= !sent;
                     if cut_off {
                         break;
                     }

@@ -116,6 +116,11 @@ pub struct Faults {
     pub watch_end: Option<Duration>,
     /// The server speaks only `v4.channel.k8s.io` on exec (an API server before 1.30).
     pub exec_v4_only: bool,
+    /// An exec's connection ends as soon as its command exits: what of its output was not yet
+    /// sent is lost, with its exit status. The kubelet's streaming server closes the connection
+    /// when the command exits, and a reader still behind (`exec_slow`) loses the unread rest to
+    /// the reset.
+    pub exec_reset_on_exit: bool,
     /// The next this many API requests are answered 429 with `Retry-After: 1`.
     pub throttle: u32,
     /// (N, S): the next N `pods/exec` requests are answered 429 with `Retry-After: S`.

@@ -159,12 +159,15 @@ impl Runtime for KubeExec {
             .stdout(true)
             .stderr(true);
         let deadline = crate::runtime::session_deadline(&plan);
+        let expected = plan.probes.len();
         let progress = crate::runtime::clock::Progress::default();
         drop(plan);
         let protocol = |message: String| RuntimeError::Protocol {
             command: command.clone(),
             message,
         };
+        // The results read so far, known even when the stream ends before the conversation.
+        let read = std::sync::atomic::AtomicUsize::new(0);
         let work = async {
             let mut proc = self
                 .start(pod, &ap)
@@ -183,12 +186,23 @@ impl Runtime for KubeExec {
             let status = proc
                 .take_status()
                 .ok_or_else(|| protocol("no status channel".into()))?;
-            let talk =
-                crate::runtime::converse(stdin, progress.watch(stdout), stderr, &text, &results);
+            let talk = crate::runtime::converse(
+                stdin,
+                progress.watch(stdout),
+                stderr,
+                (&text, expected, &read),
+                &results,
+            );
             let (talk, ended) = supervise(talk, proc.join(), status).await;
             let stderr = talk.as_ref().map(|t| t.stderr.clone()).unwrap_or_default();
             let unreadable = talk.as_ref().is_some_and(|t| t.read.is_err());
+            // Every planned result arrived: how the stream ended then loses nothing (the
+            // kubelet ends the connection once the command exits, and on v4 closing stdin,
+            // which says every result was read, closes the whole session).
+            let complete =
+                !unreadable && read.load(std::sync::atomic::Ordering::Relaxed) >= expected;
             match ended {
+                Ended::ClosedWithoutStatus | Ended::Broke(_) if complete => Ok(()),
                 Ended::Status(s) if s.status.as_deref() == Some("Failure") => {
                     Err(RuntimeError::Exit {
                         command: command.clone(),
