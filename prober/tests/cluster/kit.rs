@@ -37,6 +37,20 @@ impl RealLab {
         scenario: &str,
         change: impl FnOnce(&mut Config),
     ) -> Option<Self> {
+        Self::up_full(name, scenario, change, None)
+    }
+
+    /// `up`, with flannel's own objects (its upstream manifest) instead of the seeded ones.
+    pub(crate) fn up_with_flannel(name: &str, scenario: &str, flannel: Vec<Value>) -> Option<Self> {
+        Self::up_full(name, scenario, |_| {}, Some(flannel))
+    }
+
+    fn up_full(
+        name: &str,
+        scenario: &str,
+        change: impl FnOnce(&mut Config),
+        flannel: Option<Vec<Value>>,
+    ) -> Option<Self> {
         if !require_root() {
             return None;
         }
@@ -129,24 +143,12 @@ impl RealLab {
             scenario: s,
             _dir: dir,
         };
-        me.seed();
+        me.seed(flannel);
         Some(me)
     }
 
-    /// What a kubeadm cluster running flannel has besides what the control plane makes itself:
-    /// flannel's node annotations, DaemonSet and ConfigMap, CoreDNS's Deployment, ConfigMap and
-    /// Service. The pods that stand for what the lab already runs (flannel's kernel VXLAN,
-    /// the lab's DNS server) are adopted by their node's shim, not started.
-    fn seed(&self) {
-        let inv = prober::lab::build::inventory(&self.scenario, &self.lab.layout);
-        let dns = inv.cluster.dns.as_ref().expect("the lab has cluster DNS");
-        let overlay = inv
-            .cluster
-            .overlay
-            .as_ref()
-            .expect("the lab has an overlay");
-        let vni = overlay.vni().map_or(0, probe_proto::Vni::get);
-        let port = overlay.port().map_or(0, probe_proto::Port::get);
+    /// The annotations flanneld writes on each node (its VTEP's MAC, the VNI, its address).
+    fn annotate_nodes(&self, vni: u32) {
         for n in &self.lab.layout.nodes {
             let backend = json!({"VNI": vni, "VtepMAC": n.mac.to_string()}).to_string();
             self.cluster
@@ -161,6 +163,23 @@ impl RealLab {
                 ])
                 .unwrap();
         }
+    }
+
+    /// What a kubeadm cluster running flannel has besides what the control plane makes itself:
+    /// flannel's node annotations, DaemonSet and ConfigMap, CoreDNS's Deployment, ConfigMap and
+    /// Service. The pods that stand for what the lab already runs (flannel's kernel VXLAN,
+    /// the lab's DNS server) are adopted by their node's shim, not started.
+    fn seed(&self, upstream_flannel: Option<Vec<Value>>) {
+        let inv = prober::lab::build::inventory(&self.scenario, &self.lab.layout);
+        let dns = inv.cluster.dns.as_ref().expect("the lab has cluster DNS");
+        let overlay = inv
+            .cluster
+            .overlay
+            .as_ref()
+            .expect("the lab has an overlay");
+        let vni = overlay.vni().map_or(0, probe_proto::Vni::get);
+        let port = overlay.port().map_or(0, probe_proto::Port::get);
+        self.annotate_nodes(vni);
         let dns_node = &self.lab.layout.nodes[self.lab.layout.dns_node].name;
         let dns_ip = self.lab.layout.dns_pod.address.to_string();
         let adopt = |ip: Option<&str>| {
@@ -172,7 +191,7 @@ impl RealLab {
         };
         let net_conf = json!({"Network": inv.cluster.pod_cidr.to_string(), "EnableNFTables": false,
             "Backend": {"Type": "vxlan", "VNI": vni, "Port": port}});
-        let objects = vec![
+        let seeded = vec![
             json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kube-flannel"}}),
             json!({"apiVersion": "v1", "kind": "ServiceAccount",
                 "metadata": {"name": "flannel", "namespace": "kube-flannel"}}),
@@ -190,6 +209,20 @@ impl RealLab {
                       "tolerations": [{"operator": "Exists"}],
                       "containers": [{"name": "kube-flannel", "image": "ghcr.io/flannel-io/flannel:v0.26.0",
                         "command": ["/opt/bin/flanneld"], "args": ["--ip-masq", "--kube-subnet-mgr"]}]}}}}),
+        ];
+        // The pods of flannel's own DaemonSet stand for the lab's kernel VXLAN: adopted.
+        let flannel = upstream_flannel.map_or(seeded, |docs| {
+            docs.into_iter()
+                .map(|mut d| {
+                    if d["kind"] == "DaemonSet" {
+                        d["spec"]["template"]["metadata"]["annotations"] = adopt(None);
+                    }
+                    d
+                })
+                .collect()
+        });
+        self.cluster.apply(&flannel).unwrap();
+        let objects = vec![
             json!({"apiVersion": "v1", "kind": "ConfigMap",
                 "metadata": {"name": "coredns", "namespace": "kube-system"},
                 "data": {"Corefile": dns.corefile.clone().unwrap_or_default()}}),

@@ -21,3 +21,4 @@ mod flow;
 mod kit;
 mod nodes;
 mod preflight;
+mod upstream;
