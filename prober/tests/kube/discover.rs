@@ -244,6 +244,12 @@ async fn a_forbidden_namespace_is_said_and_skipped() {
         if rules.allows(s).is_empty() {
             return status(403, "Forbidden");
         }
+        // The namespaces discovery asks about exist on this cluster.
+        if let Some(ns) = s.uri.strip_prefix("/api/v1/namespaces/")
+            && !ns.contains('/')
+        {
+            return respond(200, &json!({"metadata": {"name": ns}}));
+        }
         discovery_answer("calico-bgp-typha", s)
     }));
     let raw = read(&client)
@@ -433,4 +439,31 @@ fn windows_nodes_are_left_out() {
         .insert("kubernetes.io/os".into(), "windows".into());
     let inv = build(&raw).unwrap();
     assert_eq!(inv.nodes.len(), 2, "the agents' node selector is Linux");
+}
+
+/// RBAC refuses a list in a namespace the cluster does not have (403) before the API server
+/// could say 404: discovery asks whether the namespace exists, and an absent one is no warning.
+#[tokio::test]
+async fn a_refused_namespace_that_does_not_exist_is_no_warning() {
+    let rules = crate::rbac::Rbac::load(false);
+    let (client, server) = serve(Box::new(move |s| {
+        if rules.allows(s).is_empty() {
+            return status(403, "Forbidden");
+        }
+        if s.uri.starts_with("/api/v1/namespaces/")
+            && !s.uri["/api/v1/namespaces/".len()..].contains('/')
+        {
+            return status(404, "NotFound");
+        }
+        discovery_answer("flannel", s)
+    }));
+    let raw = read(&client).await.unwrap();
+    drop(client);
+    let seen = server.await.unwrap();
+    assert!(raw.forbidden.is_empty(), "{:?}", raw.forbidden);
+    assert!(
+        seen.iter()
+            .any(|r| r.uri == "/api/v1/namespaces/calico-system"),
+        "{seen:?}"
+    );
 }

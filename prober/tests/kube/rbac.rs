@@ -466,6 +466,7 @@ async fn rbac_allows_every_request_of_every_mode_and_grants_nothing_unused() {
     seen.extend(existing_mode("k3s").await);
     seen.extend(cleanup_mode().await);
     seen.extend(cleanup_beside_a_not_ready_node().await);
+    seen.extend(plain_cluster_mode().await);
     let used = grants_used(&rbac, &seen, "deploy/base");
     let unused: Vec<String> = rbac
         .grants
@@ -596,4 +597,26 @@ pub(crate) async fn flannel_in_kube_system(cm: &'static str) -> Vec<Seen> {
         seen.iter().map(|s| &s.uri).collect::<Vec<_>>()
     );
     seen
+}
+
+/// Discovery on a plain cluster with deploy/base alone: the optional namespaces are not granted
+/// and do not exist, so each refused list is followed by a `get` of its namespace (404).
+pub(crate) async fn plain_cluster_mode() -> Vec<Seen> {
+    let rules = Rbac::load(false);
+    let (client, server) = serve(Box::new(move |s| {
+        if rules.allows(s).is_empty() {
+            return test_kit::mock::status(403, "Forbidden");
+        }
+        let (path, _) = split(&s.uri);
+        if let Some(ns) = path.strip_prefix("/api/v1/namespaces/")
+            && !ns.contains('/')
+        {
+            return test_kit::mock::status(404, "NotFound");
+        }
+        test_kit::mock::discovery_answer("flannel", s)
+    }));
+    let raw = read(&client).await.unwrap();
+    assert!(raw.forbidden.is_empty(), "{:?}", raw.forbidden);
+    drop(client);
+    server.await.unwrap()
 }

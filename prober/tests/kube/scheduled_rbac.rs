@@ -143,7 +143,7 @@ async fn scheduled_rbac_allows_every_request_of_a_scheduled_run() {
         !rbac.grants.iter().any(|g| matches!(
             g.resource.as_str(),
             "daemonsets" | "serviceaccounts" | "namespaces"
-        ) && g.verb != "list"),
+        ) && !matches!(g.verb.as_str(), "get" | "list" | "watch")),
         "the scheduled run changes no agent"
     );
 }
