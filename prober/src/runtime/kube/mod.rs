@@ -10,6 +10,7 @@ pub mod manifests;
 pub mod memory;
 pub mod plugin;
 pub mod proxy;
+pub mod token;
 pub mod words;
 
 use std::path::Path;
@@ -53,6 +54,22 @@ pub enum KubeconfigReadError {
         entry: String,
         field: &'static str,
         source: probe_proto::files::ReadError,
+    },
+    /// A token kube would panic on: named by where it came from, never shown.
+    #[error("{source_name}: the token of {entry} cannot be sent in an HTTP header: {reason}")]
+    Token {
+        source_name: String,
+        entry: String,
+        reason: token::BadToken,
+    },
+    #[error(
+        "{source_name}: the tokenFile {path} of {entry} cannot be sent in an HTTP header: {reason}"
+    )]
+    TokenFile {
+        source_name: String,
+        entry: String,
+        path: String,
+        reason: token::BadToken,
     },
 }
 
@@ -218,11 +235,28 @@ pub fn inline_files(
         {
             a.client_key_data = Some(b64(read(&f, &entry, "client-key")?).into());
         }
-        // `token` wins over `tokenFile`, as kube and client-go read them.
+        // `token` wins over `tokenFile`, as kube and client-go read them. A file's token is
+        // trimmed of surrounding whitespace (its final newline), as client-go's
+        // `fileTokenSource` does; what is left must be a header value, like any token.
         if let Some(f) = a.token_file.take()
             && a.token.is_none()
         {
-            a.token = Some(read(&f, &entry, "tokenFile")?.trim().to_string().into());
+            let text = read(&f, &entry, "tokenFile")?;
+            let t = text.trim();
+            token::check(t).map_err(|reason| KubeconfigReadError::TokenFile {
+                source_name: source_name.to_string(),
+                entry: entry.clone(),
+                path: f.clone(),
+                reason,
+            })?;
+            a.token = Some(t.to_string().into());
+        } else if let Some(t) = a.token.as_ref() {
+            use secrecy::ExposeSecret as _;
+            token::check(t.expose_secret()).map_err(|reason| KubeconfigReadError::Token {
+                source_name: source_name.to_string(),
+                entry: entry.clone(),
+                reason,
+            })?;
         }
     }
     Ok(())

@@ -251,7 +251,11 @@ fn stand_in(auth: &mut kube::config::AuthInfo, out: &[u8]) -> Result<(), String>
     let s = cred.status.ok_or("no status in it")?;
     let b64 = |text: String| base64::engine::general_purpose::STANDARD.encode(text);
     match (s.token, s.client_certificate_data, s.client_key_data) {
-        (Some(token), _, _) if !token.is_empty() => auth.token = Some(token.into()),
+        (Some(token), _, _) if !token.is_empty() => {
+            super::token::check(&token)
+                .map_err(|r| format!("its token cannot be sent in an HTTP header: {r}"))?;
+            auth.token = Some(token.into());
+        }
         (_, Some(cert), Some(key)) => {
             auth.client_certificate_data = Some(b64(cert));
             auth.client_key_data = Some(b64(key).into());
