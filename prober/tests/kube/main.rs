@@ -5,7 +5,7 @@
 //! policy through the API stand-in, `allow_policy`), wait, fail fast
 //! and exec (`wait`); the RBAC of deploy/base checked against every request each mode makes
 //! (`rbac`, `scheduled_rbac`); a healthy cluster of each distribution (`healthy`); and the
-//! HTTPS proxy (`proxy`).
+//! HTTPS proxy (`proxy`); bearer tokens that cannot be a header (`token`).
 
 // A test: it reads fixtures and the clock freely (clippy.toml bans them in shipped code).
 #![allow(clippy::disallowed_methods)]
@@ -22,4 +22,5 @@ mod healthy;
 mod proxy;
 mod rbac;
 mod scheduled_rbac;
+mod token;
 mod wait;

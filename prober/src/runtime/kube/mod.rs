@@ -10,6 +10,8 @@ pub mod manifests;
 pub mod memory;
 pub mod plugin;
 pub mod proxy;
+pub mod refresh;
+pub mod token;
 pub mod words;
 
 use std::path::Path;
@@ -53,6 +55,22 @@ pub enum KubeconfigReadError {
         entry: String,
         field: &'static str,
         source: probe_proto::files::ReadError,
+    },
+    /// A token kube would panic on: named by where it came from, never shown.
+    #[error("{source_name}: the token of {entry} cannot be sent in an HTTP header: {reason}")]
+    Token {
+        source_name: String,
+        entry: String,
+        reason: token::BadToken,
+    },
+    #[error(
+        "{source_name}: the tokenFile {path} of {entry} cannot be sent in an HTTP header: {reason}"
+    )]
+    TokenFile {
+        source_name: String,
+        entry: String,
+        path: String,
+        reason: token::BadToken,
     },
 }
 
@@ -144,15 +162,35 @@ pub fn read_kubeconfig(path: &Path) -> Result<Kubeconfig, KubeconfigReadError> {
 }
 
 /// The credentials of the kubeconfig's `context`, ready for kube: the files it points to read
-/// capped ([`inline_files`]), its exec plugin run under its bounds ([`plugin::run_plugin`]).
+/// capped ([`inline_files`]), its exec plugin run under its bounds ([`plugin::run_plugin`]):
+/// that plugin and its token when it hands out tokens.
 async fn credentials(
     kc: &mut Kubeconfig,
     context: Option<&str>,
     source_name: &str,
-) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+) -> Result<Option<Plugged>, Box<dyn std::error::Error + Send + Sync>> {
     inline_files(kc, context, source_name)?;
-    plugin::run_plugin(kc, context, source_name, plugin::PLUGIN_TIMEOUT).await?;
-    Ok(())
+    Ok(plugin::run_plugin(kc, context, source_name, plugin::PLUGIN_TIMEOUT).await?)
+}
+
+/// An exec plugin and the token it handed out.
+type Plugged = (plugin::Plugin, refresh::Token);
+
+/// The client for `config`; with a plugin's token, that token is put on each request by
+/// [`refresh::RefreshLayer`] (and fetched again) instead of by kube, which would keep it.
+fn build(mut config: Config, plugged: Option<Plugged>) -> Result<kube::Client, kube::Error> {
+    let Some((plugin, first)) = plugged else {
+        return kube::Client::try_from(config);
+    };
+    config.auth_info.token = None;
+    let plugin = std::sync::Arc::new(plugin);
+    let fetch: refresh::Fetch = std::sync::Arc::new(move || {
+        let plugin = plugin.clone();
+        Box::pin(async move { plugin.token().await.map_err(Into::into) })
+    });
+    Ok(kube::client::ClientBuilder::try_from(config)?
+        .with_layer(&refresh::RefreshLayer::new(first, fetch))
+        .build())
 }
 
 /// The kubeconfig's `context`, else its current one; `None` when it names none that exists
@@ -218,11 +256,28 @@ pub fn inline_files(
         {
             a.client_key_data = Some(b64(read(&f, &entry, "client-key")?).into());
         }
-        // `token` wins over `tokenFile`, as kube and client-go read them.
+        // `token` wins over `tokenFile`, as kube and client-go read them. A file's token is
+        // trimmed of surrounding whitespace (its final newline), as client-go's
+        // `fileTokenSource` does; what is left must be a header value, like any token.
         if let Some(f) = a.token_file.take()
             && a.token.is_none()
         {
-            a.token = Some(read(&f, &entry, "tokenFile")?.trim().to_string().into());
+            let text = read(&f, &entry, "tokenFile")?;
+            let t = text.trim();
+            token::check(t).map_err(|reason| KubeconfigReadError::TokenFile {
+                source_name: source_name.to_string(),
+                entry: entry.clone(),
+                path: f.clone(),
+                reason,
+            })?;
+            a.token = Some(t.to_string().into());
+        } else if let Some(t) = a.token.as_ref() {
+            use secrecy::ExposeSecret as _;
+            token::check(t.expose_secret()).map_err(|reason| KubeconfigReadError::Token {
+                source_name: source_name.to_string(),
+                entry: entry.clone(),
+                reason,
+            })?;
         }
     }
     Ok(())
@@ -291,11 +346,12 @@ pub async fn client(
             message: e.to_string(),
         }
     };
+    let mut plugged = None;
     let (config, source_name) = if let Some(path) = kubeconfig {
         let source_name = path.display().to_string();
         let err = config_err(&source_name);
         let mut kc = read_kubeconfig(path).map_err(|e| err(&e))?;
-        prepare(&mut kc, context, &source_name).await?;
+        plugged = prepare(&mut kc, context, &source_name).await?;
         (
             Config::from_custom_kubeconfig(kc, &options)
                 .await
@@ -310,9 +366,12 @@ pub async fn client(
         match found {
             Ok(Some((mut kc, source_name))) => {
                 let err = config_err(&source_name);
-                prepare(&mut kc, context, &source_name).await?;
+                let p = prepare(&mut kc, context, &source_name).await?;
                 match Config::from_custom_kubeconfig(kc, &options).await {
-                    Ok(config) => (config, source_name),
+                    Ok(config) => {
+                        plugged = p;
+                        (config, source_name)
+                    }
                     // As `Config::infer`: a kubeconfig that cannot be used falls back to the
                     // in-cluster service account, unless a context was asked for.
                     Err(e) if context.is_some() => return Err(err(&e)),
@@ -366,7 +425,7 @@ pub async fn client(
         ),
         None => config.cluster_url.to_string(),
     };
-    let client = kube::Client::try_from(config).map_err(|e| ConnectError::Unreachable {
+    let client = build(config, plugged).map_err(|e| ConnectError::Unreachable {
         server: server.clone(),
         source_name: source_name.clone(),
         // kube's own words for these quote the proxy URL whole, password and all.
@@ -391,7 +450,7 @@ async fn prepare(
     kc: &mut Kubeconfig,
     context: Option<&str>,
     source_name: &str,
-) -> Result<(), ConnectError> {
+) -> Result<Option<Plugged>, ConnectError> {
     if let Some((url, var)) = proxy::configured(kc, context, |k| std::env::var(k).ok()) {
         proxy::check(&url).map_err(|reason| ConnectError::Proxy {
             proxy: proxy::shown(&url),

@@ -1,8 +1,8 @@
 //! A kubeconfig's exec credential plugin (`users[].user.exec`: `aws eks get-token`,
 //! `gke-gcloud-auth-plugin`, `kubelogin`), run as kubectl runs it, but under a time limit and
 //! with its output capped, and named when it fails. kube would run it with neither bound. Its
-//! credential then stands in the kubeconfig in its place for the run (minutes, far less than
-//! any credential it hands out lives).
+//! credential then stands in the kubeconfig in its place; a token is fetched again from it
+//! before it expires and on a 401 ([`super::refresh`]).
 
 use std::path::Path;
 use std::process::Stdio;
@@ -78,6 +78,7 @@ struct CredentialStatus {
     token: Option<String>,
     client_certificate_data: Option<String>,
     client_key_data: Option<String>,
+    expiration_timestamp: Option<String>,
 }
 
 /// The plugin's command as client-go starts it: its arguments and environment, and
@@ -157,16 +158,108 @@ async fn collect(mut child: tokio::process::Child, timeout: Duration) -> Option<
     Some(status.map(|s| (s, out, err)))
 }
 
+/// A user's exec plugin, ready to be run (again).
+pub struct Plugin {
+    exec: kube::config::ExecConfig,
+    command: String,
+    /// The command as said in messages: its file name.
+    shown: String,
+    cluster: Option<kube::config::Cluster>,
+    source_name: String,
+    user: String,
+    timeout: Duration,
+}
+
+/// A plugin's credential: a token (and its expiry, unix seconds) or a client certificate.
+enum Credential {
+    Token(super::refresh::Token),
+    Certificate { cert: String, key: String },
+}
+
+impl Plugin {
+    fn fail(&self, why: String) -> PluginError {
+        PluginError::Credential {
+            source_name: self.source_name.clone(),
+            user: self.user.clone(),
+            command: self.shown.clone(),
+            why,
+        }
+    }
+
+    /// Runs the plugin under its bounds and reads the credential it printed.
+    async fn run(&self) -> Result<Credential, PluginError> {
+        if self.command.is_empty() {
+            return Err(self.fail("it names no command".into()));
+        }
+        let child = command_of(&self.exec, &self.command, self.cluster.as_ref())
+            .spawn()
+            .map_err(|error| PluginError::Start {
+                source_name: self.source_name.clone(),
+                user: self.user.clone(),
+                command: self.shown.clone(),
+                error,
+                hint: self
+                    .exec
+                    .install_hint
+                    .as_deref()
+                    .map(|h| format!(" ({})", h.trim()))
+                    .unwrap_or_default(),
+            })?;
+        let (status, out, err) = match collect(child, self.timeout).await {
+            None => {
+                return Err(PluginError::Deadline {
+                    source_name: self.source_name.clone(),
+                    user: self.user.clone(),
+                    command: self.shown.clone(),
+                    secs: self.timeout.as_secs(),
+                });
+            }
+            Some(None) => {
+                return Err(PluginError::TooLarge {
+                    source_name: self.source_name.clone(),
+                    user: self.user.clone(),
+                    command: self.shown.clone(),
+                    max: MAX_OUTPUT,
+                });
+            }
+            Some(Some(done)) => done,
+        };
+        let status = status.map_err(|e| self.fail(e.to_string()))?;
+        if !status.success() {
+            return Err(PluginError::Failed {
+                source_name: self.source_name.clone(),
+                user: self.user.clone(),
+                command: self.shown.clone(),
+                status: status.to_string(),
+                stderr: String::from_utf8_lossy(&err).trim().to_string(),
+            });
+        }
+        credential(&out).map_err(|why| self.fail(why))
+    }
+
+    /// Runs the plugin again for a new token (see [`super::refresh`]).
+    pub async fn token(&self) -> Result<super::refresh::Token, PluginError> {
+        match self.run().await? {
+            Credential::Token(t) => Ok(t),
+            Credential::Certificate { .. } => {
+                Err(self.fail("it printed a certificate where it printed a token before".into()))
+            }
+        }
+    }
+}
+
 /// Runs the exec plugin of the user of `context` (else the current context), if it has one,
-/// and puts its credential in the kubeconfig in place of the plugin, with `timeout`.
+/// and puts its credential in the kubeconfig in place of the plugin, with `timeout`. When the
+/// credential is a token: the plugin and that token, to run it again for a new one.
 pub async fn run_plugin(
     kc: &mut Kubeconfig,
     context: Option<&str>,
     source_name: &str,
     timeout: Duration,
-) -> Result<(), PluginError> {
+) -> Result<Option<(Plugin, super::refresh::Token)>, PluginError> {
+    use base64::Engine as _;
     let Some(ctx) = super::context_of(kc, context) else {
-        return Ok(());
+        return Ok(None);
     };
     let cluster = kc
         .clusters
@@ -180,86 +273,66 @@ pub async fn run_plugin(
         .find(|n| n.name == user)
         .and_then(|n| n.auth_info.as_mut())
     else {
-        return Ok(());
+        return Ok(None);
     };
     let Some(exec) = auth.exec.clone() else {
-        return Ok(());
+        return Ok(None);
     };
     let command = exec.command.clone().unwrap_or_default();
     let shown = Path::new(&command)
         .file_name()
         .map_or(command.clone(), |f| f.to_string_lossy().into_owned());
-    let fail = |why: String| PluginError::Credential {
+    let plugin = Plugin {
+        exec,
+        command,
+        shown,
+        cluster,
         source_name: source_name.to_string(),
-        user: user.clone(),
-        command: shown.clone(),
-        why,
+        user,
+        timeout,
     };
-    if command.is_empty() {
-        return Err(fail("it names no command".into()));
-    }
-    let child = command_of(&exec, &command, cluster.as_ref())
-        .spawn()
-        .map_err(|error| PluginError::Start {
-            source_name: source_name.to_string(),
-            user: user.clone(),
-            command: shown.clone(),
-            error,
-            hint: exec
-                .install_hint
-                .as_deref()
-                .map(|h| format!(" ({})", h.trim()))
-                .unwrap_or_default(),
-        })?;
-    let (status, out, err) = match collect(child, timeout).await {
-        None => {
-            return Err(PluginError::Deadline {
-                source_name: source_name.to_string(),
-                user: user.clone(),
-                command: shown,
-                secs: timeout.as_secs(),
-            });
+    let b64 = |text: String| base64::engine::general_purpose::STANDARD.encode(text);
+    let refresh = match plugin.run().await? {
+        Credential::Token(t) => {
+            auth.token = Some(t.value.clone().into());
+            Some((plugin, t))
         }
-        Some(None) => {
-            return Err(PluginError::TooLarge {
-                source_name: source_name.to_string(),
-                user: user.clone(),
-                command: shown,
-                max: MAX_OUTPUT,
-            });
+        Credential::Certificate { cert, key } => {
+            auth.client_certificate_data = Some(b64(cert));
+            auth.client_key_data = Some(b64(key).into());
+            None
         }
-        Some(Some(done)) => done,
     };
-    let status = status.map_err(|e| fail(e.to_string()))?;
-    if !status.success() {
-        return Err(PluginError::Failed {
-            source_name: source_name.to_string(),
-            user: user.clone(),
-            command: shown,
-            status: status.to_string(),
-            stderr: String::from_utf8_lossy(&err).trim().to_string(),
-        });
-    }
-    stand_in(auth, &out).map_err(fail)
+    auth.exec = None;
+    Ok(refresh)
 }
 
-/// Puts the credential a plugin printed (`out`, an `ExecCredential`) in its user's place.
-fn stand_in(auth: &mut kube::config::AuthInfo, out: &[u8]) -> Result<(), String> {
-    use base64::Engine as _;
+/// The credential a plugin printed (`out`, an `ExecCredential`).
+fn credential(out: &[u8]) -> Result<Credential, String> {
     let cred: ExecCredential =
         serde_json::from_slice(out).map_err(|e| format!("not JSON ({e})"))?;
     let s = cred.status.ok_or("no status in it")?;
-    let b64 = |text: String| base64::engine::general_purpose::STANDARD.encode(text);
-    match (s.token, s.client_certificate_data, s.client_key_data) {
-        (Some(token), _, _) if !token.is_empty() => auth.token = Some(token.into()),
-        (_, Some(cert), Some(key)) => {
-            auth.client_certificate_data = Some(b64(cert));
-            auth.client_key_data = Some(b64(key).into());
+    let expires = match s.expiration_timestamp {
+        None => None,
+        Some(t) => {
+            let time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time =
+                serde_json::from_value(serde_json::Value::String(t))
+                    .map_err(|_| "its expirationTimestamp is not an RFC 3339 time")?;
+            Some(u64::try_from(time.0.as_second()).unwrap_or(0))
         }
-        _ => return Err("neither a token nor a client certificate and key".into()),
+    };
+    match (s.token, s.client_certificate_data, s.client_key_data) {
+        (Some(token), _, _) if !token.is_empty() => {
+            super::token::check(&token)
+                .map_err(|r| format!("its token cannot be sent in an HTTP header: {r}"))?;
+            Ok(Credential::Token(super::refresh::Token {
+                value: token,
+                expires,
+            }))
+        }
+        (_, Some(cert), Some(key)) => Ok(Credential::Certificate { cert, key }),
+        _ => Err("neither a token nor a client certificate and key".into()),
     }
-    auth.exec = None;
-    Ok(())
 }
 
 #[cfg(test)]
@@ -284,7 +357,9 @@ mod tests {
     async fn run(script: &str, timeout: Duration) -> (Result<(), PluginError>, Kubeconfig) {
         let tmp = tempfile::tempdir().unwrap();
         let mut kc = kubeconfig(tmp.path(), script);
-        let r = run_plugin(&mut kc, None, "kc.yaml", timeout).await;
+        let r = run_plugin(&mut kc, None, "kc.yaml", timeout)
+            .await
+            .map(|_| ());
         (r, kc)
     }
 
