@@ -434,8 +434,14 @@ mod api {
             "DELETE /apis/apps/v1/namespaces/prober-system/daemonsets/probe-host-r1?".to_string(),
             "DELETE /apis/networking.k8s.io/v1/namespaces/prober-system/networkpolicies/prober-agents-r1?".to_string(),
             "DELETE /api/v1/namespaces/prober-system/serviceaccounts/prober-agent-r1?".to_string(),
+            // The run's own pods and whether their nodes are Ready: on a NotReady node no kubelet
+            // confirms a graceful delete, so those would be ended with grace 0.
+            "GET /api/v1/namespaces/prober-system/pods?&labelSelector=app.kubernetes.io%2Fname%3Dprober%2Cprober.io%2Frun%3Dr1".to_string(),
+            "GET /api/v1/nodes?&limit=500".to_string(),
             runs.to_string(),
             "DELETE /api/v1/namespaces/prober-system?".to_string(),
+            // The namespace it deleted, until it is gone, so the next run does not meet it.
+            "GET /api/v1/namespaces/prober-system".to_string(),
         ];
         assert_eq!(reqs, want, "{reqs:#?}");
         // The watches, from the lists' versions (their timeouts follow the clock).
