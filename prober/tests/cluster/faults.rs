@@ -24,21 +24,6 @@ fn not_run(r: &Value, node: &str) -> Vec<String> {
         .collect()
 }
 
-fn all_ran(out: &std::process::Output) {
-    let r = report(out);
-    let missing: Vec<&Value> = r["agents"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|a| a["ran"] == false)
-        .collect();
-    assert!(
-        missing.is_empty(),
-        "agents missing: {missing:?}\n{}",
-        text(out)
-    );
-}
-
 /// A run right after another that created (and deleted) its own namespace, as an administrator
 /// runs them: the namespace may still be Terminating, and the second run must neither fail with
 /// a raw 403 nor leave anything.

@@ -69,17 +69,7 @@ fn discovery_and_the_matrix_on_the_real_control_plane_find_the_8472_gap_and_leav
             text(&out)
         );
     }
-    let missing: Vec<&Value> = r["agents"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|a| a["ran"] == false)
-        .collect();
-    assert!(
-        missing.is_empty(),
-        "agents missing: {missing:?}\n{}",
-        text(&out)
-    );
+    all_ran(&out);
     nothing_left(&k);
     // Namespaces the cluster does not have are no permission problem: no warning about them.
     assert!(

@@ -309,6 +309,22 @@ pub(crate) fn matrix(k: &RealLab, kubeconfig: &Path, wait: &str, extra: &[&str])
     run(k, &args, kubeconfig)
 }
 
+/// Fails unless every agent of the run that printed `out` ran.
+pub(crate) fn all_ran(out: &Output) {
+    let r = report(out);
+    let missing: Vec<&Value> = r["agents"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|a| a["ran"] == false)
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "agents missing: {missing:?}\n{}",
+        text(out)
+    );
+}
+
 pub(crate) fn report(out: &Output) -> Value {
     serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("no JSON report ({e}):\n{}", text(out)))
