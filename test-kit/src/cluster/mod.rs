@@ -156,7 +156,8 @@ pub struct Cluster {
     pub netns: String,
     ca_pem: String,
     processes: Vec<Spawned>,
-    shims: Vec<(String, usize)>,
+    /// Where the shims are in `processes`.
+    shims: Vec<usize>,
     audit_log: PathBuf,
 }
 
@@ -284,7 +285,7 @@ impl Cluster {
             write(&state.join("kubelet.key"), &key)?;
             let argv = args::shim(&self.config, &n, &state);
             let i = self.spawn(&n.netns, &format!("nodeshim-{}", n.name), &argv)?;
-            self.shims.push((n.name.clone(), i));
+            self.shims.push(i);
         }
         Ok(())
     }
@@ -293,7 +294,7 @@ impl Cluster {
     /// (kubeadm) would: NodeRestriction keeps a kubelet from setting roles itself.
     fn wait_nodes(&mut self) -> Result<(), ClusterError> {
         let names: Vec<String> = self.config.nodes.iter().map(|n| n.name.clone()).collect();
-        let first = self.shims.first().map_or(0, |s| s.1);
+        let first = self.shims.first().copied().unwrap_or(0);
         self.wait_until(first, "the nodes' shims", || {
             let Ok(v) = self.get_json(&["get", "nodes"]) else {
                 return false;
@@ -464,13 +465,6 @@ impl Cluster {
     pub fn log(&self, what: &str) -> String {
         std::fs::read_to_string(self.config.dir.join(format!("logs/{what}.log")))
             .unwrap_or_default()
-    }
-
-    /// Stops a node's shim as a crashed kubelet stops (its pods' processes go with it).
-    pub fn kill_shim(&mut self, node: &str) {
-        if let Some((_, i)) = self.shims.iter().find(|(n, _)| n == node) {
-            self.processes[*i].stop(Duration::ZERO);
-        }
     }
 }
 
