@@ -1,7 +1,7 @@
 //! A run against the real control plane: discovery and the matrix on the lab's own cluster,
 //! as a user bound to deploy/base's RBAC, and what the run leaves behind (nothing).
 
-use crate::common::{comparable_inventory, root, text};
+use crate::common::{root, text};
 use crate::kit::*;
 use serde_json::Value;
 
@@ -43,16 +43,7 @@ fn discovery_and_the_matrix_on_the_real_control_plane_find_the_8472_gap_and_leav
         policies[0]["metadata"]["name"], "prober-agents",
         "{policies}"
     );
-    found["cluster"].as_object_mut().unwrap().remove("policies");
-    let mut lab: Value =
-        serde_json::to_value(prober::lab::build::inventory(&k.scenario, &k.lab.layout)).unwrap();
-    comparable_inventory(&mut found);
-    comparable_inventory(&mut lab);
-    assert_eq!(
-        serde_json::to_string_pretty(&found).unwrap(),
-        serde_json::to_string_pretty(&lab).unwrap(),
-        "discovery through the real API server differs from the lab's inventory"
-    );
+    assert_discovered_the_lab(&k, found, "through the real API server");
 
     // matrix: this run's own agents, scheduled by the real scheduler, run by the shims.
     let out = matrix(&k, &user, "90s", &[]);

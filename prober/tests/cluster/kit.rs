@@ -5,9 +5,10 @@
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::common::{agent, lab_name, prober, require_root, root, text};
+pub(crate) use crate::common::{eventually, report};
 use prober::lab::scenario::Scenario;
 use prober::lab::{Lab, Options};
 use serde_json::{Value, json};
@@ -309,6 +310,21 @@ pub(crate) fn matrix(k: &RealLab, kubeconfig: &Path, wait: &str, extra: &[&str])
     run(k, &args, kubeconfig)
 }
 
+/// Fails unless `found` (discovery's inventory, its policies taken out) is the lab's own
+/// inventory as far as discovery can know it; `what` names the source in the failure.
+pub(crate) fn assert_discovered_the_lab(k: &RealLab, mut found: Value, what: &str) {
+    found["cluster"].as_object_mut().unwrap().remove("policies");
+    let mut lab: Value =
+        serde_json::to_value(prober::lab::build::inventory(&k.scenario, &k.lab.layout)).unwrap();
+    crate::common::comparable_inventory(&mut found);
+    crate::common::comparable_inventory(&mut lab);
+    assert_eq!(
+        serde_json::to_string_pretty(&found).unwrap(),
+        serde_json::to_string_pretty(&lab).unwrap(),
+        "discovery {what} differs from the lab's inventory"
+    );
+}
+
 /// Fails unless every agent of the run that printed `out` ran.
 pub(crate) fn all_ran(out: &Output) {
     let r = report(out);
@@ -323,23 +339,6 @@ pub(crate) fn all_ran(out: &Output) {
         "agents missing: {missing:?}\n{}",
         text(out)
     );
-}
-
-pub(crate) fn report(out: &Output) -> Value {
-    serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("no JSON report ({e}):\n{}", text(out)))
-}
-
-/// Waits until `done` holds, or panics with `what` after `secs`.
-pub(crate) fn eventually(secs: u64, what: &str, mut done: impl FnMut() -> Option<String>) {
-    let until = Instant::now() + Duration::from_secs(secs);
-    loop {
-        match done() {
-            None => return,
-            Some(why) if Instant::now() > until => panic!("{what}: {why}"),
-            Some(_) => std::thread::sleep(Duration::from_millis(250)),
-        }
-    }
 }
 
 /// What prober's runs left in the cluster: objects labelled with a run, namespaces it created

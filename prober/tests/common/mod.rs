@@ -148,3 +148,21 @@ pub fn comparable_inventory(v: &mut serde_json::Value) {
         .unwrap()
         .remove("mtu");
 }
+
+/// The JSON report a run printed.
+pub fn report(out: &Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("no JSON report ({e}):\n{}", text(out)))
+}
+
+/// Waits until `done` holds, or panics with `what` and its last word after `secs`.
+pub fn eventually(secs: u64, what: &str, mut done: impl FnMut() -> Option<String>) {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    loop {
+        match done() {
+            None => return,
+            Some(why) if std::time::Instant::now() > until => panic!("{what}: {why}"),
+            Some(_) => std::thread::sleep(std::time::Duration::from_millis(200)),
+        }
+    }
+}

@@ -3,9 +3,10 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::common::{agent, lab_name, prober, require_root, root, text};
+pub(crate) use crate::common::{eventually, report};
 use prober::lab::scenario::Scenario;
 use prober::lab::{Lab, Options};
 use serde_json::Value;
@@ -245,23 +246,6 @@ pub(crate) fn nothing_left(k: &KubeLab) {
     eventually(60, "the run left objects or processes behind", || {
         leftovers(k)
     });
-}
-
-pub(crate) fn report(out: &Output) -> Value {
-    serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("no JSON report ({e}):\n{}", text(out)))
-}
-
-/// Waits until `done` holds, or panics with `what` after `secs`.
-pub(crate) fn eventually(secs: u64, what: &str, mut done: impl FnMut() -> Option<String>) {
-    let until = Instant::now() + Duration::from_secs(secs);
-    loop {
-        match done() {
-            None => return,
-            Some(why) if Instant::now() > until => panic!("{what}: {why}"),
-            Some(_) => std::thread::sleep(Duration::from_millis(200)),
-        }
-    }
 }
 
 /// What a run left in the cluster and on the nodes: objects labelled with a run, and processes.
