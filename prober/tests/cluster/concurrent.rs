@@ -72,12 +72,8 @@ fn ctrl_c_in_each_phase_exits_130_and_leaves_nothing_behind() {
             },
         );
         let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
-        // `ip netns exec` runs prober in its own process: the signal goes to prober itself.
-        let prober_pid = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
-            .ok()
-            .and_then(|c| c.split_whitespace().next().and_then(|p| p.parse().ok()))
-            .map_or(pid, nix::unistd::Pid::from_raw);
-        nix::sys::signal::kill(prober_pid, nix::sys::signal::Signal::SIGINT).unwrap();
+        // `ip netns exec` execs prober in its own place: the child is prober itself.
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
         let out = child.wait_with_output().unwrap();
         // The cleanup phase may finish before the signal lands: then the run simply ends.
         if phase != "cleanup" || !out.status.success() && out.status.code() != Some(1) {
